@@ -1,0 +1,88 @@
+//! Translation from the host and probe crates' types to the wire types. Nothing else.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use quietbench_probe::histogram::encode_v2_deflate;
+use quietbench_probe::placement::PlacementPlan;
+use quietbench_probe::{IntervalReport, ThreadPlacement};
+use quietbench_proto::v1 as pb;
+
+/// Nanoseconds since the Unix epoch (0 for times before it, which a live clock never gives).
+pub fn unix_ns(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+pub fn fingerprint(fp: quietbench_host::Fingerprint) -> pb::Fingerprint {
+    pb::Fingerprint {
+        cpu: fp.cpu.map(|cpu| pb::CpuIdentity {
+            vendor: cpu.vendor,
+            model_name: cpu.model_name,
+            family: cpu.family,
+            model: cpu.model,
+            stepping: cpu.stepping,
+            microcode: cpu.microcode,
+        }),
+        logical_cpus: fp.online_cpus.len() as u32,
+        online_cpus: fp.online_cpus,
+        kernel_release: fp.kernel_release.unwrap_or_default(),
+        clocksource: fp.clocksource.unwrap_or_default(),
+        hostname: fp.hostname.unwrap_or_default(),
+        unreadable: fp.unreadable,
+    }
+}
+
+pub fn placement(plan: &PlacementPlan, threads: &[ThreadPlacement]) -> pb::Placement {
+    pb::Placement {
+        policy: plan.policy.as_str().to_string(),
+        threads: threads
+            .iter()
+            .map(|t| pb::ThreadPlacement {
+                thread_index: t.thread_index,
+                planned_cpu: t.planned_cpu,
+                affinity_cpus: t.affinity_cpus.clone(),
+                observed_cpu: t.observed_cpu,
+            })
+            .collect(),
+        housekeeping_cpus: plan.housekeeping_cpus.clone(),
+    }
+}
+
+/// The metrics of an interval (or a whole trial) of an event-counting probe: events per second,
+/// and the per-event latency distribution.
+pub fn event_metrics(report: &IntervalReport) -> Result<Vec<pb::Metric>, String> {
+    let latency = &report.latency_ns;
+    let bytes = encode_v2_deflate(latency).map_err(|e| e.to_string())?;
+    Ok(vec![
+        pb::Metric {
+            name: "events_per_sec".into(),
+            unit: "events/s".into(),
+            value: Some(report.events_per_sec),
+            histogram: None,
+        },
+        pb::Metric {
+            name: "event_latency".into(),
+            unit: "ns".into(),
+            value: (!latency.is_empty()).then(|| latency.mean()),
+            histogram: Some(pb::Histogram {
+                hdr_v2_deflate: bytes,
+                unit: "ns".into(),
+                start_unix_ns: unix_ns(report.start),
+                end_unix_ns: unix_ns(report.end),
+                clamped_count: report.clamped,
+                dropped_count: report.dropped,
+                total_count: latency.len(),
+            }),
+        },
+    ])
+}
+
+pub fn interval(report: &IntervalReport) -> Result<pb::Interval, String> {
+    Ok(pb::Interval {
+        index: report.index,
+        start_unix_ns: unix_ns(report.start),
+        end_unix_ns: unix_ns(report.end),
+        metrics: event_metrics(report)?,
+    })
+}

@@ -1,0 +1,123 @@
+//! Starting the agent: arguments, the pinned runtime, and the gRPC server with health and
+//! reflection.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use quietbench_host::HostRoot;
+use quietbench_probe::affinity::{current_thread_affinity, pin_current_thread};
+use quietbench_proto::v1::FILE_DESCRIPTOR_SET;
+use quietbench_proto::v1::agent_service_server::AgentServiceServer;
+use tokio_stream::wrappers::TcpListenerStream;
+
+use crate::service::Agent;
+
+/// Command-line arguments of the agent (`quietbench-agent`, or `quietbench agent`).
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    name = "quietbench-agent",
+    version,
+    about = "quietbench agent: serves the host's fingerprint and runs probes over gRPC"
+)]
+pub struct AgentArgs {
+    /// Address to serve gRPC on. Port 0 picks a free port; the chosen address is printed on
+    /// standard output as "quietbench-agent listening on ADDR".
+    #[arg(long, default_value = "127.0.0.1:7700")]
+    pub listen: SocketAddr,
+    /// Root directory to read /proc and /sys from (tests point it at a fixture tree).
+    #[arg(long, default_value = "/", hide = true)]
+    pub host_root: PathBuf,
+}
+
+/// Serves until SIGINT or SIGTERM. Blocks the calling thread.
+pub fn serve(args: &AgentArgs) -> anyhow::Result<()> {
+    init_tracing();
+    // Read before anything is pinned: this is the set probes may be placed on.
+    let allowed_cpus = current_thread_affinity().context("reading the agent's CPU affinity")?;
+    let housekeeping = allowed_cpus
+        .first()
+        .copied()
+        .context("the agent's CPU affinity is empty")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .max_blocking_threads(4)
+        .thread_name("qb-grpc")
+        .on_thread_start(move || {
+            // Keep the runtime off the CPUs probes use; failure only costs some noise.
+            if let Err(err) = pin_current_thread(&[housekeeping]) {
+                tracing::warn!("cannot pin gRPC thread to CPU {housekeeping}: {err}");
+            }
+        })
+        .enable_all()
+        .build()
+        .context("starting the agent's runtime")?;
+    let agent = Agent::new(
+        HostRoot::at(&args.host_root),
+        allowed_cpus,
+        vec![housekeeping],
+    );
+    runtime.block_on(run_server(args.listen, agent))
+}
+
+async fn run_server(listen: SocketAddr, agent: Agent) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}: is another agent running there?"))?;
+    let local = listener.local_addr()?;
+
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_serving::<AgentServiceServer<Agent>>().await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .context("building the reflection service")?;
+
+    let slot = agent.slot();
+    let shutdown = async move {
+        wait_for_signal().await;
+        tracing::info!("shutting down: cancelling any running trial");
+        slot.cancel_any();
+    };
+
+    // The controller reads this line to learn the port; flush so it is not stuck in a buffer.
+    let mut stdout = std::io::stdout();
+    writeln!(stdout, "quietbench-agent listening on {local}")?;
+    stdout.flush()?;
+    tracing::info!(%local, "serving");
+
+    tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(reflection)
+        .add_service(AgentServiceServer::new(agent))
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .await
+        .context("gRPC server failed")
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        // Without signal handlers the agent still serves; it just dies the default way.
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("QUIETBENCH_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // A second init (tests, the controller's re-exec) is harmless: keep the first.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

@@ -1,0 +1,132 @@
+//! The gRPC service: validates requests and translates; the work happens in trial.rs and in the
+//! probe crate.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use quietbench_host::{HostRoot, read_fingerprint};
+use quietbench_probe::{plan_placement, resolve_probe};
+use quietbench_proto::v1 as pb;
+use quietbench_proto::v1::agent_service_server::AgentService;
+use tokio::sync::mpsc;
+use tokio_stream::Stream;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+use crate::convert;
+use crate::trial::{TrialJob, TrialSlot, params, spawn_supervisor};
+
+/// Longest trial an agent accepts: one hour. Bounded so a typo cannot hold a machine for days.
+const MAX_DURATION_MS: u64 = 3_600_000;
+/// Shortest reporting interval: below this, per-interval encoding would cost real CPU.
+const MIN_INTERVAL_MS: u64 = 10;
+/// Events buffered between the supervisor and a slow client.
+const EVENT_BUFFER: usize = 64;
+
+/// The agent's state shared by all RPCs.
+pub struct Agent {
+    root: HostRoot,
+    allowed_cpus: Vec<u32>,
+    housekeeping_cpus: Vec<u32>,
+    slot: Arc<TrialSlot>,
+}
+
+impl Agent {
+    pub fn new(root: HostRoot, allowed_cpus: Vec<u32>, housekeeping_cpus: Vec<u32>) -> Self {
+        Self {
+            root,
+            allowed_cpus,
+            housekeeping_cpus,
+            slot: Arc::default(),
+        }
+    }
+
+    /// The trial slot, so shutdown can cancel whatever runs.
+    pub fn slot(&self) -> Arc<TrialSlot> {
+        Arc::clone(&self.slot)
+    }
+
+    fn validate(&self, req: &pb::RunProbeRequest) -> Result<TrialJob, Status> {
+        let spec = resolve_probe(&req.probe, &params(&req.params))
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        if req.duration_ms == 0 || req.duration_ms > MAX_DURATION_MS {
+            return Err(Status::invalid_argument(format!(
+                "duration_ms {} is out of range: give 1 to {MAX_DURATION_MS} (one hour)",
+                req.duration_ms
+            )));
+        }
+        let interval_ms = if req.interval_ms == 0 {
+            1000
+        } else {
+            req.interval_ms
+        };
+        if interval_ms < MIN_INTERVAL_MS {
+            return Err(Status::invalid_argument(format!(
+                "interval_ms {interval_ms} is too short: give at least {MIN_INTERVAL_MS}"
+            )));
+        }
+        let interval_ms = interval_ms.min(req.duration_ms);
+        let mut plan = plan_placement(spec.threads, &self.allowed_cpus, &req.cpus)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        plan.housekeeping_cpus.clone_from(&self.housekeeping_cpus);
+        let trial_id = if req.trial_id.is_empty() {
+            uuid::Uuid::new_v4().to_string()
+        } else if req.trial_id.len() > 128 {
+            return Err(Status::invalid_argument(
+                "trial_id is longer than 128 bytes",
+            ));
+        } else {
+            req.trial_id.clone()
+        };
+        Ok(TrialJob {
+            trial_id,
+            spec,
+            plan,
+            duration: Duration::from_millis(req.duration_ms),
+            interval: Duration::from_millis(interval_ms),
+        })
+    }
+}
+
+type EventStream = Pin<Box<dyn Stream<Item = Result<pb::ProbeEvent, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl AgentService for Agent {
+    async fn get_host(
+        &self,
+        _request: Request<pb::GetHostRequest>,
+    ) -> Result<Response<pb::GetHostResponse>, Status> {
+        let root = self.root.clone();
+        let fingerprint = tokio::task::spawn_blocking(move || read_fingerprint(&root))
+            .await
+            .map_err(|e| Status::internal(format!("reading the fingerprint failed: {e}")))?;
+        Ok(Response::new(pb::GetHostResponse {
+            fingerprint: Some(convert::fingerprint(fingerprint)),
+            agent_version: env!("CARGO_PKG_VERSION").to_string(),
+        }))
+    }
+
+    type RunProbeStream = EventStream;
+
+    async fn run_probe(
+        &self,
+        request: Request<pb::RunProbeRequest>,
+    ) -> Result<Response<Self::RunProbeStream>, Status> {
+        let job = self.validate(request.get_ref())?;
+        let (guard, cancel) = self.slot.claim(&job.trial_id, job.spec.name)?;
+        let (tx, rx) = mpsc::channel(EVENT_BUFFER);
+        tracing::info!(trial = %job.trial_id, probe = job.spec.name, "trial accepted");
+        spawn_supervisor(job, guard, cancel, tx)
+            .map_err(|e| Status::internal(format!("cannot start the probe supervisor: {e}")))?;
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn cancel(
+        &self,
+        request: Request<pb::CancelRequest>,
+    ) -> Result<Response<pb::CancelResponse>, Status> {
+        let cancelled = self.slot.cancel(&request.get_ref().trial_id);
+        Ok(Response::new(pb::CancelResponse { cancelled }))
+    }
+}

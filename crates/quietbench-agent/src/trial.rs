@@ -1,0 +1,192 @@
+//! The one trial an agent runs at a time: admission, and the supervisor thread that runs it and
+//! streams its events.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use quietbench_probe::placement::PlacementPlan;
+use quietbench_probe::{ProbeSpec, TrialEvent, TrialSettings, run_trial};
+use quietbench_proto::v1 as pb;
+use tokio::sync::mpsc;
+use tonic::Status;
+
+use crate::convert;
+
+/// The running trial, if any. Touched only when a trial starts, ends or is cancelled: never on
+/// a measured path.
+#[derive(Default)]
+pub struct TrialSlot {
+    running: Mutex<Option<Running>>,
+}
+
+struct Running {
+    trial_id: String,
+    probe: &'static str,
+    cancel: Arc<AtomicBool>,
+}
+
+/// Holds the slot while a trial runs; frees it when dropped (also if the supervisor panics).
+pub struct SlotGuard {
+    slot: Arc<TrialSlot>,
+}
+
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        *self.slot.lock() = None;
+    }
+}
+
+impl TrialSlot {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Running>> {
+        // A poisoned lock only means a panic elsewhere; the Option inside is still coherent.
+        self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Claims the slot for a trial, or says which trial holds it.
+    pub fn claim(
+        self: &Arc<Self>,
+        trial_id: &str,
+        probe: &'static str,
+    ) -> Result<(SlotGuard, Arc<AtomicBool>), Status> {
+        let mut running = self.lock();
+        if let Some(current) = running.as_ref() {
+            return Err(Status::resource_exhausted(format!(
+                "this agent is busy with trial {} ({}); it runs one probe at a time, so wait for \
+                 that trial to finish or cancel it",
+                current.trial_id, current.probe
+            )));
+        }
+        let cancel = Arc::new(AtomicBool::new(false));
+        *running = Some(Running {
+            trial_id: trial_id.to_string(),
+            probe,
+            cancel: Arc::clone(&cancel),
+        });
+        Ok((
+            SlotGuard {
+                slot: Arc::clone(self),
+            },
+            cancel,
+        ))
+    }
+
+    /// Asks the running trial to stop if its id matches. Returns whether it did.
+    pub fn cancel(&self, trial_id: &str) -> bool {
+        match self.lock().as_ref() {
+            Some(running) if running.trial_id == trial_id => {
+                running.cancel.store(true, Ordering::Relaxed);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Stops whatever runs (agent shutdown).
+    pub fn cancel_any(&self) {
+        if let Some(running) = self.lock().as_ref() {
+            running.cancel.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A validated trial, ready to run.
+pub struct TrialJob {
+    pub trial_id: String,
+    pub spec: ProbeSpec,
+    pub plan: PlacementPlan,
+    pub duration: Duration,
+    pub interval: Duration,
+}
+
+fn event(e: pb::probe_event::Event) -> Result<pb::ProbeEvent, Status> {
+    Ok(pb::ProbeEvent { event: Some(e) })
+}
+
+/// Runs `job` on a new supervisor thread that streams its events into `events`. The thread
+/// inherits the caller's affinity: the gRPC runtime's housekeeping CPU.
+pub fn spawn_supervisor(
+    job: TrialJob,
+    guard: SlotGuard,
+    cancel: Arc<AtomicBool>,
+    events: mpsc::Sender<Result<pb::ProbeEvent, Status>>,
+) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("qb-supervisor".into())
+        .spawn(move || {
+            let _guard = guard;
+            supervise(job, &cancel, &events);
+        })
+        .map(|_| ())
+}
+
+fn supervise(
+    job: TrialJob,
+    cancel: &Arc<AtomicBool>,
+    events: &mpsc::Sender<Result<pb::ProbeEvent, Status>>,
+) {
+    let send = |e: pb::probe_event::Event| events.blocking_send(event(e)).is_ok();
+    let accepted = pb::Accepted {
+        trial_id: job.trial_id.clone(),
+        resolved_params: job
+            .spec
+            .resolved_params
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<std::collections::HashMap<_, _>>(),
+        accepted_unix_ns: convert::unix_ns(SystemTime::now()),
+    };
+    if !send(pb::probe_event::Event::Accepted(accepted)) {
+        return;
+    }
+    let settings = TrialSettings {
+        duration: job.duration,
+        interval: job.interval,
+        plan: job.plan.clone(),
+    };
+    let mut encode_error: Option<String> = None;
+    let outcome = run_trial(&job.spec, &settings, cancel, &mut |e| match e {
+        TrialEvent::Placement(threads) => send(pb::probe_event::Event::Placement(
+            convert::placement(&job.plan, threads),
+        )),
+        TrialEvent::Interval(report) => match convert::interval(report) {
+            Ok(interval) => send(pb::probe_event::Event::Interval(interval)),
+            Err(err) => {
+                encode_error = Some(err);
+                false
+            }
+        },
+    });
+    let last = match (outcome, encode_error) {
+        (_, Some(err)) => pb::probe_event::Event::Error(pb::ProbeError {
+            trial_id: job.trial_id.clone(),
+            message: err,
+        }),
+        (Err(err), None) => pb::probe_event::Event::Error(pb::ProbeError {
+            trial_id: job.trial_id.clone(),
+            message: err.to_string(),
+        }),
+        (Ok(outcome), None) => match convert::event_metrics(&outcome.total) {
+            Ok(metrics) => pb::probe_event::Event::Result(pb::ProbeResult {
+                trial_id: job.trial_id.clone(),
+                start_unix_ns: convert::unix_ns(outcome.total.start),
+                end_unix_ns: convert::unix_ns(outcome.total.end),
+                metrics,
+                placement: Some(convert::placement(&job.plan, &outcome.placements)),
+                intervals: outcome.intervals,
+                cancelled: outcome.cancelled,
+            }),
+            Err(err) => pb::probe_event::Event::Error(pb::ProbeError {
+                trial_id: job.trial_id.clone(),
+                message: err,
+            }),
+        },
+    };
+    let _ = send(last);
+}
+
+/// The text parameters of a request, in order.
+pub fn params(map: &std::collections::HashMap<String, String>) -> BTreeMap<String, String> {
+    map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+}

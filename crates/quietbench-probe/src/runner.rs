@@ -1,0 +1,513 @@
+//! The supervisor of one trial: spawns and pins the probe threads, starts them together, merges
+//! their interval histograms, and reports. It runs on the caller's thread (the agent pins that
+//! thread to a housekeeping CPU); all allocation and encoding happen here, never on a probe
+//! thread.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, SyncSender};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant, SystemTime};
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::ProbeSpec;
+use crate::histogram::new_latency_histogram;
+use crate::placement::PlacementPlan;
+use crate::worker::{Chunk, HISTOGRAMS_PER_THREAD, Worker};
+
+/// How long and where a trial runs.
+#[derive(Debug, Clone)]
+pub struct TrialSettings {
+    /// Measuring time.
+    pub duration: Duration,
+    /// Reporting interval.
+    pub interval: Duration,
+    /// The planned CPU of each thread (`plan.thread_cpus.len()` threads run).
+    pub plan: PlacementPlan,
+}
+
+/// Where one probe thread ended up, read back from the kernel after pinning.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ThreadPlacement {
+    /// Thread index within the trial.
+    pub thread_index: u32,
+    /// The CPU it was planned to run on.
+    pub planned_cpu: u32,
+    /// Its affinity mask read back with sched_getaffinity.
+    pub affinity_cpus: Vec<u32>,
+    /// The CPU it was on when it started (sched_getcpu).
+    pub observed_cpu: u32,
+}
+
+/// Measurements of one interval (or, in [`TrialOutcome::total`], of the whole trial).
+#[derive(Debug, Clone)]
+pub struct IntervalReport {
+    /// Interval number, from 0 (the number of intervals, for a total).
+    pub index: u32,
+    /// Earliest thread start of the interval.
+    pub start: SystemTime,
+    /// Latest thread end of the interval.
+    pub end: SystemTime,
+    /// Events completed, all threads.
+    pub events: u64,
+    /// Sum over threads of each thread's events divided by its own measured time.
+    pub events_per_sec: f64,
+    /// Per-event latency in nanoseconds, all threads merged.
+    pub latency_ns: Histogram<u64>,
+    /// Samples clamped into the histogram's range.
+    pub clamped: u64,
+    /// Samples lost (reported, never hidden; zero unless something is badly wrong).
+    pub dropped: u64,
+}
+
+/// Progress of a trial, as it happens.
+#[derive(Debug)]
+pub enum TrialEvent<'a> {
+    /// Every thread is pinned; measuring starts now.
+    Placement(&'a [ThreadPlacement]),
+    /// One interval is complete.
+    Interval(&'a IntervalReport),
+}
+
+/// A finished trial.
+#[derive(Debug, Clone)]
+pub struct TrialOutcome {
+    /// Where the threads ran.
+    pub placements: Vec<ThreadPlacement>,
+    /// Whole-trial totals.
+    pub total: IntervalReport,
+    /// Number of intervals reported.
+    pub intervals: u32,
+    /// Stopped early by the cancel flag.
+    pub cancelled: bool,
+}
+
+/// The trial could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// No thread planned.
+    #[error("the placement plan has no thread")]
+    NoThreads,
+    /// A probe thread could not be started.
+    #[error("cannot start probe thread {thread}: {source}")]
+    Spawn {
+        /// Thread index.
+        thread: usize,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A probe thread could not be pinned or read back.
+    #[error("{0}")]
+    Setup(String),
+    /// A probe thread panicked.
+    #[error("probe thread {0} panicked; the trial's results are incomplete")]
+    Panicked(usize),
+}
+
+/// Runs one trial of `spec` on the planned CPUs, calling `sink` with its progress. `sink`
+/// returns false when nobody listens any more, which cancels the trial. `cancel` may be set at
+/// any time from elsewhere (the agent's Cancel RPC).
+pub fn run_trial(
+    spec: &ProbeSpec,
+    settings: &TrialSettings,
+    cancel: &Arc<AtomicBool>,
+    sink: &mut dyn FnMut(TrialEvent<'_>) -> bool,
+) -> Result<TrialOutcome, RunError> {
+    let threads = settings.plan.thread_cpus.len();
+    if threads == 0 {
+        return Err(RunError::NoThreads);
+    }
+    let (chunk_tx, chunk_rx) = mpsc::sync_channel::<Chunk>(threads * HISTOGRAMS_PER_THREAD);
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let start = Arc::new(Barrier::new(threads + 1));
+    let abort = Arc::new(AtomicBool::new(false));
+    let mut spare_returns: Vec<SyncSender<Histogram<u64>>> = Vec::with_capacity(threads);
+    let mut handles = Vec::with_capacity(threads);
+
+    for (thread, &cpu) in settings.plan.thread_cpus.iter().enumerate() {
+        let (spare_tx, spare_rx) = mpsc::sync_channel(HISTOGRAMS_PER_THREAD);
+        spare_returns.push(spare_tx.clone());
+        let worker = Worker {
+            thread,
+            cpu,
+            workload: spec.workload(),
+            duration: settings.duration,
+            interval: settings.interval,
+            chunks: chunk_tx.clone(),
+            spares_in: spare_tx,
+            spares: spare_rx,
+            ready: ready_tx.clone(),
+            start: Arc::clone(&start),
+            abort: Arc::clone(&abort),
+            cancel: Arc::clone(cancel),
+        };
+        let spawned = std::thread::Builder::new()
+            .name(format!("qb-probe-{thread}"))
+            .spawn(move || worker.run());
+        match spawned {
+            Ok(handle) => handles.push(handle),
+            Err(source) => {
+                // Threads already started wait at the barrier: release them to exit.
+                abort.store(true, Ordering::Release);
+                drain_ready(&ready_rx, handles.len());
+                release_and_join(&start, handles, threads);
+                return Err(RunError::Spawn { thread, source });
+            }
+        }
+    }
+    drop(chunk_tx);
+    drop(ready_tx);
+
+    let mut placements = Vec::with_capacity(threads);
+    let mut setup_error = None;
+    for _ in 0..threads {
+        match ready_rx.recv() {
+            Ok(Ok(placement)) => placements.push(placement),
+            Ok(Err(message)) => setup_error = Some(message),
+            Err(_) => setup_error = Some("a probe thread exited during setup".to_string()),
+        }
+    }
+    placements.sort_by_key(|p| p.thread_index);
+    if let Some(message) = setup_error {
+        abort.store(true, Ordering::Release);
+        start.wait();
+        join_all(handles)?;
+        return Err(RunError::Setup(message));
+    }
+    if !sink(TrialEvent::Placement(&placements)) {
+        cancel.store(true, Ordering::Relaxed);
+    }
+
+    start.wait();
+    let clock = Clock::now();
+    let mut merger = Merger::new(threads, clock);
+    for chunk in chunk_rx.iter() {
+        let thread = chunk.thread;
+        let mut hist = merger.add(chunk);
+        hist.reset();
+        let _ = spare_returns[thread].try_send(hist);
+        while let Some(report) = merger.next_complete() {
+            if !sink(TrialEvent::Interval(&report)) {
+                cancel.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+    join_all(handles)?;
+    while let Some(report) = merger.flush_one() {
+        if !sink(TrialEvent::Interval(&report)) {
+            cancel.store(true, Ordering::Relaxed);
+        }
+    }
+    Ok(TrialOutcome {
+        placements,
+        intervals: merger.emitted,
+        total: merger.total(),
+        cancelled: cancel.load(Ordering::Relaxed),
+    })
+}
+
+fn drain_ready(ready: &mpsc::Receiver<Result<ThreadPlacement, String>>, started: usize) {
+    for _ in 0..started {
+        let _ = ready.recv();
+    }
+}
+
+fn release_and_join(start: &Barrier, handles: Vec<std::thread::JoinHandle<()>>, planned: usize) {
+    // The barrier counts every planned thread; stand in for those never started.
+    let missing = planned - handles.len();
+    std::thread::scope(|scope| {
+        for _ in 0..missing {
+            scope.spawn(|| start.wait());
+        }
+        start.wait();
+    });
+    for handle in handles {
+        let _ = handle.join();
+    }
+}
+
+fn join_all(handles: Vec<std::thread::JoinHandle<()>>) -> Result<(), RunError> {
+    let mut panicked = None;
+    for (thread, handle) in handles.into_iter().enumerate() {
+        if handle.join().is_err() {
+            panicked.get_or_insert(thread);
+        }
+    }
+    panicked.map_or(Ok(()), |t| Err(RunError::Panicked(t)))
+}
+
+/// Converts the probe threads' monotonic instants to wall-clock times for reports.
+#[derive(Clone, Copy)]
+struct Clock {
+    wall: SystemTime,
+    mono: Instant,
+}
+
+impl Clock {
+    fn now() -> Self {
+        Self {
+            wall: SystemTime::now(),
+            mono: Instant::now(),
+        }
+    }
+
+    fn wall(&self, at: Instant) -> SystemTime {
+        match at.checked_duration_since(self.mono) {
+            Some(after) => self.wall + after,
+            None => self.wall - self.mono.duration_since(at),
+        }
+    }
+}
+
+/// One interval being assembled from the threads' chunks.
+struct Pending {
+    hist: Histogram<u64>,
+    start: Instant,
+    end: Instant,
+    events_per_sec: f64,
+    clamped: u64,
+    dropped: u64,
+    threads_reported: usize,
+}
+
+/// Merges chunks into intervals, in order, and keeps the trial's totals.
+struct Merger {
+    clock: Clock,
+    pending: BTreeMap<u32, Pending>,
+    next: u32,
+    emitted: u32,
+    final_index: Vec<Option<u32>>,
+    thread_span: Vec<Option<(Instant, Instant)>>,
+    thread_events: Vec<u64>,
+    total: Histogram<u64>,
+    total_clamped: u64,
+    total_dropped: u64,
+}
+
+impl Merger {
+    fn new(threads: usize, clock: Clock) -> Self {
+        Self {
+            clock,
+            pending: BTreeMap::new(),
+            next: 0,
+            emitted: 0,
+            final_index: vec![None; threads],
+            thread_span: vec![None; threads],
+            thread_events: vec![0; threads],
+            total: new_latency_histogram(),
+            total_clamped: 0,
+            total_dropped: 0,
+        }
+    }
+
+    /// Takes a chunk in and gives its histogram back for reuse.
+    fn add(&mut self, chunk: Chunk) -> Histogram<u64> {
+        let events = chunk.hist.len();
+        let seconds = chunk
+            .end
+            .saturating_duration_since(chunk.start)
+            .as_secs_f64();
+        let rate = if seconds > 0.0 {
+            events as f64 / seconds
+        } else {
+            0.0
+        };
+        let pending = self.pending.entry(chunk.index).or_insert_with(|| Pending {
+            hist: new_latency_histogram(),
+            start: chunk.start,
+            end: chunk.end,
+            events_per_sec: 0.0,
+            clamped: 0,
+            dropped: 0,
+            threads_reported: 0,
+        });
+        // Same bounds on both sides: adding cannot fail.
+        let _ = pending.hist.add(&chunk.hist);
+        let _ = self.total.add(&chunk.hist);
+        pending.start = pending.start.min(chunk.start);
+        pending.end = pending.end.max(chunk.end);
+        pending.events_per_sec += rate;
+        pending.clamped += chunk.clamped;
+        pending.dropped += chunk.dropped;
+        pending.threads_reported += 1;
+        self.total_clamped += chunk.clamped;
+        self.total_dropped += chunk.dropped;
+        self.thread_events[chunk.thread] += events;
+        let span = self.thread_span[chunk.thread].get_or_insert((chunk.start, chunk.end));
+        span.0 = span.0.min(chunk.start);
+        span.1 = span.1.max(chunk.end);
+        if chunk.last {
+            self.final_index[chunk.thread] = Some(chunk.index);
+        }
+        chunk.hist
+    }
+
+    /// The next interval, once every thread that will report it has.
+    fn next_complete(&mut self) -> Option<IntervalReport> {
+        let expected = self
+            .final_index
+            .iter()
+            .filter(|f| f.is_none_or(|last| last >= self.next))
+            .count();
+        let ready = self.pending.get(&self.next)?.threads_reported >= expected;
+        if ready { self.flush_one() } else { None }
+    }
+
+    /// The next interval, complete or not (after every thread has exited).
+    fn flush_one(&mut self) -> Option<IntervalReport> {
+        let pending = self.pending.remove(&self.next)?;
+        let report = IntervalReport {
+            index: self.next,
+            start: self.clock.wall(pending.start),
+            end: self.clock.wall(pending.end),
+            events: pending.hist.len(),
+            events_per_sec: pending.events_per_sec,
+            latency_ns: pending.hist,
+            clamped: pending.clamped,
+            dropped: pending.dropped,
+        };
+        self.next += 1;
+        self.emitted += 1;
+        Some(report)
+    }
+
+    fn total(&self) -> IntervalReport {
+        let mut events_per_sec = 0.0;
+        let mut start: Option<Instant> = None;
+        let mut end: Option<Instant> = None;
+        for (span, &events) in self.thread_span.iter().zip(&self.thread_events) {
+            if let Some((s, e)) = *span {
+                let seconds = e.saturating_duration_since(s).as_secs_f64();
+                if seconds > 0.0 {
+                    events_per_sec += events as f64 / seconds;
+                }
+                start = Some(start.map_or(s, |x| x.min(s)));
+                end = Some(end.map_or(e, |x| x.max(e)));
+            }
+        }
+        let start = start.map_or(self.clock.wall, |s| self.clock.wall(s));
+        IntervalReport {
+            index: self.emitted,
+            start,
+            end: end.map_or(start, |e| self.clock.wall(e)),
+            events: self.total.len(),
+            events_per_sec,
+            latency_ns: self.total.clone(),
+            clamped: self.total_clamped,
+            dropped: self.total_dropped,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::affinity::current_thread_affinity;
+    use crate::{plan_placement, resolve_probe};
+
+    fn settings(threads: usize, duration_ms: u64, interval_ms: u64) -> (ProbeSpec, TrialSettings) {
+        let params = [("threads".to_string(), threads.to_string())].into();
+        let spec = resolve_probe("cpu.primes", &params).unwrap();
+        let allowed = current_thread_affinity().unwrap();
+        let plan = plan_placement(threads, &allowed, &[]).unwrap();
+        (
+            spec,
+            TrialSettings {
+                duration: Duration::from_millis(duration_ms),
+                interval: Duration::from_millis(interval_ms),
+                plan,
+            },
+        )
+    }
+
+    #[test]
+    fn intervals_add_up_to_the_total_and_threads_are_pinned() {
+        let (spec, settings) = settings(2, 600, 100);
+        let cancel = Arc::new(AtomicBool::new(false));
+        let mut placements = Vec::new();
+        let mut intervals = Vec::new();
+        let outcome = run_trial(&spec, &settings, &cancel, &mut |event| {
+            match event {
+                TrialEvent::Placement(p) => placements = p.to_vec(),
+                TrialEvent::Interval(r) => intervals.push(r.clone()),
+            }
+            true
+        })
+        .unwrap();
+        assert_eq!(placements.len(), 2);
+        for p in &placements {
+            assert_eq!(p.affinity_cpus, vec![p.planned_cpu]);
+            assert_eq!(p.observed_cpu, p.planned_cpu);
+        }
+        assert!(!outcome.cancelled);
+        assert_eq!(outcome.intervals as usize, intervals.len());
+        assert!(
+            (5..=7).contains(&intervals.len()),
+            "{} intervals",
+            intervals.len()
+        );
+        let indices: Vec<u32> = intervals.iter().map(|r| r.index).collect();
+        assert_eq!(indices, (0..intervals.len() as u32).collect::<Vec<_>>());
+        let sum: u64 = intervals.iter().map(|r| r.events).sum();
+        assert_eq!(sum, outcome.total.events);
+        assert!(outcome.total.events > 0);
+        assert_eq!(outcome.total.latency_ns.len(), outcome.total.events);
+        assert_eq!(outcome.total.dropped, 0);
+        let seconds = outcome
+            .total
+            .end
+            .duration_since(outcome.total.start)
+            .unwrap()
+            .as_secs_f64();
+        assert!((0.55..0.9).contains(&seconds), "trial lasted {seconds} s");
+    }
+
+    #[test]
+    fn cancel_stops_a_long_trial_promptly() {
+        let (spec, settings) = settings(1, 60_000, 100);
+        let cancel = Arc::new(AtomicBool::new(false));
+        let started = Instant::now();
+        let mut seen = 0;
+        let outcome = run_trial(&spec, &settings, &cancel, &mut |event| {
+            if let TrialEvent::Interval(_) = event {
+                seen += 1;
+                if seen == 2 {
+                    cancel.store(true, Ordering::Relaxed);
+                }
+            }
+            true
+        })
+        .unwrap();
+        assert!(outcome.cancelled);
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    #[test]
+    fn a_listener_that_goes_away_cancels_the_trial() {
+        let (spec, settings) = settings(1, 60_000, 50);
+        let cancel = Arc::new(AtomicBool::new(false));
+        let started = Instant::now();
+        let outcome = run_trial(&spec, &settings, &cancel, &mut |event| {
+            !matches!(event, TrialEvent::Interval(_))
+        })
+        .unwrap();
+        assert!(outcome.cancelled);
+        assert!(started.elapsed() < Duration::from_secs(2));
+    }
+
+    #[test]
+    fn an_unpinnable_cpu_is_a_setup_error_naming_it() {
+        let (spec, mut settings) = settings(1, 100, 50);
+        settings.plan.thread_cpus = vec![4000];
+        let cancel = Arc::new(AtomicBool::new(false));
+        let err = run_trial(&spec, &settings, &cancel, &mut |_| true).unwrap_err();
+        assert!(err.to_string().contains("CPU 4000"), "{err}");
+    }
+}

@@ -1,0 +1,159 @@
+//! One probe thread: pin, allocate, wait for the start, then measure.
+//!
+//! The measured loop is the product's most sensitive code. Per event it runs the workload, reads
+//! the monotonic clock (vDSO, no system call on tsc/kvm-clock), records into a fixed-size
+//! histogram it owns, and loads one relaxed atomic. At an interval boundary it hands its
+//! histogram to the supervisor through a bounded, preallocated channel and takes a spare one back
+//! from another: no allocation, no lock, no log, no await, ever, inside the loop.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender, SyncSender, TrySendError};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+
+use crate::Workload;
+use crate::affinity::{current_cpu, current_thread_affinity, pin_current_thread};
+use crate::histogram::{new_latency_histogram, record_clamped};
+use crate::runner::ThreadPlacement;
+
+/// Histograms per thread: one recording, the rest in flight or spare. Four gives the supervisor
+/// three intervals of slack before a thread must stretch an interval instead of swapping.
+pub(crate) const HISTOGRAMS_PER_THREAD: usize = 4;
+
+/// One thread's recording of one interval, handed to the supervisor.
+pub(crate) struct Chunk {
+    pub thread: usize,
+    pub index: u32,
+    pub start: Instant,
+    pub end: Instant,
+    pub hist: Histogram<u64>,
+    pub clamped: u64,
+    /// Samples lost because the supervisor's channel was full (cannot happen by construction:
+    /// its capacity covers every histogram in flight; counted rather than assumed).
+    pub dropped: u64,
+    pub last: bool,
+}
+
+/// Everything a probe thread needs, moved into it at spawn.
+pub(crate) struct Worker {
+    pub thread: usize,
+    pub cpu: u32,
+    pub workload: Box<dyn Workload>,
+    pub duration: Duration,
+    pub interval: Duration,
+    pub chunks: SyncSender<Chunk>,
+    pub spares_in: SyncSender<Histogram<u64>>,
+    pub spares: Receiver<Histogram<u64>>,
+    pub ready: Sender<Result<ThreadPlacement, String>>,
+    pub start: Arc<Barrier>,
+    pub abort: Arc<AtomicBool>,
+    pub cancel: Arc<AtomicBool>,
+}
+
+impl Worker {
+    pub(crate) fn run(mut self) {
+        let placement = match self.pin() {
+            Ok(placement) => placement,
+            Err(message) => {
+                let _ = self.ready.send(Err(message));
+                self.start.wait();
+                return;
+            }
+        };
+        // Allocated after pinning, so the pages are first touched on this CPU's NUMA node.
+        let hist = new_latency_histogram();
+        for _ in 1..HISTOGRAMS_PER_THREAD {
+            let _ = self.spares_in.try_send(new_latency_histogram());
+        }
+        let _ = self.ready.send(Ok(placement));
+        self.start.wait();
+        if self.abort.load(Ordering::Acquire) {
+            return;
+        }
+        self.measure(hist);
+    }
+
+    fn pin(&self) -> Result<ThreadPlacement, String> {
+        pin_current_thread(&[self.cpu]).map_err(|e| {
+            format!(
+                "cannot pin probe thread {} to CPU {}: {e}",
+                self.thread, self.cpu
+            )
+        })?;
+        let affinity_cpus = current_thread_affinity().map_err(|e| e.to_string())?;
+        let observed_cpu = current_cpu().map_err(|e| e.to_string())?;
+        Ok(ThreadPlacement {
+            thread_index: self.thread as u32,
+            planned_cpu: self.cpu,
+            affinity_cpus,
+            observed_cpu,
+        })
+    }
+
+    fn measure(&mut self, mut hist: Histogram<u64>) {
+        let start = Instant::now();
+        let end = start + self.duration;
+        let mut boundary = start + self.interval;
+        let mut interval_start = start;
+        let mut index = 0u32;
+        let mut clamped = 0u64;
+        let mut dropped = 0u64;
+        let mut t0 = start;
+        loop {
+            self.workload.event();
+            let t1 = Instant::now();
+            let ns = u64::try_from(t1.duration_since(t0).as_nanos()).unwrap_or(u64::MAX);
+            clamped += u64::from(record_clamped(&mut hist, ns));
+            t0 = t1;
+            if t1 >= end || self.cancel.load(Ordering::Relaxed) {
+                break;
+            }
+            if t1 >= boundary {
+                while boundary <= t1 {
+                    boundary += self.interval;
+                }
+                // No spare back yet: keep recording, this interval simply runs longer.
+                let Ok(fresh) = self.spares.try_recv() else {
+                    continue;
+                };
+                let full = std::mem::replace(&mut hist, fresh);
+                let chunk = Chunk {
+                    thread: self.thread,
+                    index,
+                    start: interval_start,
+                    end: t1,
+                    hist: full,
+                    clamped,
+                    dropped,
+                    last: false,
+                };
+                match self.chunks.try_send(chunk) {
+                    Ok(()) => {}
+                    // The supervisor is gone: nobody will read further results.
+                    Err(TrySendError::Disconnected(_)) => return,
+                    Err(TrySendError::Full(lost)) => {
+                        dropped += lost.hist.len();
+                        continue;
+                    }
+                }
+                index += 1;
+                clamped = 0;
+                dropped = 0;
+                interval_start = t1;
+            }
+        }
+        let last = Chunk {
+            thread: self.thread,
+            index,
+            start: interval_start,
+            end: t0,
+            hist,
+            clamped,
+            dropped,
+            last: true,
+        };
+        let _ = self.chunks.send(last);
+    }
+}

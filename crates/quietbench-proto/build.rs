@@ -1,0 +1,27 @@
+//! Compiles proto/quietbench/v1 with protox, a pure-Rust protobuf compiler, so building needs no
+//! system `protoc`. The encoded descriptor set is kept for the agent's gRPC reflection service.
+
+use std::{env, fs, path::PathBuf};
+
+use prost::Message;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let proto_root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    let files = [proto_root.join("quietbench/v1/agent.proto")];
+    for file in &files {
+        println!("cargo:rerun-if-changed={}", file.display());
+    }
+
+    let descriptors = protox::compile(&files, [&proto_root])?;
+    let out_dir = PathBuf::from(env::var("OUT_DIR")?);
+    fs::write(
+        out_dir.join("quietbench_v1_descriptor.bin"),
+        descriptors.encode_to_vec(),
+    )?;
+
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .compile_fds(descriptors)?;
+    Ok(())
+}

@@ -1,0 +1,18 @@
+//! The wire contract shared by the quietbench agent and its controllers, and nothing else.
+//!
+//! The agent and the controller depend on each other only through this crate, so either can be
+//! replaced by other tooling that speaks `quietbench.v1`. The code is generated at build time from
+//! `proto/quietbench/v1` (see build.rs); this file only exposes it.
+
+/// Version 1 of the quietbench protocol (`package quietbench.v1`).
+pub mod v1 {
+    #![allow(missing_docs, clippy::all, clippy::pedantic)]
+    tonic::include_proto!("quietbench.v1");
+
+    /// The encoded `FileDescriptorSet` of this package, for the gRPC reflection service.
+    pub const FILE_DESCRIPTOR_SET: &[u8] =
+        include_bytes!(concat!(env!("OUT_DIR"), "/quietbench_v1_descriptor.bin"));
+
+    /// The fully qualified gRPC service name of the agent.
+    pub const AGENT_SERVICE_NAME: &str = "quietbench.v1.AgentService";
+}
