@@ -1,1 +1,13 @@
+//! The quietbench controller: plans measurements, runs them on agents, and reports.
+//!
+//! The controller talks to agents only through the wire contract in quietbench-proto, whether
+//! they run on this machine or elsewhere. It never measures in its own process: `run --local`
+//! starts a real agent process (this binary re-executed as `quietbench agent`, the only reason
+//! the binary links quietbench-agent) so the measured process is never the one running the
+//! controller's runtime, progress bars and reports.
 
+pub mod cli;
+pub mod connection;
+pub mod local_agent;
+pub mod report;
+pub mod run;

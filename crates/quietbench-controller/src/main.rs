@@ -1,1 +1,5 @@
-fn main() {}
+//! `quietbench`: the controller CLI. Thin: everything is in the library.
+
+fn main() -> std::process::ExitCode {
+    quietbench_controller::cli::main()
+}

@@ -1,0 +1,343 @@
+//! The `quietbench` command line: arguments, and the mapping of outcomes to exit codes.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context;
+use clap::{ArgGroup, Args, Parser, Subcommand};
+use quietbench_agent::AgentArgs;
+
+use crate::connection::AgentConnection;
+use crate::local_agent::{LocalAgent, describe_status};
+use crate::report::{HostKind, HostRecord, RunSettings, json, table};
+use crate::run::{Progress, Target, execute, new_record, write_json};
+
+/// Exit code when the user interrupts (128 + SIGINT, as shells report it).
+const EXIT_INTERRUPTED: u8 = 130;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "quietbench",
+    version,
+    about = "Low-noise performance measurement on cloud machines",
+    long_about = "Low-noise performance measurement on cloud machines.\n\n\
+        quietbench runs native probes through an agent on each measured machine, pins their \
+        threads away from housekeeping work, records full latency distributions, and reports \
+        them against the machine's fingerprint (CPU model, kernel, clocksource).\n\n\
+        Start here: quietbench run --local"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run probes on this machine or on running agents, and print a summary table
+    Run(RunArgs),
+    /// Show what machine an agent runs on (its fingerprint)
+    Host(HostArgs),
+    /// Serve as an agent (the same program as quietbench-agent)
+    Agent(AgentArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("target").required(true).multiple(false).args(["local", "agents"])))]
+struct RunArgs {
+    /// Measure on this machine: start an agent here (loopback, free port) for the run
+    #[arg(long)]
+    local: bool,
+    /// Measure on a running agent; repeat for several hosts
+    #[arg(long = "agent", value_name = "HOST:PORT")]
+    agents: Vec<String>,
+    /// Probe to run; repeat for several [default: cpu.primes]
+    #[arg(long = "probe", value_name = "PROBE")]
+    probes: Vec<String>,
+    /// A probe parameter, e.g. max_prime=20000 or threads=2; repeatable. Every probe of the run
+    /// gets every parameter; the agent refuses one a probe does not have
+    #[arg(long = "param", value_name = "KEY=VALUE", value_parser = parse_param)]
+    params: Vec<(String, String)>,
+    /// Rounds: each round runs every probe once on every host
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    rounds: u32,
+    /// Measuring time of each trial, in seconds (e.g. 2.5)
+    #[arg(long, value_name = "SECS", default_value = "3", value_parser = parse_duration)]
+    duration: Duration,
+    /// Reporting interval, in seconds
+    #[arg(long, value_name = "SECS", default_value = "1", value_parser = parse_interval)]
+    interval: Duration,
+    /// CPUs to pin probe threads to, in the kernel's list format (e.g. 1, or 2-3,6); by default
+    /// the agent places them off its housekeeping CPU
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
+    cpus: Option<CpuList>,
+    /// Write the JSON report (schema quietbench.run-report.v1, docs/json-report.md) to FILE,
+    /// rewritten after every trial so an interrupted run keeps what it measured
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("target").required(true).multiple(false).args(["local", "agent"])))]
+struct HostArgs {
+    /// This machine (starts an agent here for the question)
+    #[arg(long)]
+    local: bool,
+    /// A running agent
+    #[arg(long, value_name = "HOST:PORT")]
+    agent: Option<String>,
+    /// Print JSON instead of text
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Clone)]
+struct CpuList(Vec<u32>);
+
+fn parse_param(text: &str) -> Result<(String, String), String> {
+    let (key, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("'{text}' is not KEY=VALUE (e.g. max_prime=20000)"))?;
+    let key = key.trim();
+    if key.is_empty() {
+        return Err(format!("'{text}' has no key before '='"));
+    }
+    Ok((key.to_string(), value.trim().to_string()))
+}
+
+fn parse_seconds(text: &str, min: f64, max: f64) -> Result<Duration, String> {
+    let secs: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{text}' is not a number of seconds"))?;
+    if !secs.is_finite() || secs < min || secs > max {
+        return Err(format!(
+            "{text} s is out of range: give {min} to {max} seconds"
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    parse_seconds(text, 0.01, 3600.0)
+}
+
+fn parse_interval(text: &str) -> Result<Duration, String> {
+    parse_seconds(text, 0.01, 3600.0)
+}
+
+fn parse_cpus(text: &str) -> Result<CpuList, String> {
+    let cpus = quietbench_host::parse_cpu_list(text).map_err(|e| e.to_string())?;
+    if cpus.is_empty() {
+        return Err("the CPU list is empty".into());
+    }
+    Ok(CpuList(cpus))
+}
+
+/// Parses the command line, runs the command, and maps the outcome to an exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Agent(args) => quietbench_agent::serve(&args).map(|()| ExitCode::SUCCESS),
+        Command::Run(args) => run_command(args),
+        Command::Host(args) => host_command(args),
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("quietbench: error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the controller's runtime")
+}
+
+fn local_target(agent: &LocalAgent) -> Target {
+    Target {
+        address: agent.addr().to_string(),
+        kind: HostKind::Local,
+        label: format!("{} (local agent, pid {})", agent.addr(), agent.pid()),
+    }
+}
+
+fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let settings = RunSettings {
+        probes: if args.probes.is_empty() {
+            vec!["cpu.primes".to_string()]
+        } else {
+            args.probes
+        },
+        params: args.params.into_iter().collect(),
+        rounds: args.rounds,
+        duration_ms: args.duration.as_millis() as u64,
+        interval_ms: args.interval.min(args.duration).as_millis() as u64,
+        cpus: args.cpus.map(|c| c.0).unwrap_or_default(),
+    };
+    // Started on the main thread: the agent's parent-death signal follows this thread.
+    let mut local = if args.local {
+        Some(LocalAgent::start()?)
+    } else {
+        None
+    };
+    let targets: Vec<Target> = match &local {
+        Some(agent) => vec![local_target(agent)],
+        None => args
+            .agents
+            .iter()
+            .map(|a| Target {
+                address: a.clone(),
+                kind: HostKind::Remote,
+                label: a.clone(),
+            })
+            .collect(),
+    };
+    let total = u64::from(settings.rounds) * settings.probes.len() as u64 * targets.len() as u64;
+    let mut run = new_record(settings);
+    let progress = Progress::new(total);
+    let rt = runtime()?;
+    let outcome = rt.block_on(async {
+        tokio::select! {
+            result = execute(&targets, &mut run, &progress, args.json.as_deref()) => Some(result),
+            _ = tokio::signal::ctrl_c() => None,
+        }
+    });
+    progress.finish();
+    run.finished_at = Some(SystemTime::now());
+    let code = match outcome {
+        Some(Ok(())) => ExitCode::SUCCESS,
+        Some(Err(err)) => {
+            let mut message = format!("{err:#}");
+            if let Some(agent) = local.as_mut() {
+                if let Some(status) = agent.wait_exit(Duration::from_millis(500)) {
+                    message.push_str(&format!(
+                        " (the local agent, pid {}, {})",
+                        agent.pid(),
+                        describe_status(status)
+                    ));
+                }
+            }
+            run.error = Some(message.clone());
+            eprintln!("quietbench: error: {message}");
+            ExitCode::FAILURE
+        }
+        None => {
+            run.error = Some("interrupted by the user".to_string());
+            eprintln!(
+                "quietbench: interrupted; {} finished trials kept",
+                run.trials.len()
+            );
+            ExitCode::from(EXIT_INTERRUPTED)
+        }
+    };
+    drop(local);
+    if !run.trials.is_empty() {
+        println!("{}", table::render(&run));
+    }
+    if let Some(path) = &args.json {
+        write_json(path, &run)?;
+        eprintln!("quietbench: JSON report written to {}", path.display());
+    }
+    Ok(code)
+}
+
+fn host_command(args: HostArgs) -> anyhow::Result<ExitCode> {
+    let local = if args.local {
+        Some(LocalAgent::start()?)
+    } else {
+        None
+    };
+    let target = match (&local, &args.agent) {
+        (Some(agent), _) => local_target(agent),
+        (None, Some(address)) => Target {
+            address: address.clone(),
+            kind: HostKind::Remote,
+            label: address.clone(),
+        },
+        (None, None) => anyhow::bail!("give --local or --agent HOST:PORT"),
+    };
+    let host = runtime()?.block_on(async {
+        let mut conn = AgentConnection::connect(&target.address, target.label.clone()).await?;
+        conn.get_host().await
+    })?;
+    let record = HostRecord {
+        address: target.address,
+        kind: target.kind,
+        agent_version: host.agent_version,
+        fingerprint: host.fingerprint.unwrap_or_default(),
+    };
+    if args.json {
+        let value = serde_json::json!({
+            "address": record.address,
+            "kind": record.kind.as_str(),
+            "agent_version": record.agent_version,
+            "fingerprint": json::fingerprint(&record.fingerprint),
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        println!("{}", table::host_line(&record));
+        let fp = &record.fingerprint;
+        println!("  hostname      {}", fp.hostname);
+        println!(
+            "  online CPUs   {}",
+            quietbench_host::format_cpu_list(&fp.online_cpus)
+        );
+        for line in &fp.unreadable {
+            println!("  unreadable    {line}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn parses_params_and_rejects_malformed_ones() {
+        assert_eq!(
+            parse_param("max_prime=20000"),
+            Ok(("max_prime".into(), "20000".into()))
+        );
+        assert!(parse_param("max_prime").unwrap_err().contains("KEY=VALUE"));
+        assert!(parse_param("=5").is_err());
+    }
+
+    #[test]
+    fn bounds_durations() {
+        assert_eq!(parse_duration("2.5"), Ok(Duration::from_millis(2500)));
+        assert!(parse_duration("0").is_err());
+        assert!(parse_duration("-1").is_err());
+        assert!(parse_duration("inf").is_err());
+        assert!(parse_duration("NaN").is_err());
+        assert!(parse_duration("abc").unwrap_err().contains("not a number"));
+    }
+
+    #[test]
+    fn parses_cpu_lists() {
+        assert_eq!(parse_cpus("1,3-4").unwrap().0, vec![1, 3, 4]);
+        assert!(parse_cpus("").is_err());
+        assert!(parse_cpus("x").is_err());
+    }
+
+    #[test]
+    fn run_needs_exactly_one_kind_of_target() {
+        assert!(Cli::try_parse_from(["quietbench", "run"]).is_err());
+        assert!(Cli::try_parse_from(["quietbench", "run", "--local", "--agent", "h:1"]).is_err());
+        assert!(Cli::try_parse_from(["quietbench", "run", "--local"]).is_ok());
+        assert!(
+            Cli::try_parse_from(["quietbench", "run", "--agent", "a:1", "--agent", "b:2"]).is_ok()
+        );
+    }
+}

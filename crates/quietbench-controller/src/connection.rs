@@ -1,0 +1,287 @@
+//! A connection to one agent, over the wire contract only. Every failure names the agent and
+//! says what to do; nothing waits forever.
+
+use std::time::Duration;
+
+use quietbench_proto::v1 as pb;
+use quietbench_proto::v1::agent_service_client::AgentServiceClient;
+use tokio_stream::StreamExt;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Status};
+
+/// How long connecting may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Silence tolerated before a trial's first event (it must answer within this).
+const FIRST_EVENT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Silence tolerated between events, on top of the interval.
+const EVENT_SLACK: Duration = Duration::from_secs(3);
+
+/// Talking to an agent failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The address is not usable.
+    #[error("'{agent}' is not an agent address: {why} (give HOST:PORT, e.g. 10.0.0.5:7700)")]
+    BadAddress {
+        /// What was given.
+        agent: String,
+        /// Why it failed.
+        why: String,
+    },
+    /// No connection could be made.
+    #[error(
+        "cannot reach agent {agent}: {detail}; is quietbench-agent running there, and is the port right?"
+    )]
+    Unreachable {
+        /// The agent.
+        agent: String,
+        /// The transport's words.
+        detail: String,
+    },
+    /// The agent said no.
+    #[error("agent {agent} refused the request: {message}")]
+    Refused {
+        /// The agent.
+        agent: String,
+        /// The agent's reason.
+        message: String,
+    },
+    /// The connection broke.
+    #[error("lost agent {agent} mid-trial ({detail}); it may have crashed or been killed")]
+    Lost {
+        /// The agent.
+        agent: String,
+        /// What the transport said.
+        detail: String,
+    },
+    /// The agent went quiet.
+    #[error(
+        "agent {agent} sent nothing for {seconds} s; it may be stalled, or its host unreachable"
+    )]
+    Stalled {
+        /// The agent.
+        agent: String,
+        /// How long it was quiet.
+        seconds: u64,
+    },
+    /// The probe failed on the agent.
+    #[error("trial failed on agent {agent}: {message}")]
+    TrialFailed {
+        /// The agent.
+        agent: String,
+        /// The agent's message.
+        message: String,
+    },
+    /// The agent sent something the protocol does not allow.
+    #[error("agent {agent} broke the protocol: {what}")]
+    Protocol {
+        /// The agent.
+        agent: String,
+        /// What was wrong.
+        what: String,
+    },
+}
+
+/// A trial's whole event stream, once it ended with a result.
+#[derive(Debug, Clone)]
+pub struct CompletedTrial {
+    /// The acceptance.
+    pub accepted: pb::Accepted,
+    /// The placement event.
+    pub placement: Option<pb::Placement>,
+    /// Every interval, in order.
+    pub intervals: Vec<pb::Interval>,
+    /// The final result.
+    pub result: pb::ProbeResult,
+}
+
+/// A connected agent.
+#[derive(Debug, Clone)]
+pub struct AgentConnection {
+    label: String,
+    client: AgentServiceClient<Channel>,
+}
+
+impl AgentConnection {
+    /// Connects to `address` (HOST:PORT). `label` names the agent in every message.
+    pub async fn connect(address: &str, label: String) -> Result<Self, AgentError> {
+        if !address.contains(':') {
+            return Err(AgentError::BadAddress {
+                agent: address.to_string(),
+                why: "no port".into(),
+            });
+        }
+        let endpoint = Endpoint::from_shared(format!("http://{address}"))
+            .map_err(|e| AgentError::BadAddress {
+                agent: address.to_string(),
+                why: e.to_string(),
+            })?
+            .connect_timeout(CONNECT_TIMEOUT)
+            .tcp_nodelay(true)
+            // Keep-alive pings find a host that vanished without closing the connection.
+            .http2_keep_alive_interval(Duration::from_secs(2))
+            .keep_alive_timeout(Duration::from_secs(3))
+            .keep_alive_while_idle(true);
+        let channel = endpoint
+            .connect()
+            .await
+            .map_err(|e| AgentError::Unreachable {
+                agent: label.clone(),
+                detail: error_chain(&e),
+            })?;
+        Ok(Self {
+            label,
+            client: AgentServiceClient::new(channel),
+        })
+    }
+
+    /// How this agent is named in messages.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// The agent's host fingerprint.
+    pub async fn get_host(&mut self) -> Result<pb::GetHostResponse, AgentError> {
+        let call = self.client.get_host(pb::GetHostRequest {});
+        match tokio::time::timeout(FIRST_EVENT_TIMEOUT, call).await {
+            Ok(Ok(response)) => Ok(response.into_inner()),
+            Ok(Err(status)) => Err(self.status_error(status)),
+            Err(_) => Err(AgentError::Stalled {
+                agent: self.label.clone(),
+                seconds: FIRST_EVENT_TIMEOUT.as_secs(),
+            }),
+        }
+    }
+
+    /// Asks the agent to stop a trial (best effort: used when the user interrupts).
+    pub async fn cancel(&mut self, trial_id: &str) {
+        let call = self.client.cancel(pb::CancelRequest {
+            trial_id: trial_id.to_string(),
+        });
+        let _ = tokio::time::timeout(Duration::from_secs(1), call).await;
+    }
+
+    /// Runs one trial to its end, calling `on_event` with each event as it arrives.
+    pub async fn run_probe(
+        &mut self,
+        request: pb::RunProbeRequest,
+        mut on_event: impl FnMut(&pb::probe_event::Event),
+    ) -> Result<CompletedTrial, AgentError> {
+        let interval = Duration::from_millis(if request.interval_ms == 0 {
+            1000
+        } else {
+            request.interval_ms
+        });
+        let quiet_limit = interval + EVENT_SLACK;
+        let call = self.client.run_probe(request);
+        let mut stream = match tokio::time::timeout(FIRST_EVENT_TIMEOUT, call).await {
+            Ok(Ok(response)) => response.into_inner(),
+            Ok(Err(status)) => return Err(self.status_error(status)),
+            Err(_) => return Err(self.stalled(FIRST_EVENT_TIMEOUT)),
+        };
+        let mut accepted = None;
+        let mut placement = None;
+        let mut intervals = Vec::new();
+        loop {
+            let limit = if accepted.is_none() {
+                FIRST_EVENT_TIMEOUT
+            } else {
+                quiet_limit
+            };
+            let next = match tokio::time::timeout(limit, stream.next()).await {
+                Err(_) => return Err(self.stalled(limit)),
+                Ok(None) => {
+                    return Err(AgentError::Lost {
+                        agent: self.label.clone(),
+                        detail: "the stream ended before the trial's result".into(),
+                    });
+                }
+                Ok(Some(Err(status))) => return Err(self.status_error(status)),
+                Ok(Some(Ok(event))) => event,
+            };
+            let Some(event) = next.event else {
+                return Err(self.protocol("an empty event"));
+            };
+            on_event(&event);
+            match event {
+                pb::probe_event::Event::Accepted(a) => accepted = Some(a),
+                pb::probe_event::Event::Placement(p) => placement = Some(p),
+                pb::probe_event::Event::Interval(i) => intervals.push(i),
+                pb::probe_event::Event::Error(e) => {
+                    return Err(AgentError::TrialFailed {
+                        agent: self.label.clone(),
+                        message: e.message,
+                    });
+                }
+                pb::probe_event::Event::Result(result) => {
+                    let accepted =
+                        accepted.ok_or_else(|| self.protocol("a result before acceptance"))?;
+                    return Ok(CompletedTrial {
+                        accepted,
+                        placement,
+                        intervals,
+                        result,
+                    });
+                }
+            }
+        }
+    }
+
+    fn stalled(&self, quiet: Duration) -> AgentError {
+        AgentError::Stalled {
+            agent: self.label.clone(),
+            seconds: quiet.as_secs().max(1),
+        }
+    }
+
+    fn protocol(&self, what: &str) -> AgentError {
+        AgentError::Protocol {
+            agent: self.label.clone(),
+            what: what.to_string(),
+        }
+    }
+
+    fn status_error(&self, status: Status) -> AgentError {
+        let agent = self.label.clone();
+        match status.code() {
+            Code::InvalidArgument | Code::ResourceExhausted | Code::FailedPrecondition => {
+                AgentError::Refused {
+                    agent,
+                    message: status.message().to_string(),
+                }
+            }
+            Code::Unavailable | Code::Unknown | Code::Cancelled | Code::Internal => {
+                AgentError::Lost {
+                    agent,
+                    detail: status_detail(&status),
+                }
+            }
+            _ => AgentError::Protocol {
+                agent,
+                what: status_detail(&status),
+            },
+        }
+    }
+}
+
+fn status_detail(status: &Status) -> String {
+    let mut detail = format!("{:?}: {}", status.code(), status.message());
+    if let Some(source) = std::error::Error::source(status) {
+        detail.push_str(": ");
+        detail.push_str(&error_chain(source));
+    }
+    detail
+}
+
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(inner) = source {
+        let piece = inner.to_string();
+        if !text.contains(&piece) {
+            text.push_str(": ");
+            text.push_str(&piece);
+        }
+        source = inner.source();
+    }
+    text
+}

@@ -1,0 +1,183 @@
+//! The controller's record of a run, built from agents' events as they arrive.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::Deserializer;
+use quietbench_proto::v1 as pb;
+
+/// Where an agent runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostKind {
+    /// Started by this controller on this machine.
+    Local,
+    /// Given with --agent.
+    Remote,
+}
+
+impl HostKind {
+    /// The report's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Local => "local",
+            Self::Remote => "remote",
+        }
+    }
+}
+
+/// One agent's host.
+#[derive(Debug, Clone)]
+pub struct HostRecord {
+    /// HOST:PORT of its agent.
+    pub address: String,
+    /// Local or remote.
+    pub kind: HostKind,
+    /// The agent's version.
+    pub agent_version: String,
+    /// What the machine is.
+    pub fingerprint: pb::Fingerprint,
+}
+
+/// How the run was asked for.
+#[derive(Debug, Clone)]
+pub struct RunSettings {
+    /// Probes, in the order given.
+    pub probes: Vec<String>,
+    /// --param values.
+    pub params: BTreeMap<String, String>,
+    /// Rounds.
+    pub rounds: u32,
+    /// Measuring time per trial, ms.
+    pub duration_ms: u64,
+    /// Reporting interval, ms.
+    pub interval_ms: u64,
+    /// --cpus, if given.
+    pub cpus: Vec<u32>,
+}
+
+/// One decoded histogram with its bookkeeping.
+#[derive(Debug, Clone)]
+pub struct HistogramRecord {
+    /// Decoded.
+    pub hist: Histogram<u64>,
+    /// As received (HdrHistogram V2 + DEFLATE).
+    pub encoded: Vec<u8>,
+    /// Samples clamped into range.
+    pub clamped: u64,
+    /// Samples lost.
+    pub dropped: u64,
+}
+
+/// One metric of one trial.
+#[derive(Debug, Clone)]
+pub struct MetricRecord {
+    /// e.g. events_per_sec.
+    pub name: String,
+    /// e.g. events/s.
+    pub unit: String,
+    /// The trial's figure.
+    pub value: Option<f64>,
+    /// The same metric's value in each interval, in order.
+    pub interval_values: Vec<f64>,
+    /// The trial's distribution, where the metric has one.
+    pub histogram: Option<HistogramRecord>,
+}
+
+/// One finished trial.
+#[derive(Debug, Clone)]
+pub struct TrialRecord {
+    /// Probe name.
+    pub probe: String,
+    /// Index into [`RunRecord::hosts`].
+    pub host: usize,
+    /// Round, from 1.
+    pub round: u32,
+    /// The agent's trial id.
+    pub trial_id: String,
+    /// Measuring start, ns since the epoch.
+    pub start_unix_ns: u64,
+    /// Measuring end, ns since the epoch.
+    pub end_unix_ns: u64,
+    /// Stopped early.
+    pub cancelled: bool,
+    /// Parameters after the agent's defaults.
+    pub params: BTreeMap<String, String>,
+    /// Where it ran.
+    pub placement: Option<pb::Placement>,
+    /// Intervals streamed.
+    pub intervals: u32,
+    /// Its metrics.
+    pub metrics: Vec<MetricRecord>,
+}
+
+/// A whole run.
+#[derive(Debug, Clone)]
+pub struct RunRecord {
+    /// Unique id.
+    pub run_id: String,
+    /// When it started.
+    pub started_at: SystemTime,
+    /// When it ended (set at the end, also on failure).
+    pub finished_at: Option<SystemTime>,
+    /// How it was asked for.
+    pub settings: RunSettings,
+    /// Every agent's host.
+    pub hosts: Vec<HostRecord>,
+    /// Finished trials, in the order they ran.
+    pub trials: Vec<TrialRecord>,
+    /// Why the run stopped early, if it did.
+    pub error: Option<String>,
+}
+
+/// The agent sent a histogram this controller cannot read.
+#[derive(Debug, thiserror::Error)]
+#[error("metric {metric}: the histogram cannot be decoded as HdrHistogram V2: {detail}")]
+pub struct DecodeError {
+    metric: String,
+    detail: String,
+}
+
+fn decode(metric: &str, h: &pb::Histogram) -> Result<HistogramRecord, DecodeError> {
+    let hist: Histogram<u64> = Deserializer::new()
+        .deserialize(&mut &h.hdr_v2_deflate[..])
+        .map_err(|e| DecodeError {
+            metric: metric.to_string(),
+            detail: format!("{e:?}"),
+        })?;
+    Ok(HistogramRecord {
+        hist,
+        encoded: h.hdr_v2_deflate.clone(),
+        clamped: h.clamped_count,
+        dropped: h.dropped_count,
+    })
+}
+
+/// Builds the metrics of a trial from its result and its intervals.
+pub fn trial_metrics(
+    result: &pb::ProbeResult,
+    intervals: &[pb::Interval],
+) -> Result<Vec<MetricRecord>, DecodeError> {
+    result
+        .metrics
+        .iter()
+        .map(|m| {
+            let interval_values = intervals
+                .iter()
+                .filter_map(|i| i.metrics.iter().find(|im| im.name == m.name))
+                .filter_map(|im| im.value)
+                .collect();
+            Ok(MetricRecord {
+                name: m.name.clone(),
+                unit: m.unit.clone(),
+                value: m.value,
+                interval_values,
+                histogram: m
+                    .histogram
+                    .as_ref()
+                    .map(|h| decode(&m.name, h))
+                    .transpose()?,
+            })
+        })
+        .collect()
+}

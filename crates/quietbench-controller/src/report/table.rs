@@ -1,0 +1,199 @@
+//! The terminal report: the host line, the placement line, and one row per probe and metric.
+
+use std::fmt::Write;
+
+use hdrhistogram::Histogram;
+use quietbench_proto::v1 as pb;
+use quietbench_stats::summarize;
+
+use super::json::{metric_keys, placement_matches_plan, trial_values};
+use super::record::{HostRecord, RunRecord};
+
+/// One line describing a host: address, CPU model and the facts that split results.
+pub fn host_line(host: &HostRecord) -> String {
+    let fp = &host.fingerprint;
+    let mut line = format!("host {} ({}): ", host.address, host.kind.as_str());
+    match &fp.cpu {
+        Some(cpu) => {
+            line.push_str(if cpu.model_name.is_empty() {
+                "unknown CPU model"
+            } else {
+                &cpu.model_name
+            });
+            let mut id = cpu.vendor.clone();
+            if let Some(f) = cpu.family {
+                let _ = write!(id, " family {f}");
+            }
+            if let Some(m) = cpu.model {
+                let _ = write!(id, " model {m}");
+            }
+            if let Some(s) = cpu.stepping {
+                let _ = write!(id, " stepping {s}");
+            }
+            if let Some(mc) = &cpu.microcode {
+                let _ = write!(id, ", microcode {mc}");
+            }
+            let _ = write!(line, " [{}]", id.trim());
+        }
+        None => line.push_str("CPU model unreadable"),
+    }
+    let _ = write!(line, ", {} CPUs", fp.logical_cpus);
+    if !fp.kernel_release.is_empty() {
+        let _ = write!(line, ", kernel {}", fp.kernel_release);
+    }
+    if !fp.clocksource.is_empty() {
+        let _ = write!(line, ", clocksource {}", fp.clocksource);
+    }
+    line
+}
+
+/// "quiet-first: thread 0 on CPU 1 (read back CPU 1), housekeeping CPU 0", with a warning
+/// where the read-back differs from the plan.
+pub fn placement_line(p: &pb::Placement) -> String {
+    let threads: Vec<String> = p
+        .threads
+        .iter()
+        .map(|t| {
+            let affinity: Vec<String> = t.affinity_cpus.iter().map(u32::to_string).collect();
+            format!(
+                "thread {} on CPU {} (affinity {}, seen on CPU {})",
+                t.thread_index,
+                t.planned_cpu,
+                affinity.join(","),
+                t.observed_cpu
+            )
+        })
+        .collect();
+    let housekeeping: Vec<String> = p.housekeeping_cpus.iter().map(u32::to_string).collect();
+    let mut line = format!(
+        "placement {}: {}; housekeeping CPU {}",
+        p.policy,
+        threads.join("; "),
+        housekeeping.join(",")
+    );
+    if !placement_matches_plan(p) {
+        line.push_str("  WARNING: read-back placement differs from the plan");
+    }
+    line
+}
+
+/// Formats a value in its unit: nanoseconds scaled to µs/ms/s, rates with one decimal.
+pub fn format_value(value: f64, unit: &str) -> String {
+    if unit == "ns" {
+        let abs = value.abs();
+        if abs >= 1e9 {
+            format!("{:.3} s", value / 1e9)
+        } else if abs >= 1e6 {
+            format!("{:.3} ms", value / 1e6)
+        } else if abs >= 1e3 {
+            format!("{:.2} µs", value / 1e3)
+        } else {
+            format!("{value:.0} ns")
+        }
+    } else {
+        format!("{value:.1}")
+    }
+}
+
+/// The table of a run: a header, the hosts, placement, and one row per probe and metric.
+pub fn render(run: &RunRecord) -> String {
+    let mut out = String::new();
+    for host in &run.hosts {
+        let _ = writeln!(out, "{}", host_line(host));
+    }
+    for (i, host) in run.hosts.iter().enumerate() {
+        if let Some(p) = run
+            .trials
+            .iter()
+            .find(|t| t.host == i)
+            .and_then(|t| t.placement.as_ref())
+        {
+            let _ = writeln!(out, "{} {}", host.address, placement_line(p));
+        }
+    }
+    let header = [
+        "probe", "metric", "unit", "trials", "mean", "median", "CV", "p50", "p99", "p99.9",
+    ];
+    let mut rows: Vec<[String; 10]> = Vec::new();
+    for (probe, metric, unit) in metric_keys(&run.trials) {
+        let values = trial_values(&run.trials, &probe, &metric);
+        let Some(s) = summarize(&values) else {
+            continue;
+        };
+        let merged = merged_histogram(run, &probe, &metric);
+        let pct = |q: f64| match &merged {
+            Some(h) if !h.is_empty() => format_value(h.value_at_quantile(q) as f64, &unit),
+            _ => "-".to_string(),
+        };
+        rows.push([
+            probe.clone(),
+            metric.clone(),
+            unit.clone(),
+            s.n.to_string(),
+            format_value(s.mean, &unit),
+            format_value(s.median, &unit),
+            s.cv.map_or("-".into(), |cv| format!("{:.2}%", cv * 100.0)),
+            pct(0.5),
+            pct(0.99),
+            pct(0.999),
+        ]);
+    }
+    let mut widths = header.map(|h| h.chars().count());
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let _ = writeln!(out);
+    let mut write_row = |cells: &[String]| {
+        let line: Vec<String> = cells
+            .iter()
+            .zip(widths)
+            .enumerate()
+            .map(|(i, (c, w))| {
+                let pad = w.saturating_sub(c.chars().count());
+                if i < 3 {
+                    format!("{c}{}", " ".repeat(pad))
+                } else {
+                    format!("{}{c}", " ".repeat(pad))
+                }
+            })
+            .collect();
+        let _ = writeln!(out, "{}", line.join("  ").trim_end());
+    };
+    write_row(&header.map(String::from));
+    for row in &rows {
+        write_row(row);
+    }
+    out
+}
+
+fn merged_histogram(run: &RunRecord, probe: &str, metric: &str) -> Option<Histogram<u64>> {
+    // Auto-resizing, so histograms of any range (other agents, other versions) merge.
+    let mut merged = Histogram::<u64>::new(3).ok()?;
+    for t in run
+        .trials
+        .iter()
+        .filter(|t| t.probe == probe && !t.cancelled)
+    {
+        let found = t.metrics.iter().find(|m| m.name == metric);
+        if let Some(h) = found.and_then(|m| m.histogram.as_ref()) {
+            merged.add(&h.hist).ok()?;
+        }
+    }
+    (!merged.is_empty()).then_some(merged)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scales_latencies_and_keeps_rates_plain() {
+        assert_eq!(format_value(725_123.0, "ns"), "725.12 µs");
+        assert_eq!(format_value(2_500_000.0, "ns"), "2.500 ms");
+        assert_eq!(format_value(812.0, "ns"), "812 ns");
+        assert_eq!(format_value(3.2e9, "ns"), "3.200 s");
+        assert_eq!(format_value(1379.25, "events/s"), "1379.2");
+    }
+}

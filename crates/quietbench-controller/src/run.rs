@@ -1,0 +1,192 @@
+//! `quietbench run`: rounds of trials on one or more agents, recorded as they finish.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use quietbench_proto::v1 as pb;
+
+use crate::connection::{AgentConnection, AgentError};
+use crate::report::record::trial_metrics;
+use crate::report::{HostKind, HostRecord, RunRecord, RunSettings, TrialRecord, json};
+
+/// An agent to measure on.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// HOST:PORT.
+    pub address: String,
+    /// Local or remote.
+    pub kind: HostKind,
+    /// How messages name it, e.g. "127.0.0.1:41234 (local agent, pid 812)".
+    pub label: String,
+}
+
+/// A new, empty record for a run with these settings.
+pub fn new_record(settings: RunSettings) -> RunRecord {
+    RunRecord {
+        run_id: uuid::Uuid::new_v4().to_string(),
+        started_at: SystemTime::now(),
+        finished_at: None,
+        settings,
+        hosts: Vec::new(),
+        trials: Vec::new(),
+        error: None,
+    }
+}
+
+/// Progress for people: a bar on a terminal, one line per trial otherwise.
+pub struct Progress {
+    bar: ProgressBar,
+}
+
+impl Progress {
+    /// A bar over `trials` trials, drawn on stderr when it is a terminal.
+    pub fn new(trials: u64) -> Self {
+        let bar = ProgressBar::new(trials);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {bar:24} {pos}/{len} trials  {msg}",
+            )
+            .expect("constant template is valid"),
+        );
+        if !bar.is_hidden() {
+            bar.enable_steady_tick(Duration::from_millis(200));
+        }
+        Self { bar }
+    }
+
+    /// A line above the bar (or on stderr when there is no bar).
+    pub fn line(&self, text: &str) {
+        if self.bar.is_hidden() {
+            eprintln!("{text}");
+        } else {
+            self.bar.println(text);
+        }
+    }
+
+    fn status(&self, text: String) {
+        self.bar.set_message(text);
+    }
+
+    fn trial_done(&self) {
+        self.bar.inc(1);
+    }
+
+    /// Removes the bar.
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+/// Writes the report atomically (temporary file, then rename), so a reader or a crash never
+/// sees half a file.
+pub fn write_json(path: &Path, run: &RunRecord) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let report = json::build(run);
+    let text = serde_json::to_string_pretty(&report)?;
+    let tmp = path.with_extension("json.partial");
+    std::fs::write(&tmp, text + "\n").with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path)
+        .with_context(|| format!("cannot move {} to {}", tmp.display(), path.display()))
+}
+
+/// Runs every round of every probe on every target, appending to `run` as trials finish and
+/// rewriting `json_path` after each one, so an interrupted run keeps what it measured.
+pub async fn execute(
+    targets: &[Target],
+    run: &mut RunRecord,
+    progress: &Progress,
+    json_path: Option<&Path>,
+) -> Result<(), anyhow::Error> {
+    let mut connections = Vec::with_capacity(targets.len());
+    for target in targets {
+        progress.status(format!("connecting to {}", target.label));
+        let mut conn = AgentConnection::connect(&target.address, target.label.clone()).await?;
+        let host = conn.get_host().await?;
+        let record = HostRecord {
+            address: target.address.clone(),
+            kind: target.kind,
+            agent_version: host.agent_version,
+            fingerprint: host.fingerprint.unwrap_or_default(),
+        };
+        progress.line(&crate::report::table::host_line(&record));
+        run.hosts.push(record);
+        connections.push(conn);
+    }
+    let settings = run.settings.clone();
+    let params: HashMap<String, String> = settings.params.clone().into_iter().collect();
+    let mut trial_number = 0u32;
+    for round in 1..=settings.rounds {
+        for probe in &settings.probes {
+            for (host, conn) in connections.iter_mut().enumerate() {
+                trial_number += 1;
+                let request = pb::RunProbeRequest {
+                    probe: probe.clone(),
+                    params: params.clone(),
+                    duration_ms: settings.duration_ms,
+                    interval_ms: settings.interval_ms,
+                    cpus: settings.cpus.clone(),
+                    trial_id: format!("{}-{trial_number}", run.run_id),
+                };
+                let what = format!(
+                    "round {round}/{} {probe} on {}",
+                    settings.rounds, targets[host].address
+                );
+                progress.status(what.clone());
+                let completed = conn
+                    .run_probe(request, |event| {
+                        if let pb::probe_event::Event::Interval(i) = event {
+                            progress.status(format!(
+                                "{what}: interval {} {}",
+                                i.index + 1,
+                                headline(&i.metrics)
+                            ));
+                        }
+                    })
+                    .await?;
+                let metrics =
+                    trial_metrics(&completed.result, &completed.intervals).map_err(|e| {
+                        AgentError::Protocol {
+                            agent: conn.label().to_string(),
+                            what: e.to_string(),
+                        }
+                    })?;
+                let record = TrialRecord {
+                    probe: probe.clone(),
+                    host,
+                    round,
+                    trial_id: completed.result.trial_id.clone(),
+                    start_unix_ns: completed.result.start_unix_ns,
+                    end_unix_ns: completed.result.end_unix_ns,
+                    cancelled: completed.result.cancelled,
+                    params: completed
+                        .accepted
+                        .resolved_params
+                        .clone()
+                        .into_iter()
+                        .collect(),
+                    placement: completed.result.placement.clone().or(completed.placement),
+                    intervals: completed.result.intervals,
+                    metrics,
+                };
+                progress.line(&format!("{what}: {}", headline(&completed.result.metrics)));
+                run.trials.push(record);
+                progress.trial_done();
+                if let Some(path) = json_path {
+                    write_json(path, run)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The first value metric, e.g. "1379.2 events/s", for progress lines.
+fn headline(metrics: &[pb::Metric]) -> String {
+    metrics
+        .iter()
+        .find(|m| m.histogram.is_none())
+        .and_then(|m| m.value.map(|v| format!("{v:.1} {}", m.unit)))
+        .unwrap_or_default()
+}
