@@ -213,14 +213,15 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(Ok(())) => ExitCode::SUCCESS,
         Some(Err(err)) => {
             let mut message = format!("{err:#}");
-            if let Some(agent) = local.as_mut() {
-                if let Some(status) = agent.wait_exit(Duration::from_millis(500)) {
-                    message.push_str(&format!(
-                        " (the local agent, pid {}, {})",
-                        agent.pid(),
-                        describe_status(status)
-                    ));
-                }
+            // A dead local agent explains the error better than the broken connection does.
+            if let Some(agent) = local.as_mut()
+                && let Some(status) = agent.wait_exit(Duration::from_millis(500))
+            {
+                message.push_str(&format!(
+                    " (the local agent, pid {}, {})",
+                    agent.pid(),
+                    describe_status(status)
+                ));
             }
             run.error = Some(message.clone());
             eprintln!("quietbench: error: {message}");

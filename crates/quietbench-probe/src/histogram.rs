@@ -24,7 +24,7 @@ pub fn new_latency_histogram() -> Histogram<u64> {
 /// clamped, so the caller can count it. Never allocates: the histogram is fixed-size.
 #[inline]
 pub fn record_clamped(hist: &mut Histogram<u64>, value_ns: u64) -> bool {
-    let clamped = value_ns > HIGHEST_NS || value_ns < LOWEST_NS;
+    let clamped = !(LOWEST_NS..=HIGHEST_NS).contains(&value_ns);
     let value = value_ns.clamp(LOWEST_NS, HIGHEST_NS);
     // Cannot fail: the value is within the bounds this histogram was made with.
     let _ = hist.record(value);

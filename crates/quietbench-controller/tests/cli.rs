@@ -1,0 +1,96 @@
+//! The `quietbench` command line as a user meets it: help, and clear errors for bad input.
+
+use std::process::Command;
+
+fn quietbench(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_quietbench"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn help_names_the_commands_and_the_first_step() {
+    let (code, stdout, _) = quietbench(&["--help"]);
+    assert_eq!(code, Some(0));
+    for word in ["run", "host", "agent", "quietbench run --local"] {
+        assert!(stdout.contains(word), "help lacks {word:?}:\n{stdout}");
+    }
+    let (code, stdout, _) = quietbench(&["run", "--help"]);
+    assert_eq!(code, Some(0));
+    for flag in [
+        "--local",
+        "--agent",
+        "--probe",
+        "--param",
+        "--rounds",
+        "--duration",
+        "--cpus",
+        "--json",
+    ] {
+        assert!(stdout.contains(flag), "run --help lacks {flag}:\n{stdout}");
+    }
+}
+
+#[test]
+fn usage_errors_exit_2_with_the_reason() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["run"], "--local"),
+        (
+            &["run", "--local", "--param", "max_prime"],
+            "is not KEY=VALUE",
+        ),
+        (&["run", "--local", "--duration", "0"], "out of range"),
+        (&["run", "--local", "--rounds", "0"], "0"),
+        (&["run", "--local", "--cpus", "3-1"], "runs backwards"),
+        (&["host"], "--local"),
+    ];
+    for (args, expected) in cases {
+        let (code, _, stderr) = quietbench(args);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(expected),
+            "{args:?}: stderr lacks {expected:?}:\n{stderr}"
+        );
+    }
+}
+
+#[test]
+fn agent_refusals_reach_the_user_with_exit_1() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--param", "nope=1"], "has no parameter 'nope'"),
+        (&["--probe", "cpu.nope"], "unknown probe 'cpu.nope'"),
+        (&["--cpus", "4000"], "CPU 4000 is not available"),
+    ];
+    for (extra, expected) in cases {
+        let mut args = vec!["run", "--local", "--rounds", "1", "--duration", "0.2"];
+        args.extend_from_slice(extra);
+        let (code, _, stderr) = quietbench(&args);
+        assert_eq!(code, Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(expected),
+            "{args:?}: stderr lacks {expected:?}:\n{stderr}"
+        );
+        assert!(stderr.contains("refused"), "{stderr}");
+    }
+}
+
+#[test]
+fn host_local_prints_the_cpu_model() {
+    let (code, stdout, stderr) = quietbench(&["host", "--local"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap();
+    let model = cpuinfo.lines().find_map(|l| {
+        l.strip_prefix("model name")
+            .map(|r| r.trim_start_matches([' ', '\t', ':']).to_string())
+    });
+    if let Some(model) = model {
+        assert!(stdout.contains(&model), "{stdout}");
+    }
+    assert!(stdout.contains("online CPUs"), "{stdout}");
+}

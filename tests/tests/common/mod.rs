@@ -1,0 +1,103 @@
+//! Shared helpers of the end-to-end tests: find the `quietbench` binary, start real agent
+//! processes, and clean them up.
+
+#![allow(dead_code)] // each test file uses a different subset
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// The `quietbench` binary under test: `$QUIETBENCH_BIN`, or the one cargo built beside this
+/// test (`cargo test --workspace` builds it, because the controller package has integration
+/// tests of its own).
+pub fn quietbench_bin() -> PathBuf {
+    if let Some(path) = std::env::var_os("QUIETBENCH_BIN") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test> -> target/<profile>/quietbench
+    let bin = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("test executable lives in target/<profile>/deps")
+        .join("quietbench");
+    assert!(
+        bin.exists(),
+        "{} does not exist: run the tests with `cargo test --workspace` (which builds it), or set \
+         QUIETBENCH_BIN",
+        bin.display()
+    );
+    bin
+}
+
+/// A `quietbench agent` process on a free loopback port, killed when dropped.
+pub struct AgentProcess {
+    pub child: Child,
+    pub addr: SocketAddr,
+}
+
+impl AgentProcess {
+    pub fn start() -> Self {
+        let mut child = Command::new(quietbench_bin())
+            .args(["agent", "--listen", "127.0.0.1:0"])
+            .env("QUIETBENCH_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start quietbench agent");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .expect("read the agent's listening line");
+        let addr = line
+            .trim()
+            .rsplit(' ')
+            .next()
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("unexpected agent handshake: {line:?}"));
+        Self { child, addr }
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Drop for AgentProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The children of a process, from /proc (its `task/*/children` lists).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let mut kids = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return kids;
+    };
+    for task in tasks.flatten() {
+        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+            kids.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok()),
+            );
+        }
+    }
+    kids
+}
+
+/// Waits until `pid` has a child, up to `limit`.
+pub fn wait_for_child(pid: u32, limit: Duration) -> Option<u32> {
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        if let Some(&kid) = children_of(pid).first() {
+            return Some(kid);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}

@@ -1,0 +1,274 @@
+//! The agent's gRPC API as other tooling sees it: reflection, health, and the RunProbe/Cancel
+//! contract, against a real agent process.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use quietbench_proto::v1 as pb;
+use quietbench_proto::v1::agent_service_client::AgentServiceClient;
+use tokio_stream::StreamExt;
+use tonic::Code;
+use tonic::transport::Channel;
+
+async fn channel(agent: &common::AgentProcess) -> Channel {
+    Channel::from_shared(agent.endpoint())
+        .unwrap()
+        .connect()
+        .await
+        .expect("connect to the agent")
+}
+
+async fn client(agent: &common::AgentProcess) -> AgentServiceClient<Channel> {
+    AgentServiceClient::new(channel(agent).await)
+}
+
+fn request(probe: &str, duration_ms: u64) -> pb::RunProbeRequest {
+    pb::RunProbeRequest {
+        probe: probe.into(),
+        duration_ms,
+        interval_ms: 100,
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn reflection_lists_the_agent_and_health_services() {
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+
+    let agent = common::AgentProcess::start();
+    let mut reflection = ServerReflectionClient::new(channel(&agent).await);
+    let requests = tokio_stream::iter([ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    }]);
+    let mut responses = reflection
+        .server_reflection_info(requests)
+        .await
+        .unwrap()
+        .into_inner();
+    let response = responses.next().await.unwrap().unwrap();
+    let Some(MessageResponse::ListServicesResponse(list)) = response.message_response else {
+        panic!("unexpected reflection answer: {response:?}");
+    };
+    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    assert!(
+        names.contains(&pb::AGENT_SERVICE_NAME.to_string()),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&"grpc.health.v1.Health".to_string()),
+        "{names:?}"
+    );
+
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel(&agent).await);
+    let status = health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: pb::AGENT_SERVICE_NAME.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .status;
+    assert_eq!(
+        status,
+        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
+}
+
+#[tokio::test]
+async fn get_host_describes_this_machine() {
+    let agent = common::AgentProcess::start();
+    let host = client(&agent)
+        .await
+        .get_host(pb::GetHostRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let fp = host.fingerprint.unwrap();
+    let live = quietbench_host::read_fingerprint(&quietbench_host::HostRoot::live());
+    assert_eq!(fp.online_cpus, live.online_cpus);
+    assert_eq!(fp.logical_cpus as usize, live.online_cpus.len());
+    assert_eq!(fp.cpu.unwrap().model_name, live.cpu.unwrap().model_name);
+    assert_eq!(host.agent_version, env!("CARGO_PKG_VERSION"));
+}
+
+#[tokio::test]
+async fn a_trial_streams_accepted_placement_intervals_then_result() {
+    let agent = common::AgentProcess::start();
+    let mut stream = client(&agent)
+        .await
+        .run_probe(request("cpu.primes", 500))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut kinds = Vec::new();
+    while let Some(event) = stream.next().await {
+        let event = event.unwrap().event.unwrap();
+        kinds.push(match &event {
+            pb::probe_event::Event::Accepted(_) => "accepted",
+            pb::probe_event::Event::Placement(p) => {
+                assert_eq!(p.threads.len(), 1);
+                assert_eq!(p.threads[0].affinity_cpus, vec![p.threads[0].planned_cpu]);
+                "placement"
+            }
+            pb::probe_event::Event::Interval(i) => {
+                let hist = i.metrics.iter().find_map(|m| m.histogram.as_ref()).unwrap();
+                assert!(hist.total_count > 0);
+                assert_eq!(hist.dropped_count, 0);
+                "interval"
+            }
+            pb::probe_event::Event::Result(r) => {
+                assert!(!r.cancelled);
+                assert_eq!(r.intervals, 5);
+                "result"
+            }
+            pb::probe_event::Event::Error(e) => panic!("trial failed: {}", e.message),
+        });
+    }
+    assert_eq!(kinds.first(), Some(&"accepted"));
+    assert_eq!(kinds.get(1), Some(&"placement"));
+    assert_eq!(kinds.last(), Some(&"result"));
+    assert_eq!(kinds.iter().filter(|k| **k == "interval").count(), 5);
+}
+
+#[tokio::test]
+async fn bad_requests_are_refused_with_reasons() {
+    let agent = common::AgentProcess::start();
+    let mut c = client(&agent).await;
+    let cases = [
+        (request("cpu.nope", 100), "available probes: cpu.primes"),
+        (request("cpu.primes", 0), "duration_ms 0 is out of range"),
+        (request("cpu.primes", 4_000_000), "one hour"),
+        (
+            pb::RunProbeRequest {
+                interval_ms: 1,
+                ..request("cpu.primes", 100)
+            },
+            "too short",
+        ),
+        (
+            pb::RunProbeRequest {
+                cpus: vec![4095],
+                ..request("cpu.primes", 100)
+            },
+            "CPU 4095 is not available",
+        ),
+        (
+            pb::RunProbeRequest {
+                params: [("threads".to_string(), "zero".to_string())].into(),
+                ..request("cpu.primes", 100)
+            },
+            "threads=zero is invalid",
+        ),
+    ];
+    for (req, expected) in cases {
+        let status = c.run_probe(req).await.expect_err("refused");
+        assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+        assert!(
+            status.message().contains(expected),
+            "{:?} lacks {expected:?}",
+            status.message()
+        );
+    }
+}
+
+#[tokio::test]
+async fn one_probe_at_a_time_and_cancel_stops_it_promptly() {
+    let agent = common::AgentProcess::start();
+    let mut c = client(&agent).await;
+    let long = pb::RunProbeRequest {
+        trial_id: "long-one".into(),
+        ..request("cpu.primes", 60_000)
+    };
+    let mut stream = c.run_probe(long).await.unwrap().into_inner();
+    // Wait for the first interval: the trial is measuring.
+    loop {
+        if let pb::probe_event::Event::Interval(_) =
+            stream.next().await.unwrap().unwrap().event.unwrap()
+        {
+            break;
+        }
+    }
+    let busy = c
+        .run_probe(request("cpu.primes", 100))
+        .await
+        .expect_err("second trial refused");
+    assert_eq!(busy.code(), Code::ResourceExhausted);
+    assert!(busy.message().contains("long-one"), "{}", busy.message());
+
+    let wrong = c
+        .cancel(pb::CancelRequest {
+            trial_id: "other".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!wrong.cancelled);
+    let asked = Instant::now();
+    let right = c
+        .cancel(pb::CancelRequest {
+            trial_id: "long-one".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(right.cancelled);
+    let mut result = None;
+    while let Some(event) = stream.next().await {
+        if let pb::probe_event::Event::Result(r) = event.unwrap().event.unwrap() {
+            result = Some(r);
+        }
+    }
+    assert!(
+        asked.elapsed() < Duration::from_secs(2),
+        "cancel took {:?}",
+        asked.elapsed()
+    );
+    assert!(result.expect("a result after cancel").cancelled);
+
+    // The slot is free again.
+    let mut again = c
+        .run_probe(request("cpu.primes", 100))
+        .await
+        .unwrap()
+        .into_inner();
+    while let Some(event) = again.next().await {
+        event.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn dropping_the_stream_cancels_the_trial() {
+    let agent = common::AgentProcess::start();
+    let mut c = client(&agent).await;
+    let mut stream = c
+        .run_probe(request("cpu.primes", 60_000))
+        .await
+        .unwrap()
+        .into_inner();
+    stream.next().await.unwrap().unwrap();
+    drop(stream);
+    // The agent notices at its next send (an interval, 100 ms) and frees the slot.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        match c.run_probe(request("cpu.primes", 50)).await {
+            Ok(s) => {
+                let mut s = s.into_inner();
+                while let Some(e) = s.next().await {
+                    e.unwrap();
+                }
+                break;
+            }
+            Err(status)
+                if status.code() == Code::ResourceExhausted && Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(status) => panic!("the abandoned trial still holds the agent: {status:?}"),
+        }
+    }
+}

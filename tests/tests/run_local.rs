@@ -1,0 +1,214 @@
+//! `quietbench run --local` end to end: a real agent process, real gRPC, a real JSON report
+//! checked field by field, and its histograms decoded by a second, non-Rust HdrHistogram
+//! implementation (Python's `hdrhistogram` package).
+
+mod common;
+
+use std::process::Command;
+
+use base64::Engine;
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::Deserializer;
+use serde_json::Value;
+
+fn decode(b64: &str) -> Histogram<u64> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .expect("valid base64");
+    Deserializer::new()
+        .deserialize(&mut &bytes[..])
+        .expect("HdrHistogram V2")
+}
+
+fn metric<'a>(trial: &'a Value, name: &str) -> &'a Value {
+    trial["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == name)
+        .unwrap_or_else(|| panic!("trial has no metric {name}: {trial}"))
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn two_rounds_of_cpu_primes_produce_a_complete_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let json_path = dir.path().join("report.json");
+    let out = Command::new(common::quietbench_bin())
+        .args([
+            "run",
+            "--local",
+            "--rounds",
+            "2",
+            "--duration",
+            "1",
+            "--json",
+        ])
+        .arg(&json_path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+
+    let live = quietbench_host::read_fingerprint(&quietbench_host::HostRoot::live());
+    let model = live.cpu.expect("this machine's CPU model").model_name;
+    assert!(
+        stdout.contains(&model),
+        "the table names the CPU model {model:?}:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("events_per_sec") && stdout.contains("event_latency"),
+        "{stdout}"
+    );
+
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    assert_eq!(report["schema"], "quietbench.run-report.v1");
+    assert!(report["run_id"].as_str().is_some_and(|id| id.len() >= 16));
+    assert_eq!(report["complete"], true);
+    assert_eq!(report["error"], Value::Null);
+    assert!(report["started_at"].as_str().unwrap() <= report["finished_at"].as_str().unwrap());
+    assert_eq!(report["settings"]["rounds"], 2);
+    assert_eq!(report["settings"]["probes"][0], "cpu.primes");
+
+    let hosts = report["hosts"].as_array().unwrap();
+    assert_eq!(hosts.len(), 1);
+    let host = &hosts[0];
+    assert_eq!(host["kind"], "local");
+    assert!(host["address"].as_str().unwrap().starts_with("127.0.0.1:"));
+    let fp = &host["fingerprint"];
+    assert_eq!(fp["cpu_model_name"], model.as_str());
+    assert_eq!(fp["logical_cpus"], live.online_cpus.len());
+    assert_eq!(fp["kernel_release"], live.kernel_release.unwrap().as_str());
+    assert_eq!(fp["clocksource"], live.clocksource.unwrap().as_str());
+
+    let trials = report["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 2);
+    for (i, trial) in trials.iter().enumerate() {
+        assert_eq!(trial["probe"], "cpu.primes");
+        assert_eq!(trial["round"], i + 1);
+        assert_eq!(trial["host"], host["address"]);
+        assert_eq!(trial["cancelled"], false);
+        assert_eq!(trial["params"]["max_prime"], "10000");
+        assert_eq!(trial["params"]["threads"], "1");
+        let duration = f(&trial["duration_s"]);
+        assert!((0.99..1.5).contains(&duration), "trial lasted {duration} s");
+        assert_eq!(trial["intervals"], 1);
+
+        let placement = &trial["placement"];
+        assert_eq!(placement["matches_plan"], true, "{placement}");
+        let thread = &placement["threads"][0];
+        assert_eq!(
+            thread["affinity_cpus"],
+            serde_json::json!([thread["planned_cpu"]])
+        );
+        if live.online_cpus.len() > 1 {
+            assert_ne!(
+                thread["planned_cpu"], 0,
+                "quiet-first keeps CPU 0 for housekeeping"
+            );
+        }
+
+        let rate = metric(trial, "events_per_sec");
+        assert_eq!(rate["unit"], "events/s");
+        assert_eq!(rate["stats_of"], "intervals");
+        assert_eq!(rate["histogram"], Value::Null);
+        let events_per_sec = f(&rate["value"]);
+        assert!(events_per_sec > 10.0, "{events_per_sec} events/s");
+
+        let latency = metric(trial, "event_latency");
+        assert_eq!(latency["unit"], "ns");
+        assert_eq!(latency["stats_of"], "histogram");
+        let hist = decode(latency["histogram"].as_str().unwrap());
+        assert_eq!(hist.len(), latency["count"].as_u64().unwrap());
+        assert_eq!(hist.value_at_quantile(0.99) as f64, f(&latency["p99"]));
+        let (p50, p90, p99, p999) = (
+            f(&latency["p50"]),
+            f(&latency["p90"]),
+            f(&latency["p99"]),
+            f(&latency["p999"]),
+        );
+        assert!(f(&latency["min"]) <= p50 && p50 <= p90 && p90 <= p99 && p99 <= p999);
+        assert!(p999 <= f(&latency["max"]));
+        // One thread, back-to-back events: events/s x mean latency is one second of events.
+        let busy = events_per_sec * f(&latency["mean"]) / 1e9;
+        assert!((0.95..1.02).contains(&busy), "rate x latency = {busy}");
+        // Events counted two ways agree: histogram samples over the measured time.
+        let rate_from_hist = hist.len() as f64 / duration;
+        assert!((rate_from_hist / events_per_sec - 1.0).abs() < 0.02);
+    }
+
+    let summary = report["summary"].as_array().unwrap();
+    let rate_row = summary
+        .iter()
+        .find(|s| s["metric"] == "events_per_sec")
+        .unwrap();
+    assert_eq!(rate_row["n"], 2);
+    let values: Vec<f64> = trials
+        .iter()
+        .map(|t| f(&metric(t, "events_per_sec")["value"]))
+        .collect();
+    assert!((f(&rate_row["mean"]) - (values[0] + values[1]) / 2.0).abs() < 1e-6);
+    assert!(rate_row["cv"].as_f64().is_some());
+}
+
+#[test]
+fn histograms_decode_in_a_non_rust_hdrhistogram() {
+    let dir = tempfile::tempdir().unwrap();
+    let json_path = dir.path().join("report.json");
+    let out = Command::new(common::quietbench_bin())
+        .args([
+            "run",
+            "--local",
+            "--rounds",
+            "1",
+            "--duration",
+            "0.5",
+            "--json",
+        ])
+        .arg(&json_path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let latency = metric(&report["trials"][0], "event_latency");
+    let script = r#"
+import sys
+try:
+    from hdrh.histogram import HdrHistogram
+except ImportError:
+    sys.exit("python3 lacks the hdrhistogram package: pip install hdrhistogram (.ci/run does)")
+h = HdrHistogram.decode(sys.argv[1])
+print(h.get_total_count(), h.get_value_at_percentile(50), h.get_value_at_percentile(99.9), h.get_max_value())
+"#;
+    let py = Command::new("python3")
+        .args(["-c", script, latency["histogram"].as_str().unwrap()])
+        .output()
+        .expect("python3 runs");
+    assert!(
+        py.status.success(),
+        "python decoder failed: {}",
+        String::from_utf8_lossy(&py.stderr)
+    );
+    let fields: Vec<f64> = String::from_utf8_lossy(&py.stdout)
+        .split_whitespace()
+        .map(|x| x.parse().unwrap())
+        .collect();
+    assert_eq!(fields[0], f(&latency["count"]));
+    assert_eq!(fields[1], f(&latency["p50"]));
+    assert_eq!(fields[2], f(&latency["p999"]));
+    assert_eq!(fields[3], f(&latency["max"]));
+}
