@@ -40,6 +40,10 @@ pub fn serve(args: &AgentArgs) -> anyhow::Result<()> {
         .first()
         .copied()
         .context("the agent's CPU affinity is empty")?;
+    // The main thread drives the server future (block_on): keep it off probe CPUs too.
+    if let Err(err) = pin_current_thread(&[housekeeping]) {
+        tracing::warn!("cannot pin the agent's main thread to CPU {housekeeping}: {err}");
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .max_blocking_threads(4)

@@ -185,6 +185,9 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
+    if local.is_some() {
+        keep_off_probe_cpus();
+    }
     let targets: Vec<Target> = match &local {
         Some(agent) => vec![local_target(agent)],
         None => args
@@ -245,6 +248,34 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
         eprintln!("quietbench: JSON report written to {}", path.display());
     }
     Ok(code)
+}
+
+/// Pins the controller (this thread, and so every thread it starts later: the runtime, the
+/// progress bar's ticker) to the lowest CPU it may use, the one the local agent keeps for
+/// housekeeping, so the controller never runs where a probe measures. Called after the agent
+/// started, so the agent keeps the full CPU set. (A few lines of nix rather than the probe
+/// crate's helpers: the controller links no probe code.)
+fn keep_off_probe_cpus() {
+    use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
+    use nix::unistd::Pid;
+    let Ok(allowed) = sched_getaffinity(Pid::from_raw(0)) else {
+        return;
+    };
+    let cpus: Vec<usize> = (0..CpuSet::count())
+        .filter(|&c| allowed.is_set(c).unwrap_or(false))
+        .collect();
+    if cpus.len() < 2 {
+        return; // one CPU: nowhere else to go
+    }
+    let mut housekeeping = CpuSet::new();
+    if housekeeping.set(cpus[0]).is_ok()
+        && let Err(err) = sched_setaffinity(Pid::from_raw(0), &housekeeping)
+    {
+        eprintln!(
+            "quietbench: warning: cannot pin the controller to CPU {}: {err}",
+            cpus[0]
+        );
+    }
 }
 
 fn host_command(args: HostArgs) -> anyhow::Result<ExitCode> {
