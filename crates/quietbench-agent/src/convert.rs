@@ -86,3 +86,35 @@ pub fn interval(report: &IntervalReport) -> Result<pb::Interval, String> {
         metrics: event_metrics(report)?,
     })
 }
+
+pub fn tune_request(req: pb::PrepareRequest) -> quietbench_host::tuning::TuneRequest {
+    use quietbench_host::tuning::TuneRequest;
+    if req.all {
+        return TuneRequest::all(req.probe_cpus);
+    }
+    TuneRequest {
+        probe_cpus: req.probe_cpus,
+        aslr_off: req.aslr_off,
+        steer_irqs: req.steer_irqs,
+        pause_irqbalance: req.pause_irqbalance,
+        performance_governor: req.performance_governor,
+        thp_mode: (!req.thp_mode.is_empty()).then_some(req.thp_mode),
+        drop_caches: req.drop_caches,
+    }
+}
+
+pub fn control_report(r: quietbench_host::tuning::ControlReport) -> pb::ControlReport {
+    use pb::control_report::Outcome as Wire;
+    use quietbench_host::tuning::Outcome;
+    let (outcome, detail) = match r.outcome {
+        Outcome::Applied(d) => (Wire::Applied, d),
+        Outcome::Skipped(d) => (Wire::Skipped, d),
+        Outcome::Failed(d) => (Wire::Failed, d),
+    };
+    pb::ControlReport {
+        control: r.control,
+        target: r.target,
+        outcome: outcome as i32,
+        detail,
+    }
+}

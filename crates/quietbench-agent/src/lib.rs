@@ -10,5 +10,6 @@ mod convert;
 mod server;
 mod service;
 mod trial;
+mod tuning;
 
 pub use server::{AgentArgs, serve};

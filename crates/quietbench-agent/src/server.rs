@@ -13,6 +13,8 @@ use quietbench_proto::v1::agent_service_server::AgentServiceServer;
 use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::service::Agent;
+use crate::tuning::{Tuner, default_state_dir};
+use std::sync::Arc;
 
 /// Command-line arguments of the agent (`quietbench-agent`, or `quietbench agent`).
 #[derive(Debug, Clone, clap::Parser)]
@@ -29,6 +31,10 @@ pub struct AgentArgs {
     /// Root directory to read /proc and /sys from (tests point it at a fixture tree).
     #[arg(long, default_value = "/", hide = true)]
     pub host_root: PathBuf,
+    /// Directory for the restore journal of host changes [default: /var/lib/quietbench-agent
+    /// as root, else $XDG_STATE_HOME/quietbench-agent]
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
 }
 
 /// Serves until SIGINT or SIGTERM. Blocks the calling thread.
@@ -57,12 +63,19 @@ pub fn serve(args: &AgentArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the agent's runtime")?;
-    let agent = Agent::new(
-        HostRoot::at(&args.host_root),
-        allowed_cpus,
-        vec![housekeeping],
-    );
-    runtime.block_on(run_server(args.listen, agent))
+    let root = HostRoot::at(&args.host_root);
+    let state_dir = args.state_dir.clone().unwrap_or_else(default_state_dir);
+    let probe_cpus: Vec<u32> = if allowed_cpus.len() > 1 {
+        allowed_cpus[1..].to_vec()
+    } else {
+        allowed_cpus.clone()
+    };
+    let tuner = Arc::new(Tuner::start(root.clone(), &state_dir, probe_cpus));
+    let agent = Agent::new(root, allowed_cpus, vec![housekeeping], Arc::clone(&tuner));
+    let served = runtime.block_on(run_server(args.listen, agent));
+    // A clean stop leaves the host as this agent found it.
+    tuner.shutdown();
+    served
 }
 
 async fn run_server(listen: SocketAddr, agent: Agent) -> anyhow::Result<()> {

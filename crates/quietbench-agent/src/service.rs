@@ -16,6 +16,7 @@ use tonic::{Request, Response, Status};
 
 use crate::convert;
 use crate::trial::{TrialJob, TrialSlot, params, spawn_supervisor};
+use crate::tuning::Tuner;
 
 /// Longest trial an agent accepts: one hour. Bounded so a typo cannot hold a machine for days.
 const MAX_DURATION_MS: u64 = 3_600_000;
@@ -30,15 +31,22 @@ pub struct Agent {
     allowed_cpus: Vec<u32>,
     housekeeping_cpus: Vec<u32>,
     slot: Arc<TrialSlot>,
+    tuner: Arc<Tuner>,
 }
 
 impl Agent {
-    pub fn new(root: HostRoot, allowed_cpus: Vec<u32>, housekeeping_cpus: Vec<u32>) -> Self {
+    pub fn new(
+        root: HostRoot,
+        allowed_cpus: Vec<u32>,
+        housekeeping_cpus: Vec<u32>,
+        tuner: Arc<Tuner>,
+    ) -> Self {
         Self {
             root,
             allowed_cpus,
             housekeeping_cpus,
             slot: Arc::default(),
+            tuner,
         }
     }
 
@@ -128,5 +136,33 @@ impl AgentService for Agent {
     ) -> Result<Response<pb::CancelResponse>, Status> {
         let cancelled = self.slot.cancel(&request.get_ref().trial_id);
         Ok(Response::new(pb::CancelResponse { cancelled }))
+    }
+
+    async fn prepare(
+        &self,
+        request: Request<pb::PrepareRequest>,
+    ) -> Result<Response<pb::PrepareResponse>, Status> {
+        let req = convert::tune_request(request.into_inner());
+        let tuner = Arc::clone(&self.tuner);
+        let reports = tokio::task::spawn_blocking(move || tuner.prepare(req))
+            .await
+            .map_err(|e| Status::internal(format!("prepare failed: {e}")))??;
+        Ok(Response::new(pb::PrepareResponse {
+            controls: reports.into_iter().map(convert::control_report).collect(),
+            journal_path: self.tuner.journal_path().display().to_string(),
+        }))
+    }
+
+    async fn restore(
+        &self,
+        _request: Request<pb::RestoreRequest>,
+    ) -> Result<Response<pb::RestoreResponse>, Status> {
+        let tuner = Arc::clone(&self.tuner);
+        let reports = tokio::task::spawn_blocking(move || tuner.restore())
+            .await
+            .map_err(|e| Status::internal(format!("restore failed: {e}")))??;
+        Ok(Response::new(pb::RestoreResponse {
+            controls: reports.into_iter().map(convert::control_report).collect(),
+        }))
     }
 }

@@ -11,7 +11,8 @@ use quietbench_agent::AgentArgs;
 use crate::connection::AgentConnection;
 use crate::local_agent::{LocalAgent, describe_status};
 use crate::report::{HostKind, HostRecord, RunSettings, json, table};
-use crate::run::{Progress, Target, execute, new_record, write_json};
+use crate::run::{Progress, Target, execute, new_record, restore_all, write_json};
+use quietbench_proto::v1 as pb;
 
 /// Exit code when the user interrupts (128 + SIGINT, as shells report it).
 const EXIT_INTERRUPTED: u8 = 130;
@@ -38,8 +39,52 @@ enum Command {
     Run(RunArgs),
     /// Show what machine an agent runs on (its fingerprint)
     Host(HostArgs),
+    /// Apply host controls on an agent's machine: IRQs off the probe CPUs, governor, THP,
+    /// ASLR. Every change is journaled and undone by `restore`, by the agent's clean stop, or
+    /// by its next start after a crash
+    Prepare(PrepareArgs),
+    /// Undo every host change an agent made
+    Restore(RestoreArgs),
     /// Serve as an agent (the same program as quietbench-agent)
     Agent(AgentArgs),
+}
+
+#[derive(Debug, Args)]
+struct PrepareArgs {
+    /// The agent whose host to tune
+    #[arg(long, value_name = "HOST:PORT", required = true)]
+    agent: String,
+    /// Every control the host allows, system-wide ASLR off included
+    #[arg(long)]
+    all: bool,
+    /// Turn address-space randomization off system-wide (restored afterwards)
+    #[arg(long)]
+    aslr_off: bool,
+    /// Move IRQ affinities off the probe CPUs
+    #[arg(long)]
+    steer_irqs: bool,
+    /// Pause irqbalance while tuned
+    #[arg(long)]
+    pause_irqbalance: bool,
+    /// Set the probe CPUs' cpufreq governor to performance (where exposed)
+    #[arg(long)]
+    governor: bool,
+    /// Set transparent hugepages to this mode
+    #[arg(long, value_name = "MODE", value_parser = ["always", "madvise", "never"])]
+    thp: Option<String>,
+    /// Drop the page cache (before disk probes)
+    #[arg(long)]
+    drop_caches: bool,
+    /// The probe CPUs to keep quiet [default: every CPU but the agent's housekeeping CPU]
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
+    cpus: Option<CpuList>,
+}
+
+#[derive(Debug, Args)]
+struct RestoreArgs {
+    /// The agent whose host changes to undo
+    #[arg(long, value_name = "HOST:PORT", required = true)]
+    agent: String,
 }
 
 #[derive(Debug, Args)]
@@ -71,6 +116,11 @@ struct RunArgs {
     /// the agent places them off its housekeeping CPU
     #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
     cpus: Option<CpuList>,
+    /// Tune each host before the run (IRQs off the probe CPUs, irqbalance paused, performance
+    /// governor) and restore it after, also on failure or Ctrl-C. System-wide ASLR is left
+    /// alone: use `quietbench prepare --aslr-off` for that
+    #[arg(long)]
+    tune: bool,
     /// Write the JSON report (schema quietbench.run-report.v1, docs/json-report.md) to FILE,
     /// rewritten after every trial so an interrupted run keeps what it measured
     #[arg(long, value_name = "FILE")]
@@ -141,6 +191,8 @@ pub fn main() -> ExitCode {
         Command::Agent(args) => quietbench_agent::serve(&args).map(|()| ExitCode::SUCCESS),
         Command::Run(args) => run_command(args),
         Command::Host(args) => host_command(args),
+        Command::Prepare(args) => prepare_command(args),
+        Command::Restore(args) => restore_command(args),
     };
     match outcome {
         Ok(code) => code,
@@ -178,6 +230,7 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
         duration_ms: args.duration.as_millis() as u64,
         interval_ms: args.interval.min(args.duration).as_millis() as u64,
         cpus: args.cpus.map(|c| c.0).unwrap_or_default(),
+        tune: args.tune,
     };
     // Started on the main thread: the agent's parent-death signal follows this thread.
     let mut local = if args.local {
@@ -210,9 +263,15 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
             _ = tokio::signal::ctrl_c() => None,
         }
     });
+    // Restore whatever happened above: success, failure or Ctrl-C.
+    let restored = !run.settings.tune || rt.block_on(restore_all(&targets, &progress));
     progress.finish();
     run.finished_at = Some(SystemTime::now());
     let code = match outcome {
+        Some(Ok(())) if !restored => {
+            run.error = Some("a host could not be restored after the run; see above".into());
+            ExitCode::FAILURE
+        }
         Some(Ok(())) => ExitCode::SUCCESS,
         Some(Err(err)) => {
             let mut message = format!("{err:#}");
@@ -278,6 +337,54 @@ fn keep_off_probe_cpus() {
     }
 }
 
+fn prepare_command(args: PrepareArgs) -> anyhow::Result<ExitCode> {
+    let request = pb::PrepareRequest {
+        all: args.all,
+        aslr_off: args.aslr_off,
+        steer_irqs: args.steer_irqs,
+        pause_irqbalance: args.pause_irqbalance,
+        performance_governor: args.governor,
+        thp_mode: args.thp.unwrap_or_default(),
+        drop_caches: args.drop_caches,
+        probe_cpus: args.cpus.map(|c| c.0).unwrap_or_default(),
+    };
+    let nothing = pb::PrepareRequest {
+        probe_cpus: request.probe_cpus.clone(),
+        ..Default::default()
+    };
+    if request == nothing {
+        anyhow::bail!(
+            "choose what to tune: --all, or any of --aslr-off --steer-irqs --pause-irqbalance \
+             --governor --thp MODE --drop-caches"
+        );
+    }
+    let response = runtime()?.block_on(async {
+        let mut conn = AgentConnection::connect(&args.agent, args.agent.clone()).await?;
+        conn.prepare(request).await
+    })?;
+    println!(
+        "host controls on {} (journal {}):",
+        args.agent, response.journal_path
+    );
+    print!("{}", table::controls(&response.controls));
+    println!("undo with: quietbench restore --agent {}", args.agent);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn restore_command(args: RestoreArgs) -> anyhow::Result<ExitCode> {
+    let response = runtime()?.block_on(async {
+        let mut conn = AgentConnection::connect(&args.agent, args.agent.clone()).await?;
+        conn.restore().await
+    })?;
+    if response.controls.is_empty() {
+        println!("nothing to restore on {}", args.agent);
+    } else {
+        println!("restored on {}:", args.agent);
+        print!("{}", table::controls(&response.controls));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn host_command(args: HostArgs) -> anyhow::Result<ExitCode> {
     let local = if args.local {
         Some(LocalAgent::start()?)
@@ -302,6 +409,7 @@ fn host_command(args: HostArgs) -> anyhow::Result<ExitCode> {
         kind: target.kind,
         agent_version: host.agent_version,
         fingerprint: host.fingerprint.unwrap_or_default(),
+        tuning: Vec::new(),
     };
     if args.json {
         let value = serde_json::json!({

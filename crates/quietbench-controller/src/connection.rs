@@ -13,6 +13,8 @@ use tonic::{Code, Status};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Silence tolerated before a trial's first event (it must answer within this).
 const FIRST_EVENT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long Prepare and Restore may take (dropping the page cache syncs every disk).
+const TUNING_TIMEOUT: Duration = Duration::from_secs(60);
 /// Silence tolerated between events, on top of the interval.
 const EVENT_SLACK: Duration = Duration::from_secs(3);
 
@@ -149,6 +151,29 @@ impl AgentConnection {
                 agent: self.label.clone(),
                 seconds: FIRST_EVENT_TIMEOUT.as_secs(),
             }),
+        }
+    }
+
+    /// Applies host controls on the agent's machine.
+    pub async fn prepare(
+        &mut self,
+        request: pb::PrepareRequest,
+    ) -> Result<pb::PrepareResponse, AgentError> {
+        let call = self.client.prepare(request);
+        match tokio::time::timeout(TUNING_TIMEOUT, call).await {
+            Ok(Ok(response)) => Ok(response.into_inner()),
+            Ok(Err(status)) => Err(self.status_error(status)),
+            Err(_) => Err(self.stalled(TUNING_TIMEOUT)),
+        }
+    }
+
+    /// Undoes every host change the agent journaled.
+    pub async fn restore(&mut self) -> Result<pb::RestoreResponse, AgentError> {
+        let call = self.client.restore(pb::RestoreRequest {});
+        match tokio::time::timeout(TUNING_TIMEOUT, call).await {
+            Ok(Ok(response)) => Ok(response.into_inner()),
+            Ok(Err(status)) => Err(self.status_error(status)),
+            Err(_) => Err(self.stalled(TUNING_TIMEOUT)),
         }
     }
 

@@ -104,13 +104,24 @@ pub async fn execute(
         progress.status(format!("connecting to {}", target.label));
         let mut conn = AgentConnection::connect(&target.address, target.label.clone()).await?;
         let host = conn.get_host().await?;
-        let record = HostRecord {
+        let mut record = HostRecord {
             address: target.address.clone(),
             kind: target.kind,
             agent_version: host.agent_version,
             fingerprint: host.fingerprint.unwrap_or_default(),
+            tuning: Vec::new(),
         };
         progress.line(&crate::report::table::host_line(&record));
+        if run.settings.tune {
+            progress.status(format!("tuning {}", target.label));
+            let tuned = conn.prepare(tune_request(&run.settings.cpus)).await?;
+            progress.line(&format!(
+                "tuned {} (undone after the run):\n{}",
+                target.address,
+                crate::report::table::controls(&tuned.controls).trim_end()
+            ));
+            record.tuning = tuned.controls;
+        }
         run.hosts.push(record);
         connections.push(conn);
     }
@@ -180,6 +191,44 @@ pub async fn execute(
         }
     }
     Ok(())
+}
+
+/// The controls `run --tune` applies: the quiet ones. System-wide ASLR is a security setting
+/// and THP changes what the probe measures, so both stay explicit (`quietbench prepare`).
+pub fn tune_request(cpus: &[u32]) -> pb::PrepareRequest {
+    pb::PrepareRequest {
+        steer_irqs: true,
+        pause_irqbalance: true,
+        performance_governor: true,
+        probe_cpus: cpus.to_vec(),
+        ..Default::default()
+    }
+}
+
+/// Restores every tuned target; each failure is reported, none stops the others.
+pub async fn restore_all(targets: &[Target], progress: &Progress) -> bool {
+    let mut all_ok = true;
+    for target in targets {
+        let restored = async {
+            let mut conn = AgentConnection::connect(&target.address, target.label.clone()).await?;
+            conn.restore().await
+        };
+        match restored.await {
+            Ok(response) => progress.line(&format!(
+                "restored {}:\n{}",
+                target.address,
+                crate::report::table::controls(&response.controls).trim_end()
+            )),
+            Err(err) => {
+                all_ok = false;
+                progress.line(&format!(
+                    "quietbench: error: cannot restore {}: {err}",
+                    target.label
+                ));
+            }
+        }
+    }
+    all_ok
 }
 
 /// The first value metric, e.g. "1379.2 events/s", for progress lines.

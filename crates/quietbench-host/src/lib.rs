@@ -10,10 +10,18 @@
 
 pub mod cpuinfo;
 pub mod cpulist;
+pub mod devices;
 pub mod fingerprint;
+pub mod imds;
+pub mod interrupts;
+pub mod journal;
+pub mod kernel;
+pub mod procstat;
 mod root;
+pub mod topology;
+pub mod tuning;
 
 pub use cpuinfo::{CpuIdentity, parse_cpuinfo};
 pub use cpulist::{CpuListError, format_cpu_list, parse_cpu_list};
 pub use fingerprint::{Fingerprint, read_fingerprint};
-pub use root::HostRoot;
+pub use root::{HostRoot, ReadError};

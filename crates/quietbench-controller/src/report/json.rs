@@ -57,6 +57,8 @@ pub struct SettingsJson {
     pub interval_s: f64,
     /// --cpus, empty when the agent placed threads.
     pub cpus: Vec<u32>,
+    /// --tune: hosts tuned before the run, restored after.
+    pub tune: bool,
 }
 
 /// A host and its fingerprint.
@@ -70,6 +72,37 @@ pub struct HostJson {
     pub agent_version: String,
     /// What the machine is.
     pub fingerprint: FingerprintJson,
+    /// Host controls applied for the run (`--tune`), empty otherwise.
+    pub tuning: Vec<ControlJson>,
+}
+
+/// One host control's outcome.
+#[derive(Debug, Serialize)]
+pub struct ControlJson {
+    /// "irq_affinity", "irqbalance", "governor", "aslr", "thp", "drop_caches".
+    pub control: String,
+    /// The file, IRQ or process.
+    pub target: String,
+    /// "applied", "skipped" or "failed".
+    pub outcome: &'static str,
+    /// What holds now, why it was skipped, or the error.
+    pub detail: String,
+}
+
+/// The JSON form of a control report.
+pub fn control(r: &pb::ControlReport) -> ControlJson {
+    use pb::control_report::Outcome;
+    ControlJson {
+        control: r.control.clone(),
+        target: r.target.clone(),
+        outcome: match Outcome::try_from(r.outcome) {
+            Ok(Outcome::Applied) => "applied",
+            Ok(Outcome::Skipped) => "skipped",
+            Ok(Outcome::Failed) => "failed",
+            _ => "unknown",
+        },
+        detail: r.detail.clone(),
+    }
 }
 
 /// The fingerprint, as GetHost gave it. Unknown values are null, never zero.
@@ -244,6 +277,7 @@ pub fn build(run: &RunRecord) -> Report {
             duration_s: run.settings.duration_ms as f64 / 1000.0,
             interval_s: run.settings.interval_ms as f64 / 1000.0,
             cpus: run.settings.cpus.clone(),
+            tune: run.settings.tune,
         },
         hosts: run
             .hosts
@@ -253,6 +287,7 @@ pub fn build(run: &RunRecord) -> Report {
                 kind: h.kind.as_str(),
                 agent_version: h.agent_version.clone(),
                 fingerprint: fingerprint(&h.fingerprint),
+                tuning: h.tuning.iter().map(control).collect(),
             })
             .collect(),
         trials: run.trials.iter().map(|t| trial(run, t)).collect(),

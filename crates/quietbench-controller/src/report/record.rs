@@ -37,6 +37,8 @@ pub struct HostRecord {
     pub agent_version: String,
     /// What the machine is.
     pub fingerprint: pb::Fingerprint,
+    /// Host controls applied before the run (`--tune`), empty otherwise.
+    pub tuning: Vec<pb::ControlReport>,
 }
 
 /// How the run was asked for.
@@ -54,6 +56,8 @@ pub struct RunSettings {
     pub interval_ms: u64,
     /// --cpus, if given.
     pub cpus: Vec<u32>,
+    /// --tune: hosts are tuned before and restored after.
+    pub tune: bool,
 }
 
 /// One decoded histogram with its bookkeeping.

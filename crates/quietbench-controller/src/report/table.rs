@@ -77,6 +77,31 @@ pub fn placement_line(p: &pb::Placement) -> String {
     line
 }
 
+/// The host controls' reports, one per line: control, target, outcome, detail.
+pub fn controls(reports: &[pb::ControlReport]) -> String {
+    use pb::control_report::Outcome;
+    let mut out = String::new();
+    let width = reports
+        .iter()
+        .map(|r| r.target.chars().count())
+        .max()
+        .unwrap_or(0);
+    for r in reports {
+        let outcome = match Outcome::try_from(r.outcome) {
+            Ok(Outcome::Applied) => "applied",
+            Ok(Outcome::Skipped) => "skipped",
+            Ok(Outcome::Failed) => "FAILED",
+            _ => "unknown",
+        };
+        let _ = writeln!(
+            out,
+            "  {:<13} {:<width$}  {:<8} {}",
+            r.control, r.target, outcome, r.detail
+        );
+    }
+    out
+}
+
 /// Formats a value in its unit: nanoseconds scaled to µs/ms/s, rates with one decimal.
 pub fn format_value(value: f64, unit: &str) -> String {
     if unit == "ns" {
