@@ -49,20 +49,21 @@ pub fn placement(plan: &PlacementPlan, threads: &[ThreadPlacement]) -> pb::Place
     }
 }
 
-/// The metrics of an interval (or a whole trial) of an event-counting probe: events per second,
-/// and the per-event latency distribution.
+/// The metrics of an interval (or a whole trial): for each variant of the probe's events, its
+/// rate and its latency distribution.
 pub fn event_metrics(report: &IntervalReport) -> Result<Vec<pb::Metric>, String> {
-    let latency = &report.latency_ns;
-    let bytes = encode_v2_deflate(latency).map_err(|e| e.to_string())?;
-    Ok(vec![
-        pb::Metric {
-            name: "events_per_sec".into(),
-            unit: "events/s".into(),
-            value: Some(report.events_per_sec),
+    let mut metrics = Vec::with_capacity(report.variants.len() * 2);
+    for v in &report.variants {
+        let latency = &v.latency_ns;
+        let bytes = encode_v2_deflate(latency).map_err(|e| e.to_string())?;
+        metrics.push(pb::Metric {
+            name: v.variant.rate_metric.into(),
+            unit: v.variant.rate_unit.into(),
+            value: Some(v.events_per_sec),
             histogram: None,
-        },
-        pb::Metric {
-            name: "event_latency".into(),
+        });
+        metrics.push(pb::Metric {
+            name: v.variant.latency_metric.into(),
             unit: "ns".into(),
             value: (!latency.is_empty()).then(|| latency.mean()),
             histogram: Some(pb::Histogram {
@@ -70,12 +71,13 @@ pub fn event_metrics(report: &IntervalReport) -> Result<Vec<pb::Metric>, String>
                 unit: "ns".into(),
                 start_unix_ns: unix_ns(report.start),
                 end_unix_ns: unix_ns(report.end),
-                clamped_count: report.clamped,
+                clamped_count: v.clamped,
                 dropped_count: report.dropped,
                 total_count: latency.len(),
             }),
-        },
-    ])
+        });
+    }
+    Ok(metrics)
 }
 
 pub fn interval(report: &IntervalReport) -> Result<pb::Interval, String> {

@@ -12,4 +12,5 @@ mod service;
 mod trial;
 mod tuning;
 
+pub use quietbench_probe::spawn::exit_if_noop;
 pub use server::{AgentArgs, serve};

@@ -6,6 +6,8 @@ use clap::Parser;
 use quietbench_agent::{AgentArgs, serve};
 
 fn main() -> ExitCode {
+    // First: a cpu.spawn child must cost no more than an exec.
+    quietbench_probe::spawn::exit_if_noop();
     let args = AgentArgs::parse();
     match serve(&args) {
         Ok(()) => ExitCode::SUCCESS,

@@ -16,6 +16,7 @@ pub mod imds;
 pub mod interrupts;
 pub mod journal;
 pub mod kernel;
+pub mod noise;
 pub mod procstat;
 mod root;
 pub mod topology;

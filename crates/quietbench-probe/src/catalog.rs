@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 
 use crate::Workload;
 use crate::primes::PrimesWorkload;
+use crate::spawn::SpawnWorkload;
 
 /// Names of every probe, for help and error messages.
-pub const PROBE_NAMES: &[&str] = &["cpu.primes"];
+pub const PROBE_NAMES: &[&str] = &["cpu.primes", "cpu.spawn"];
 
 /// A probe request with its parameters checked and defaults applied.
 #[derive(Debug, Clone)]
@@ -25,14 +26,31 @@ pub struct ProbeSpec {
 
 #[derive(Debug, Clone)]
 enum ProbeKind {
-    CpuPrimes { max_prime: u64 },
+    CpuPrimes {
+        max_prime: u64,
+    },
+    /// Spawns this program (the agent's own binary) in its do-nothing mode.
+    CpuSpawn {
+        program: std::path::PathBuf,
+    },
 }
 
 impl ProbeSpec {
-    /// A fresh workload for one probe thread.
-    pub fn workload(&self) -> Box<dyn Workload> {
+    /// The variants of this probe's events (their metric names).
+    pub fn variants(&self) -> &'static [crate::Variant] {
         match self.kind {
-            ProbeKind::CpuPrimes { max_prime } => Box::new(PrimesWorkload { max_prime }),
+            ProbeKind::CpuPrimes { .. } => &[crate::Variant::EVENTS],
+            ProbeKind::CpuSpawn { .. } => crate::spawn::VARIANTS,
+        }
+    }
+
+    /// A fresh workload for one probe thread.
+    pub fn workload(&self) -> Result<Box<dyn Workload>, String> {
+        match &self.kind {
+            ProbeKind::CpuPrimes { max_prime } => Ok(Box::new(PrimesWorkload {
+                max_prime: *max_prime,
+            })),
+            ProbeKind::CpuSpawn { program } => Ok(Box::new(SpawnWorkload::new(program)?)),
         }
     }
 }
@@ -85,11 +103,28 @@ const PRIMES_PARAMS: &[(&str, u64, u64, u64, &str)] = &[
     ),
 ];
 
+/// cpu.spawn parameters.
+const SPAWN_PARAMS: &[(&str, u64, u64, u64, &str)] = &[(
+    "threads",
+    1,
+    1,
+    1024,
+    "probe threads, each spawning children in a loop",
+)];
+
 /// One line per parameter of `probe`, for help text.
 pub fn describe_params(probe: &str) -> Option<Vec<String>> {
     match probe {
         "cpu.primes" => Some(
             PRIMES_PARAMS
+                .iter()
+                .map(|(name, default, min, max, meaning)| {
+                    format!("{name} (default {default}, {min}..={max}): {meaning}")
+                })
+                .collect(),
+        ),
+        "cpu.spawn" => Some(
+            SPAWN_PARAMS
                 .iter()
                 .map(|(name, default, min, max, meaning)| {
                     format!("{name} (default {default}, {min}..={max}): {meaning}")
@@ -115,6 +150,27 @@ pub fn resolve_probe(
                 kind: ProbeKind::CpuPrimes {
                     max_prime: values["max_prime"],
                 },
+                resolved_params: values
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            })
+        }
+        "cpu.spawn" => {
+            let name = "cpu.spawn";
+            let values = resolve_integers(name, SPAWN_PARAMS, params)?;
+            // The child is this very program in its no-op mode: nothing to install, and the
+            // same binary on every host.
+            let program = std::env::current_exe().map_err(|e| ParamError::BadValue {
+                probe: name,
+                key: "program".into(),
+                value: "current executable".into(),
+                why: e.to_string(),
+            })?;
+            Ok(ProbeSpec {
+                name,
+                threads: values["threads"] as usize,
+                kind: ProbeKind::CpuSpawn { program },
                 resolved_params: values
                     .iter()
                     .map(|(k, v)| (k.to_string(), v.to_string()))

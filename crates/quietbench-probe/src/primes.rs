@@ -95,10 +95,11 @@ pub struct PrimesWorkload {
 }
 
 impl Workload for PrimesWorkload {
-    fn event(&mut self) {
+    fn event(&mut self) -> Option<usize> {
         // black_box on both sides: the optimizer must neither constant-fold the bound nor drop
         // the loop whose result nobody reads.
         black_box(sysbench_cpu_event(black_box(self.max_prime)));
+        Some(0)
     }
 }
 

@@ -12,10 +12,10 @@ use std::time::{Duration, Instant, SystemTime};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::ProbeSpec;
 use crate::histogram::new_latency_histogram;
 use crate::placement::PlacementPlan;
-use crate::worker::{Chunk, HISTOGRAMS_PER_THREAD, Worker};
+use crate::worker::{Chunk, RECORDINGS_PER_THREAD, Recording, Worker};
+use crate::{ProbeSpec, Variant};
 
 /// How long and where a trial runs.
 #[derive(Debug, Clone)]
@@ -39,6 +39,25 @@ pub struct ThreadPlacement {
     pub affinity_cpus: Vec<u32>,
     /// The CPU it was on when it started (sched_getcpu).
     pub observed_cpu: u32,
+    /// Its kernel thread id, for the noise monitors' /proc/self/task/TID reads.
+    pub tid: i32,
+}
+
+/// One variant's measurements in an interval (or a whole trial).
+#[derive(Debug, Clone)]
+pub struct VariantReport {
+    /// Its metric names and unit.
+    pub variant: Variant,
+    /// Events completed, all threads.
+    pub events: u64,
+    /// Events per second, summed over threads. With one variant: each thread's events over its
+    /// own measured time, as sysbench counts. With several (interleaved): each variant's events
+    /// over the time spent in that variant's events.
+    pub events_per_sec: f64,
+    /// Per-event latency in nanoseconds, all threads merged.
+    pub latency_ns: Histogram<u64>,
+    /// Samples clamped into the histogram's range.
+    pub clamped: u64,
 }
 
 /// Measurements of one interval (or, in [`TrialOutcome::total`], of the whole trial).
@@ -50,16 +69,17 @@ pub struct IntervalReport {
     pub start: SystemTime,
     /// Latest thread end of the interval.
     pub end: SystemTime,
-    /// Events completed, all threads.
-    pub events: u64,
-    /// Sum over threads of each thread's events divided by its own measured time.
-    pub events_per_sec: f64,
-    /// Per-event latency in nanoseconds, all threads merged.
-    pub latency_ns: Histogram<u64>,
-    /// Samples clamped into the histogram's range.
-    pub clamped: u64,
+    /// One entry per variant of the workload.
+    pub variants: Vec<VariantReport>,
     /// Samples lost (reported, never hidden; zero unless something is badly wrong).
     pub dropped: u64,
+}
+
+impl IntervalReport {
+    /// Events of every variant.
+    pub fn events(&self) -> u64 {
+        self.variants.iter().map(|v| v.events).sum()
+    }
 }
 
 /// Progress of a trial, as it happens.
@@ -105,6 +125,9 @@ pub enum RunError {
     /// A probe thread panicked.
     #[error("probe thread {0} panicked; the trial's results are incomplete")]
     Panicked(usize),
+    /// The workload failed (e.g. a spawned child exited with an error).
+    #[error("the probe failed: {0}")]
+    Workload(String),
 }
 
 /// Runs one trial of `spec` on the planned CPUs, calling `sink` with its progress. `sink`
@@ -120,20 +143,29 @@ pub fn run_trial(
     if threads == 0 {
         return Err(RunError::NoThreads);
     }
-    let (chunk_tx, chunk_rx) = mpsc::sync_channel::<Chunk>(threads * HISTOGRAMS_PER_THREAD);
+    let (chunk_tx, chunk_rx) = mpsc::sync_channel::<Chunk>(threads * RECORDINGS_PER_THREAD);
     let (ready_tx, ready_rx) = mpsc::channel();
     let start = Arc::new(Barrier::new(threads + 1));
     let abort = Arc::new(AtomicBool::new(false));
-    let mut spare_returns: Vec<SyncSender<Histogram<u64>>> = Vec::with_capacity(threads);
+    let mut spare_returns: Vec<SyncSender<Recording>> = Vec::with_capacity(threads);
     let mut handles = Vec::with_capacity(threads);
 
     for (thread, &cpu) in settings.plan.thread_cpus.iter().enumerate() {
-        let (spare_tx, spare_rx) = mpsc::sync_channel(HISTOGRAMS_PER_THREAD);
+        let (spare_tx, spare_rx) = mpsc::sync_channel(RECORDINGS_PER_THREAD);
         spare_returns.push(spare_tx.clone());
+        let workload = match spec.workload() {
+            Ok(w) => w,
+            Err(message) => {
+                abort.store(true, Ordering::Release);
+                drain_ready(&ready_rx, handles.len());
+                release_and_join(&start, handles, threads);
+                return Err(RunError::Setup(message));
+            }
+        };
         let worker = Worker {
             thread,
             cpu,
-            workload: spec.workload(),
+            workload,
             duration: settings.duration,
             interval: settings.interval,
             chunks: chunk_tx.clone(),
@@ -183,12 +215,12 @@ pub fn run_trial(
 
     start.wait();
     let clock = Clock::now();
-    let mut merger = Merger::new(threads, clock);
+    let mut merger = Merger::new(threads, clock, spec.variants());
     for chunk in chunk_rx.iter() {
         let thread = chunk.thread;
-        let mut hist = merger.add(chunk);
-        hist.reset();
-        let _ = spare_returns[thread].try_send(hist);
+        let mut recording = merger.add(chunk);
+        recording.reset();
+        let _ = spare_returns[thread].try_send(recording);
         while let Some(report) = merger.next_complete() {
             if !sink(TrialEvent::Interval(&report)) {
                 cancel.store(true, Ordering::Relaxed);
@@ -200,6 +232,9 @@ pub fn run_trial(
         if !sink(TrialEvent::Interval(&report)) {
             cancel.store(true, Ordering::Relaxed);
         }
+    }
+    if let Some(error) = merger.error.take() {
+        return Err(RunError::Workload(error));
     }
     Ok(TrialOutcome {
         placements,
@@ -262,87 +297,120 @@ impl Clock {
     }
 }
 
-/// One interval being assembled from the threads' chunks.
-struct Pending {
+/// One variant's share of an interval being assembled.
+struct PendingVariant {
     hist: Histogram<u64>,
-    start: Instant,
-    end: Instant,
     events_per_sec: f64,
     clamped: u64,
+}
+
+/// One interval being assembled from the threads' chunks.
+struct Pending {
+    variants: Vec<PendingVariant>,
+    start: Instant,
+    end: Instant,
     dropped: u64,
     threads_reported: usize,
+}
+
+fn pending_variants(n: usize) -> Vec<PendingVariant> {
+    (0..n)
+        .map(|_| PendingVariant {
+            hist: new_latency_histogram(),
+            events_per_sec: 0.0,
+            clamped: 0,
+        })
+        .collect()
+}
+
+/// Events per second of one variant in one chunk (see [`VariantReport::events_per_sec`]).
+fn chunk_rate(rec: &Recording, variant: usize, chunk_seconds: f64) -> f64 {
+    let events = rec.hists[variant].len() as f64;
+    let seconds = if rec.hists.len() == 1 {
+        chunk_seconds
+    } else {
+        rec.sum_ns[variant] as f64 / 1e9
+    };
+    if seconds > 0.0 { events / seconds } else { 0.0 }
 }
 
 /// Merges chunks into intervals, in order, and keeps the trial's totals.
 struct Merger {
     clock: Clock,
+    variants: &'static [Variant],
     pending: BTreeMap<u32, Pending>,
     next: u32,
     emitted: u32,
     final_index: Vec<Option<u32>>,
+    /// Per thread: first start, last end, and per-variant events and sample sums.
     thread_span: Vec<Option<(Instant, Instant)>>,
-    thread_events: Vec<u64>,
-    total: Histogram<u64>,
-    total_clamped: u64,
+    thread_events: Vec<Vec<u64>>,
+    thread_sum_ns: Vec<Vec<u64>>,
+    total: Vec<PendingVariant>,
     total_dropped: u64,
+    error: Option<String>,
 }
 
 impl Merger {
-    fn new(threads: usize, clock: Clock) -> Self {
+    fn new(threads: usize, clock: Clock, variants: &'static [Variant]) -> Self {
+        let n = variants.len();
         Self {
             clock,
+            variants,
             pending: BTreeMap::new(),
             next: 0,
             emitted: 0,
             final_index: vec![None; threads],
             thread_span: vec![None; threads],
-            thread_events: vec![0; threads],
-            total: new_latency_histogram(),
-            total_clamped: 0,
+            thread_events: vec![vec![0; n]; threads],
+            thread_sum_ns: vec![vec![0; n]; threads],
+            total: pending_variants(n),
             total_dropped: 0,
+            error: None,
         }
     }
 
-    /// Takes a chunk in and gives its histogram back for reuse.
-    fn add(&mut self, chunk: Chunk) -> Histogram<u64> {
-        let events = chunk.hist.len();
+    /// Takes a chunk in and gives its recording back for reuse.
+    fn add(&mut self, chunk: Chunk) -> Recording {
+        let n = self.variants.len();
         let seconds = chunk
             .end
             .saturating_duration_since(chunk.start)
             .as_secs_f64();
-        let rate = if seconds > 0.0 {
-            events as f64 / seconds
-        } else {
-            0.0
-        };
         let pending = self.pending.entry(chunk.index).or_insert_with(|| Pending {
-            hist: new_latency_histogram(),
+            variants: pending_variants(n),
             start: chunk.start,
             end: chunk.end,
-            events_per_sec: 0.0,
-            clamped: 0,
             dropped: 0,
             threads_reported: 0,
         });
-        // Same bounds on both sides: adding cannot fail.
-        let _ = pending.hist.add(&chunk.hist);
-        let _ = self.total.add(&chunk.hist);
+        let rec = &chunk.recording;
+        for v in 0..n.min(rec.hists.len()) {
+            // Same bounds on both sides: adding cannot fail.
+            let _ = pending.variants[v].hist.add(&rec.hists[v]);
+            let _ = self.total[v].hist.add(&rec.hists[v]);
+            pending.variants[v].events_per_sec += chunk_rate(rec, v, seconds);
+            self.thread_events[chunk.thread][v] += rec.hists[v].len();
+            self.thread_sum_ns[chunk.thread][v] += rec.sum_ns[v];
+        }
+        // Clamping is counted per recording; it is reported on the first variant.
+        pending.variants[0].clamped += rec.clamped;
+        self.total[0].clamped += rec.clamped;
         pending.start = pending.start.min(chunk.start);
         pending.end = pending.end.max(chunk.end);
-        pending.events_per_sec += rate;
-        pending.clamped += chunk.clamped;
         pending.dropped += chunk.dropped;
         pending.threads_reported += 1;
-        self.total_clamped += chunk.clamped;
         self.total_dropped += chunk.dropped;
-        self.thread_events[chunk.thread] += events;
         let span = self.thread_span[chunk.thread].get_or_insert((chunk.start, chunk.end));
         span.0 = span.0.min(chunk.start);
         span.1 = span.1.max(chunk.end);
         if chunk.last {
             self.final_index[chunk.thread] = Some(chunk.index);
         }
-        chunk.hist
+        if chunk.error.is_some() && self.error.is_none() {
+            self.error = chunk.error;
+        }
+        chunk.recording
     }
 
     /// The next interval, once every thread that will report it has.
@@ -363,10 +431,18 @@ impl Merger {
             index: self.next,
             start: self.clock.wall(pending.start),
             end: self.clock.wall(pending.end),
-            events: pending.hist.len(),
-            events_per_sec: pending.events_per_sec,
-            latency_ns: pending.hist,
-            clamped: pending.clamped,
+            variants: pending
+                .variants
+                .into_iter()
+                .zip(self.variants)
+                .map(|(p, &variant)| VariantReport {
+                    variant,
+                    events: p.hist.len(),
+                    events_per_sec: p.events_per_sec,
+                    latency_ns: p.hist,
+                    clamped: p.clamped,
+                })
+                .collect(),
             dropped: pending.dropped,
         };
         self.next += 1;
@@ -375,28 +451,44 @@ impl Merger {
     }
 
     fn total(&self) -> IntervalReport {
-        let mut events_per_sec = 0.0;
+        let single = self.variants.len() == 1;
+        let mut rates = vec![0.0; self.variants.len()];
         let mut start: Option<Instant> = None;
         let mut end: Option<Instant> = None;
-        for (span, &events) in self.thread_span.iter().zip(&self.thread_events) {
-            if let Some((s, e)) = *span {
-                let seconds = e.saturating_duration_since(s).as_secs_f64();
+        for (t, span) in self.thread_span.iter().enumerate() {
+            let Some((s, e)) = *span else { continue };
+            let elapsed = e.saturating_duration_since(s).as_secs_f64();
+            for (v, rate) in rates.iter_mut().enumerate() {
+                let seconds = if single {
+                    elapsed
+                } else {
+                    self.thread_sum_ns[t][v] as f64 / 1e9
+                };
                 if seconds > 0.0 {
-                    events_per_sec += events as f64 / seconds;
+                    *rate += self.thread_events[t][v] as f64 / seconds;
                 }
-                start = Some(start.map_or(s, |x| x.min(s)));
-                end = Some(end.map_or(e, |x| x.max(e)));
             }
+            start = Some(start.map_or(s, |x| x.min(s)));
+            end = Some(end.map_or(e, |x| x.max(e)));
         }
         let start = start.map_or(self.clock.wall, |s| self.clock.wall(s));
         IntervalReport {
             index: self.emitted,
             start,
             end: end.map_or(start, |e| self.clock.wall(e)),
-            events: self.total.len(),
-            events_per_sec,
-            latency_ns: self.total.clone(),
-            clamped: self.total_clamped,
+            variants: self
+                .total
+                .iter()
+                .zip(self.variants)
+                .zip(rates)
+                .map(|((p, &variant), events_per_sec)| VariantReport {
+                    variant,
+                    events: p.hist.len(),
+                    events_per_sec,
+                    latency_ns: p.hist.clone(),
+                    clamped: p.clamped,
+                })
+                .collect(),
             dropped: self.total_dropped,
         }
     }
@@ -451,10 +543,13 @@ mod tests {
         );
         let indices: Vec<u32> = intervals.iter().map(|r| r.index).collect();
         assert_eq!(indices, (0..intervals.len() as u32).collect::<Vec<_>>());
-        let sum: u64 = intervals.iter().map(|r| r.events).sum();
-        assert_eq!(sum, outcome.total.events);
-        assert!(outcome.total.events > 0);
-        assert_eq!(outcome.total.latency_ns.len(), outcome.total.events);
+        let sum: u64 = intervals.iter().map(IntervalReport::events).sum();
+        assert_eq!(sum, outcome.total.events());
+        assert!(outcome.total.events() > 0);
+        assert_eq!(
+            outcome.total.variants[0].latency_ns.len(),
+            outcome.total.events()
+        );
         assert_eq!(outcome.total.dropped, 0);
         let seconds = outcome
             .total

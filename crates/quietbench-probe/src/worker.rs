@@ -3,7 +3,7 @@
 //! The measured loop is the product's most sensitive code. Per event it runs the workload, reads
 //! the monotonic clock (vDSO, no system call on tsc/kvm-clock), records into a fixed-size
 //! histogram it owns, and loads one relaxed atomic. At an interval boundary it hands its
-//! histogram to the supervisor through a bounded, preallocated channel and takes a spare one back
+//! recording to the supervisor through a bounded, preallocated channel and takes a spare one back
 //! from another: no allocation, no lock, no log, no await, ever, inside the loop.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,9 +18,37 @@ use crate::affinity::{current_cpu, current_thread_affinity, pin_current_thread};
 use crate::histogram::{new_latency_histogram, record_clamped};
 use crate::runner::ThreadPlacement;
 
-/// Histograms per thread: one recording, the rest in flight or spare. Four gives the supervisor
+/// Recordings per thread: one recording, the rest in flight or spare. Four gives the supervisor
 /// three intervals of slack before a thread must stretch an interval instead of swapping.
-pub(crate) const HISTOGRAMS_PER_THREAD: usize = 4;
+pub(crate) const RECORDINGS_PER_THREAD: usize = 4;
+
+/// What a thread records in one interval: one histogram per variant of its workload, with the
+/// exact sum of each variant's samples (for per-variant rates) and the clamped count.
+pub(crate) struct Recording {
+    pub hists: Vec<Histogram<u64>>,
+    pub sum_ns: Vec<u64>,
+    pub clamped: u64,
+}
+
+impl Recording {
+    pub(crate) fn new(variants: usize) -> Self {
+        Self {
+            hists: (0..variants).map(|_| new_latency_histogram()).collect(),
+            sum_ns: vec![0; variants],
+            clamped: 0,
+        }
+    }
+
+    pub(crate) fn reset(&mut self) {
+        self.hists.iter_mut().for_each(Histogram::reset);
+        self.sum_ns.iter_mut().for_each(|s| *s = 0);
+        self.clamped = 0;
+    }
+
+    pub(crate) fn events(&self) -> u64 {
+        self.hists.iter().map(Histogram::len).sum()
+    }
+}
 
 /// One thread's recording of one interval, handed to the supervisor.
 pub(crate) struct Chunk {
@@ -28,12 +56,13 @@ pub(crate) struct Chunk {
     pub index: u32,
     pub start: Instant,
     pub end: Instant,
-    pub hist: Histogram<u64>,
-    pub clamped: u64,
+    pub recording: Recording,
     /// Samples lost because the supervisor's channel was full (cannot happen by construction:
-    /// its capacity covers every histogram in flight; counted rather than assumed).
+    /// its capacity covers every recording in flight; counted rather than assumed).
     pub dropped: u64,
     pub last: bool,
+    /// Set on the last chunk when the workload failed.
+    pub error: Option<String>,
 }
 
 /// Everything a probe thread needs, moved into it at spawn.
@@ -44,8 +73,8 @@ pub(crate) struct Worker {
     pub duration: Duration,
     pub interval: Duration,
     pub chunks: SyncSender<Chunk>,
-    pub spares_in: SyncSender<Histogram<u64>>,
-    pub spares: Receiver<Histogram<u64>>,
+    pub spares_in: SyncSender<Recording>,
+    pub spares: Receiver<Recording>,
     pub ready: Sender<Result<ThreadPlacement, String>>,
     pub start: Arc<Barrier>,
     pub abort: Arc<AtomicBool>,
@@ -63,16 +92,17 @@ impl Worker {
             }
         };
         // Allocated after pinning, so the pages are first touched on this CPU's NUMA node.
-        let hist = new_latency_histogram();
-        for _ in 1..HISTOGRAMS_PER_THREAD {
-            let _ = self.spares_in.try_send(new_latency_histogram());
+        let variants = self.workload.variants().len().max(1);
+        let recording = Recording::new(variants);
+        for _ in 1..RECORDINGS_PER_THREAD {
+            let _ = self.spares_in.try_send(Recording::new(variants));
         }
         let _ = self.ready.send(Ok(placement));
         self.start.wait();
         if self.abort.load(Ordering::Acquire) {
             return;
         }
-        self.measure(hist);
+        self.measure(recording);
     }
 
     fn pin(&self) -> Result<ThreadPlacement, String> {
@@ -89,23 +119,30 @@ impl Worker {
             planned_cpu: self.cpu,
             affinity_cpus,
             observed_cpu,
+            tid: nix::unistd::gettid().as_raw(),
         })
     }
 
-    fn measure(&mut self, mut hist: Histogram<u64>) {
+    fn measure(&mut self, mut rec: Recording) {
+        let last_variant = rec.hists.len() - 1;
         let start = Instant::now();
         let end = start + self.duration;
         let mut boundary = start + self.interval;
         let mut interval_start = start;
         let mut index = 0u32;
-        let mut clamped = 0u64;
         let mut dropped = 0u64;
         let mut t0 = start;
+        let mut failed = false;
         loop {
-            self.workload.event();
+            let Some(variant) = self.workload.event() else {
+                failed = true;
+                break;
+            };
             let t1 = Instant::now();
             let ns = u64::try_from(t1.duration_since(t0).as_nanos()).unwrap_or(u64::MAX);
-            clamped += u64::from(record_clamped(&mut hist, ns));
+            let v = variant.min(last_variant);
+            rec.clamped += u64::from(record_clamped(&mut rec.hists[v], ns));
+            rec.sum_ns[v] = rec.sum_ns[v].saturating_add(ns);
             t0 = t1;
             if t1 >= end || self.cancel.load(Ordering::Relaxed) {
                 break;
@@ -118,41 +155,49 @@ impl Worker {
                 let Ok(fresh) = self.spares.try_recv() else {
                     continue;
                 };
-                let full = std::mem::replace(&mut hist, fresh);
                 let chunk = Chunk {
                     thread: self.thread,
                     index,
                     start: interval_start,
                     end: t1,
-                    hist: full,
-                    clamped,
+                    recording: std::mem::replace(&mut rec, fresh),
                     dropped,
                     last: false,
+                    error: None,
                 };
                 match self.chunks.try_send(chunk) {
                     Ok(()) => {}
                     // The supervisor is gone: nobody will read further results.
                     Err(TrySendError::Disconnected(_)) => return,
                     Err(TrySendError::Full(lost)) => {
-                        dropped += lost.hist.len();
+                        dropped += lost.recording.events();
                         continue;
                     }
                 }
                 index += 1;
-                clamped = 0;
                 dropped = 0;
                 interval_start = t1;
             }
         }
+        // Off the measured path from here: the loop has ended.
+        let error = if failed {
+            Some(
+                self.workload
+                    .take_error()
+                    .unwrap_or_else(|| "the workload failed".to_string()),
+            )
+        } else {
+            None
+        };
         let last = Chunk {
             thread: self.thread,
             index,
             start: interval_start,
             end: t0,
-            hist,
-            clamped,
+            recording: rec,
             dropped,
             last: true,
+            error,
         };
         let _ = self.chunks.send(last);
     }
