@@ -86,6 +86,7 @@ pub fn interval(report: &IntervalReport) -> Result<pb::Interval, String> {
         start_unix_ns: unix_ns(report.start),
         end_unix_ns: unix_ns(report.end),
         metrics: event_metrics(report)?,
+        noise: None,
     })
 }
 
@@ -118,5 +119,21 @@ pub fn control_report(r: quietbench_host::tuning::ControlReport) -> pb::ControlR
         target: r.target,
         outcome: outcome as i32,
         detail,
+    }
+}
+
+pub fn noise(n: &quietbench_host::noise::IntervalNoise, cpus: &[u32]) -> pb::NoiseSample {
+    pb::NoiseSample {
+        elapsed_ns: n.elapsed_ns,
+        cpus: cpus.to_vec(),
+        steal_fraction: n.steal_fraction,
+        interrupts: n.interrupts,
+        softirqs: n.softirqs,
+        foreign_cpu_fraction: n.foreign_cpu_fraction,
+        runqueue_wait_ns: n.runqueue_wait_ns,
+        involuntary_switches: n.involuntary_switches,
+        migrations: n.migrations,
+        cpu_mhz: n.cpu_mhz,
+        unavailable: n.unavailable.clone(),
     }
 }

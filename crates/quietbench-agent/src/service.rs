@@ -88,6 +88,7 @@ impl Agent {
             req.trial_id.clone()
         };
         Ok(TrialJob {
+            root: self.root.clone(),
             trial_id,
             spec,
             plan,

@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 use tonic::Status;
 
 use crate::convert;
+use quietbench_host::noise::{NoiseSnapshot, noise_between, take_snapshot};
 
 /// The running trial, if any. Touched only when a trial starts, ends or is cancelled: never on
 /// a measured path.
@@ -93,6 +94,7 @@ impl TrialSlot {
 
 /// A validated trial, ready to run.
 pub struct TrialJob {
+    pub root: quietbench_host::HostRoot,
     pub trial_id: String,
     pub spec: ProbeSpec,
     pub plan: PlacementPlan,
@@ -114,15 +116,13 @@ pub fn spawn_supervisor(
 ) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("qb-supervisor".into())
-        .spawn(move || {
-            let _guard = guard;
-            supervise(job, &cancel, &events);
-        })
+        .spawn(move || supervise(job, guard, &cancel, &events))
         .map(|_| ())
 }
 
 fn supervise(
     job: TrialJob,
+    guard: SlotGuard,
     cancel: &Arc<AtomicBool>,
     events: &mpsc::Sender<Result<pb::ProbeEvent, Status>>,
 ) {
@@ -146,12 +146,19 @@ fn supervise(
         plan: job.plan.clone(),
     };
     let mut encode_error: Option<String> = None;
+    let mut noise = NoiseTracker::new(&job);
     let outcome = run_trial(&job.spec, &settings, cancel, &mut |e| match e {
-        TrialEvent::Placement(threads) => send(pb::probe_event::Event::Placement(
-            convert::placement(&job.plan, threads),
-        )),
+        TrialEvent::Placement(threads) => {
+            noise.start(threads);
+            send(pb::probe_event::Event::Placement(convert::placement(
+                &job.plan, threads,
+            )))
+        }
         TrialEvent::Interval(report) => match convert::interval(report) {
-            Ok(interval) => send(pb::probe_event::Event::Interval(interval)),
+            Ok(mut interval) => {
+                interval.noise = Some(noise.interval());
+                send(pb::probe_event::Event::Interval(interval))
+            }
             Err(err) => {
                 encode_error = Some(err);
                 false
@@ -176,6 +183,7 @@ fn supervise(
                 placement: Some(convert::placement(&job.plan, &outcome.placements)),
                 intervals: outcome.intervals,
                 cancelled: outcome.cancelled,
+                noise: noise.total(),
             }),
             Err(err) => pb::probe_event::Event::Error(pb::ProbeError {
                 trial_id: job.trial_id.clone(),
@@ -183,7 +191,66 @@ fn supervise(
             }),
         },
     };
+    // Free the agent before the final event: a client that starts its next trial the moment
+    // it reads this result must find the agent idle.
+    drop(guard);
     let _ = send(last);
+}
+
+/// Samples the noise monitors at the trial's start and at every interval, on the supervisor
+/// thread. The probe threads are alive for every sample (they wait at the runner's exit gate).
+struct NoiseTracker {
+    root: quietbench_host::HostRoot,
+    cpus: Vec<u32>,
+    tids: Vec<u32>,
+    first: Option<NoiseSnapshot>,
+    last: Option<NoiseSnapshot>,
+}
+
+impl NoiseTracker {
+    fn new(job: &TrialJob) -> Self {
+        let mut cpus = job.plan.thread_cpus.clone();
+        cpus.sort_unstable();
+        cpus.dedup();
+        Self {
+            root: job.root.clone(),
+            cpus,
+            tids: Vec::new(),
+            first: None,
+            last: None,
+        }
+    }
+
+    fn snapshot(&self) -> NoiseSnapshot {
+        take_snapshot(&self.root, std::process::id(), &self.tids, &self.cpus)
+    }
+
+    fn start(&mut self, threads: &[quietbench_probe::ThreadPlacement]) {
+        self.tids = threads.iter().map(|t| t.tid as u32).collect();
+        let first = self.snapshot();
+        self.last = Some(first.clone());
+        self.first = Some(first);
+    }
+
+    fn interval(&mut self) -> pb::NoiseSample {
+        let now = self.snapshot();
+        let noise = match &self.last {
+            Some(before) => noise_between(before, &now, &self.cpus),
+            None => Default::default(),
+        };
+        self.last = Some(now);
+        convert::noise(&noise, &self.cpus)
+    }
+
+    fn total(&self) -> Option<pb::NoiseSample> {
+        let (Some(first), Some(last)) = (&self.first, &self.last) else {
+            return None;
+        };
+        Some(convert::noise(
+            &noise_between(first, last, &self.cpus),
+            &self.cpus,
+        ))
+    }
 }
 
 /// The text parameters of a request, in order.

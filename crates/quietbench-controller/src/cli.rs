@@ -302,6 +302,9 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
     if !run.trials.is_empty() {
         println!("{}", table::render(&run));
     }
+    for warning in crate::warnings::run_warnings(&run) {
+        eprintln!("quietbench: warning: {warning}");
+    }
     if let Some(path) = &args.json {
         write_json(path, &run)?;
         eprintln!("quietbench: JSON report written to {}", path.display());

@@ -11,3 +11,4 @@ pub mod connection;
 pub mod local_agent;
 pub mod report;
 pub mod run;
+pub mod warnings;

@@ -180,6 +180,7 @@ pub async fn execute(
                     placement: completed.result.placement.clone().or(completed.placement),
                     intervals: completed.result.intervals,
                     metrics,
+                    noise: completed.result.noise.clone(),
                 };
                 progress.line(&format!("{what}: {}", headline(&completed.result.metrics)));
                 run.trials.push(record);

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, SyncSender};
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, Barrier, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use hdrhistogram::Histogram;
@@ -147,6 +147,7 @@ pub fn run_trial(
     let (ready_tx, ready_rx) = mpsc::channel();
     let start = Arc::new(Barrier::new(threads + 1));
     let abort = Arc::new(AtomicBool::new(false));
+    let exit_gate = Arc::new(ExitGate::default());
     let mut spare_returns: Vec<SyncSender<Recording>> = Vec::with_capacity(threads);
     let mut handles = Vec::with_capacity(threads);
 
@@ -156,6 +157,7 @@ pub fn run_trial(
         let workload = match spec.workload() {
             Ok(w) => w,
             Err(message) => {
+                exit_gate.open();
                 abort.store(true, Ordering::Release);
                 drain_ready(&ready_rx, handles.len());
                 release_and_join(&start, handles, threads);
@@ -175,6 +177,7 @@ pub fn run_trial(
             start: Arc::clone(&start),
             abort: Arc::clone(&abort),
             cancel: Arc::clone(cancel),
+            exit_gate: Arc::clone(&exit_gate),
         };
         let spawned = std::thread::Builder::new()
             .name(format!("qb-probe-{thread}"))
@@ -183,6 +186,7 @@ pub fn run_trial(
             Ok(handle) => handles.push(handle),
             Err(source) => {
                 // Threads already started wait at the barrier: release them to exit.
+                exit_gate.open();
                 abort.store(true, Ordering::Release);
                 drain_ready(&ready_rx, handles.len());
                 release_and_join(&start, handles, threads);
@@ -204,6 +208,7 @@ pub fn run_trial(
     }
     placements.sort_by_key(|p| p.thread_index);
     if let Some(message) = setup_error {
+        exit_gate.open();
         abort.store(true, Ordering::Release);
         start.wait();
         join_all(handles)?;
@@ -216,8 +221,26 @@ pub fn run_trial(
     start.wait();
     let clock = Clock::now();
     let mut merger = Merger::new(threads, clock, spec.variants());
-    for chunk in chunk_rx.iter() {
+    // Until every thread has sent its last chunk (or died: the channel then disconnects).
+    let mut finished = vec![false; threads];
+    while finished.iter().any(|f| !f) {
+        let chunk = match chunk_rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(chunk) => chunk,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                // A thread that ended without its last chunk panicked: stop waiting for it.
+                let died = handles
+                    .iter()
+                    .zip(&finished)
+                    .any(|(h, &f)| !f && h.is_finished());
+                if died {
+                    break;
+                }
+                continue;
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
         let thread = chunk.thread;
+        finished[thread] |= chunk.last;
         let mut recording = merger.add(chunk);
         recording.reset();
         let _ = spare_returns[thread].try_send(recording);
@@ -227,12 +250,15 @@ pub fn run_trial(
             }
         }
     }
-    join_all(handles)?;
+    // The last intervals are reported while the probe threads still exist (they wait at the
+    // exit gate), so a sink that reads their /proc/self/task entries still finds them.
     while let Some(report) = merger.flush_one() {
         if !sink(TrialEvent::Interval(&report)) {
             cancel.store(true, Ordering::Relaxed);
         }
     }
+    exit_gate.open();
+    join_all(handles)?;
     if let Some(error) = merger.error.take() {
         return Err(RunError::Workload(error));
     }
@@ -272,6 +298,29 @@ fn join_all(handles: Vec<std::thread::JoinHandle<()>>) -> Result<(), RunError> {
         }
     }
     panicked.map_or(Ok(()), |t| Err(RunError::Panicked(t)))
+}
+
+/// Where probe threads wait, after their last chunk, until the supervisor has reported every
+/// interval. A gate rather than a barrier: a thread that panicked never arrives, and that must
+/// not block the others.
+#[derive(Default)]
+pub(crate) struct ExitGate {
+    open: Mutex<bool>,
+    opened: Condvar,
+}
+
+impl ExitGate {
+    pub(crate) fn open(&self) {
+        *self.open.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.opened.notify_all();
+    }
+
+    pub(crate) fn wait(&self) {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        while !*open {
+            open = self.opened.wait(open).unwrap_or_else(|e| e.into_inner());
+        }
+    }
 }
 
 /// Converts the probe threads' monotonic instants to wall-clock times for reports.

@@ -16,7 +16,7 @@ use hdrhistogram::Histogram;
 use crate::Workload;
 use crate::affinity::{current_cpu, current_thread_affinity, pin_current_thread};
 use crate::histogram::{new_latency_histogram, record_clamped};
-use crate::runner::ThreadPlacement;
+use crate::runner::{ExitGate, ThreadPlacement};
 
 /// Recordings per thread: one recording, the rest in flight or spare. Four gives the supervisor
 /// three intervals of slack before a thread must stretch an interval instead of swapping.
@@ -79,6 +79,7 @@ pub(crate) struct Worker {
     pub start: Arc<Barrier>,
     pub abort: Arc<AtomicBool>,
     pub cancel: Arc<AtomicBool>,
+    pub exit_gate: Arc<ExitGate>,
 }
 
 impl Worker {
@@ -200,5 +201,8 @@ impl Worker {
             error,
         };
         let _ = self.chunks.send(last);
+        // Stay alive (off the measured path) until the supervisor has read this thread's
+        // counters for the last interval.
+        self.exit_gate.wait();
     }
 }

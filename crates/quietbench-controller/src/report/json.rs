@@ -40,6 +40,61 @@ pub struct Report {
     pub trials: Vec<TrialJson>,
     /// Per probe and metric, across trials.
     pub summary: Vec<SummaryJson>,
+    /// What weakens these numbers, and what to do about it.
+    pub warnings: Vec<WarningJson>,
+}
+
+/// A warning: its kind and fields, and the message a person reads.
+#[derive(Debug, Serialize)]
+pub struct WarningJson {
+    /// The typed warning (`kind` plus its fields).
+    #[serde(flatten)]
+    pub warning: crate::warnings::Warning,
+    /// The message, with what to do.
+    pub message: String,
+}
+
+/// Noise over a trial: what disturbed the probe CPUs and threads. Null where not measured.
+#[derive(Debug, Serialize)]
+pub struct NoiseJson {
+    /// Seconds covered.
+    pub elapsed_s: f64,
+    /// The probe CPUs.
+    pub cpus: Vec<u32>,
+    /// Steal share of the probe CPUs' time, 0..1.
+    pub steal_fraction: Option<f64>,
+    /// Hardware interrupts on the probe CPUs.
+    pub interrupts: Option<u64>,
+    /// Softirqs on the probe CPUs.
+    pub softirqs: Option<u64>,
+    /// Busy time of the probe CPUs not spent by probe threads, 0..1 (10 ms ticks).
+    pub foreign_cpu_fraction: Option<f64>,
+    /// Probe threads' time waiting for their CPU, seconds (summed over threads).
+    pub runqueue_wait_s: Option<f64>,
+    /// Involuntary context switches of the probe threads.
+    pub involuntary_switches: Option<u64>,
+    /// Migrations of the probe threads.
+    pub migrations: Option<u64>,
+    /// Mean probe CPU frequency, MHz, where exposed.
+    pub cpu_mhz: Option<f64>,
+    /// Monitors that could not read, and why.
+    pub unavailable: Vec<String>,
+}
+
+fn noise(n: &pb::NoiseSample) -> NoiseJson {
+    NoiseJson {
+        elapsed_s: n.elapsed_ns as f64 / 1e9,
+        cpus: n.cpus.clone(),
+        steal_fraction: n.steal_fraction,
+        interrupts: n.interrupts,
+        softirqs: n.softirqs,
+        foreign_cpu_fraction: n.foreign_cpu_fraction,
+        runqueue_wait_s: n.runqueue_wait_ns.map(|ns| ns as f64 / 1e9),
+        involuntary_switches: n.involuntary_switches,
+        migrations: n.migrations,
+        cpu_mhz: n.cpu_mhz,
+        unavailable: n.unavailable.clone(),
+    }
 }
 
 /// The run's settings.
@@ -159,6 +214,8 @@ pub struct TrialJson {
     pub intervals: u32,
     /// Metrics.
     pub metrics: Vec<MetricJson>,
+    /// What disturbed the trial.
+    pub noise: Option<NoiseJson>,
 }
 
 /// Where each thread ran, planned and read back.
@@ -292,6 +349,13 @@ pub fn build(run: &RunRecord) -> Report {
             .collect(),
         trials: run.trials.iter().map(|t| trial(run, t)).collect(),
         summary: summary(&run.trials),
+        warnings: crate::warnings::run_warnings(run)
+            .into_iter()
+            .map(|w| WarningJson {
+                message: w.to_string(),
+                warning: w,
+            })
+            .collect(),
     }
 }
 
@@ -335,6 +399,7 @@ fn trial(run: &RunRecord, t: &TrialRecord) -> TrialJson {
         placement: t.placement.as_ref().map(placement),
         intervals: t.intervals,
         metrics: t.metrics.iter().map(metric).collect(),
+        noise: t.noise.as_ref().map(noise),
     }
 }
 

@@ -113,6 +113,8 @@ pub struct TrialRecord {
     pub intervals: u32,
     /// Its metrics.
     pub metrics: Vec<MetricRecord>,
+    /// Noise over the trial, where the agent sampled it.
+    pub noise: Option<pb::NoiseSample>,
 }
 
 /// A whole run.

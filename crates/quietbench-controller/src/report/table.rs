@@ -136,6 +136,11 @@ pub fn render(run: &RunRecord) -> String {
             let _ = writeln!(out, "{} {}", host.address, placement_line(p));
         }
     }
+    for (i, host) in run.hosts.iter().enumerate() {
+        if let Some(line) = noise_line(run, i) {
+            let _ = writeln!(out, "{} {line}", host.address);
+        }
+    }
     let header = [
         "probe", "metric", "unit", "trials", "mean", "median", "CV", "p50", "p99", "p99.9",
     ];
@@ -191,6 +196,64 @@ pub fn render(run: &RunRecord) -> String {
         write_row(row);
     }
     out
+}
+
+/// "noise (median of 3 trials): steal 0.0%, others on probe CPUs 0.1%, 212 interrupts/s, ..."
+fn noise_line(run: &RunRecord, host: usize) -> Option<String> {
+    let noises: Vec<&pb::NoiseSample> = run
+        .trials
+        .iter()
+        .filter(|t| t.host == host)
+        .filter_map(|t| t.noise.as_ref())
+        .collect();
+    if noises.is_empty() {
+        return None;
+    }
+    let median = |values: Vec<f64>| summarize(&values).map(|s| s.median);
+    let mut parts = Vec::new();
+    if let Some(steal) = median(noises.iter().filter_map(|n| n.steal_fraction).collect()) {
+        parts.push(format!("steal {:.2}%", steal * 100.0));
+    }
+    let foreign: Vec<f64> = noises
+        .iter()
+        .filter_map(|n| crate::warnings::foreign_share(n))
+        .map(|(f, _)| f)
+        .collect();
+    if let Some(f) = median(foreign) {
+        parts.push(format!("others on probe CPUs {:.2}%", f * 100.0));
+    }
+    let per_sec = |count: Option<u64>, n: &pb::NoiseSample| {
+        count
+            .filter(|_| n.elapsed_ns > 0)
+            .map(|c| c as f64 / (n.elapsed_ns as f64 / 1e9))
+    };
+    if let Some(irq) = median(
+        noises
+            .iter()
+            .filter_map(|n| per_sec(n.interrupts, n))
+            .collect(),
+    ) {
+        parts.push(format!("{irq:.0} interrupts/s"));
+    }
+    if let Some(sw) = median(
+        noises
+            .iter()
+            .filter_map(|n| per_sec(n.involuntary_switches, n))
+            .collect(),
+    ) {
+        parts.push(format!("{sw:.1} involuntary switches/s"));
+    }
+    let migrations: Option<u64> = noises.iter().map(|n| n.migrations).sum();
+    if let Some(m) = migrations {
+        parts.push(format!("{m} migrations"));
+    }
+    (!parts.is_empty()).then(|| {
+        format!(
+            "noise (median of {} trials): {}",
+            noises.len(),
+            parts.join(", ")
+        )
+    })
 }
 
 fn merged_histogram(run: &RunRecord, probe: &str, metric: &str) -> Option<Histogram<u64>> {
