@@ -19,7 +19,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         descriptors.encode_to_vec(),
     )?;
 
-    tonic_prost_build::configure()
+    // The machine description also goes into JSON reports as it is: derive Serialize for it.
+    let mut builder = tonic_prost_build::configure();
+    for message in [
+        "Topology",
+        "NumaNode",
+        "CacheLevel",
+        "KernelSettings",
+        "Nic",
+        "BlockDevice",
+        "NicQueue",
+        "CpuRole",
+        "ControlAvailability",
+        "InstanceIdentity",
+    ] {
+        builder = builder.type_attribute(
+            format!(".quietbench.v1.{message}"),
+            "#[derive(serde::Serialize)]",
+        );
+    }
+    builder
         .build_client(true)
         .build_server(true)
         .compile_fds(descriptors)?;

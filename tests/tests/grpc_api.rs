@@ -159,6 +159,14 @@ async fn bad_requests_are_refused_with_reasons() {
         ),
         (
             pb::RunProbeRequest {
+                unpinned: true,
+                cpus: vec![0],
+                ..request("cpu.primes", 100)
+            },
+            "contradict",
+        ),
+        (
+            pb::RunProbeRequest {
                 params: [("threads".to_string(), "zero".to_string())].into(),
                 ..request("cpu.primes", 100)
             },

@@ -146,6 +146,25 @@ fn two_rounds_of_cpu_primes_produce_a_complete_report() {
         assert!((rate_from_hist / events_per_sec - 1.0).abs() < 0.02);
     }
 
+    for trial in trials {
+        let noise = &trial["noise"];
+        assert_eq!(
+            noise["cpus"],
+            serde_json::json!([trial["placement"]["threads"][0]["planned_cpu"]])
+        );
+        assert!((0.9..1.6).contains(&f(&noise["elapsed_s"])), "{noise}");
+        // This VM (and CI's) exposes every one of these; a monitor that cannot read says so in
+        // `unavailable`, never with a zero.
+        for field in ["steal_fraction", "foreign_cpu_fraction"] {
+            let v = f(&noise[field]);
+            assert!((0.0..=1.0).contains(&v), "{field} = {v}");
+        }
+        for field in ["interrupts", "softirqs", "involuntary_switches"] {
+            assert!(noise[field].as_u64().is_some(), "{field}: {noise}");
+        }
+        assert!(f(&noise["runqueue_wait_s"]) >= 0.0);
+    }
+
     let summary = report["summary"].as_array().unwrap();
     let rate_row = summary
         .iter()
@@ -211,4 +230,47 @@ print(h.get_total_count(), h.get_value_at_percentile(50), h.get_value_at_percent
     assert_eq!(fields[1], f(&latency["p50"]));
     assert_eq!(fields[2], f(&latency["p999"]));
     assert_eq!(fields[3], f(&latency["max"]));
+}
+
+#[test]
+fn cpu_spawn_times_aslr_on_and_off_in_the_same_trial() {
+    let dir = tempfile::tempdir().unwrap();
+    let json_path = dir.path().join("spawn.json");
+    let out = Command::new(common::quietbench_bin())
+        .args([
+            "run",
+            "--local",
+            "--probe",
+            "cpu.spawn",
+            "--rounds",
+            "1",
+            "--duration",
+            "1",
+            "--json",
+        ])
+        .arg(&json_path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let trial = &report["trials"][0];
+    let on = metric(trial, "spawn_latency_aslr_on");
+    let off = metric(trial, "spawn_latency_aslr_off");
+    let (n_on, n_off) = (
+        on["count"].as_u64().unwrap(),
+        off["count"].as_u64().unwrap(),
+    );
+    // Events alternate, so the two counts differ by at most one.
+    assert!(n_on > 10 && n_on.abs_diff(n_off) <= 1, "{n_on} vs {n_off}");
+    for name in ["spawns_per_sec_aslr_on", "spawns_per_sec_aslr_off"] {
+        let rate = f(&metric(trial, name)["value"]);
+        assert!(rate > 10.0, "{name} = {rate}");
+    }
+    // A spawn is fork + exec + wait of a real binary: well above a microsecond.
+    assert!(f(&on["p50"]) > 10_000.0, "{on}");
 }

@@ -66,8 +66,13 @@ fn start_agent(state_dir: &std::path::Path) -> (Child, String) {
     (child, format!("http://{addr}"))
 }
 
+/// Both tests change the same host values: one at a time, or each would see the other's
+/// changes in its before/after comparison.
+static HOST: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test]
 async fn sigkill_after_prepare_then_restart_restores_every_value() {
+    let _host = HOST.lock().await;
     assert!(
         nix::unistd::geteuid().is_root(),
         "this test changes ASLR and IRQ affinities and must run as root (CI does)"
@@ -120,4 +125,54 @@ async fn sigkill_after_prepare_then_restart_restores_every_value() {
     let _ = again.wait();
     assert_eq!(after, before, "values differ after the restart's restore");
     assert!(!state.path().join("restore-journal.jsonl").exists());
+}
+
+#[tokio::test]
+async fn run_with_tune_tunes_reports_and_restores() {
+    let _host = HOST.lock().await;
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test tunes the host and must run as root (CI does)"
+    );
+    let before = snapshot();
+    let _guard = Guard(before.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("tuned.json");
+    let state = dir.path().join("state");
+    let out = Command::new(common::quietbench_bin())
+        .args([
+            "run",
+            "--local",
+            "--tune",
+            "--rounds",
+            "1",
+            "--duration",
+            "0.5",
+            "--json",
+        ])
+        .arg(&json)
+        .env("QUIETBENCH_STATE_DIR", &state)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("tuned 127.0.0.1:") && stderr.contains("restored 127.0.0.1:"),
+        "{stderr}"
+    );
+    assert_eq!(snapshot(), before, "the run left the host changed");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["settings"]["tune"], true);
+    let tuning = report["hosts"][0]["tuning"].as_array().unwrap();
+    assert!(!tuning.is_empty());
+    for control in tuning {
+        assert!(
+            ["applied", "skipped", "failed"].contains(&control["outcome"].as_str().unwrap()),
+            "{control}"
+        );
+        assert!(!control["detail"].as_str().unwrap().is_empty(), "{control}");
+    }
+    // --tune never touches system-wide ASLR: that takes an explicit `prepare --aslr-off`.
+    assert!(tuning.iter().all(|c| c["control"] != "aslr"));
 }

@@ -16,6 +16,7 @@ pub fn unix_ns(at: SystemTime) -> u64 {
 
 pub fn fingerprint(fp: quietbench_host::Fingerprint) -> pb::Fingerprint {
     pb::Fingerprint {
+        cpu_flags: Vec::new(),
         cpu: fp.cpu.map(|cpu| pb::CpuIdentity {
             vendor: cpu.vendor,
             model_name: cpu.model_name,
@@ -30,12 +31,22 @@ pub fn fingerprint(fp: quietbench_host::Fingerprint) -> pb::Fingerprint {
         clocksource: fp.clocksource.unwrap_or_default(),
         hostname: fp.hostname.unwrap_or_default(),
         unreadable: fp.unreadable,
+        ..Default::default()
     }
 }
 
-pub fn placement(plan: &PlacementPlan, threads: &[ThreadPlacement]) -> pb::Placement {
+pub fn placement(
+    plan: &PlacementPlan,
+    threads: &[ThreadPlacement],
+    unpinned: bool,
+) -> pb::Placement {
     pb::Placement {
-        policy: plan.policy.as_str().to_string(),
+        policy: if unpinned {
+            "unpinned"
+        } else {
+            plan.policy.as_str()
+        }
+        .to_string(),
         threads: threads
             .iter()
             .map(|t| pb::ThreadPlacement {
@@ -46,6 +57,8 @@ pub fn placement(plan: &PlacementPlan, threads: &[ThreadPlacement]) -> pb::Place
             })
             .collect(),
         housekeeping_cpus: plan.housekeeping_cpus.clone(),
+        notes: plan.notes.clone(),
+        shares_cpus: plan.shares_cpus,
     }
 }
 

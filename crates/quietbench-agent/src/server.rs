@@ -31,8 +31,8 @@ pub struct AgentArgs {
     /// Root directory to read /proc and /sys from (tests point it at a fixture tree).
     #[arg(long, default_value = "/", hide = true)]
     pub host_root: PathBuf,
-    /// Directory for the restore journal of host changes [default: /var/lib/quietbench-agent
-    /// as root, else $XDG_STATE_HOME/quietbench-agent]
+    /// Directory for the restore journal of host changes [default: $QUIETBENCH_STATE_DIR, else
+    /// /var/lib/quietbench-agent as root, else $XDG_STATE_HOME/quietbench-agent]
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
 }
@@ -71,7 +71,16 @@ pub fn serve(args: &AgentArgs) -> anyhow::Result<()> {
         allowed_cpus.clone()
     };
     let tuner = Arc::new(Tuner::start(root.clone(), &state_dir, probe_cpus));
-    let agent = Agent::new(root, allowed_cpus, vec![housekeeping], Arc::clone(&tuner));
+    // Where NIC interrupts land decides placement: look before the first trial.
+    let layout =
+        crate::machine::describe(&root, &allowed_cpus, crate::machine::OBSERVATION_WINDOW).layout;
+    let agent = Agent::new(
+        root,
+        allowed_cpus,
+        vec![housekeeping],
+        layout,
+        Arc::clone(&tuner),
+    );
     let served = runtime.block_on(run_server(args.listen, agent));
     // A clean stop leaves the host as this agent found it.
     tuner.shutdown();

@@ -2,11 +2,12 @@
 //! probe crate.
 
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use quietbench_host::{HostRoot, read_fingerprint};
-use quietbench_probe::{plan_placement, resolve_probe};
+use quietbench_host::HostRoot;
+use quietbench_probe::placement::{MachineLayout, PlacementRequest, WorkKind, plan};
+use quietbench_probe::resolve_probe;
 use quietbench_proto::v1 as pb;
 use quietbench_proto::v1::agent_service_server::AgentService;
 use tokio::sync::mpsc;
@@ -15,6 +16,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use crate::convert;
+use crate::machine::{OBSERVATION_WINDOW, describe};
 use crate::trial::{TrialJob, TrialSlot, params, spawn_supervisor};
 use crate::tuning::Tuner;
 
@@ -30,6 +32,8 @@ pub struct Agent {
     root: HostRoot,
     allowed_cpus: Vec<u32>,
     housekeeping_cpus: Vec<u32>,
+    /// What the placement planner knows of the machine: read at start-up, refreshed by GetHost.
+    layout: Mutex<Arc<MachineLayout>>,
     slot: Arc<TrialSlot>,
     tuner: Arc<Tuner>,
 }
@@ -39,12 +43,14 @@ impl Agent {
         root: HostRoot,
         allowed_cpus: Vec<u32>,
         housekeeping_cpus: Vec<u32>,
+        layout: MachineLayout,
         tuner: Arc<Tuner>,
     ) -> Self {
         Self {
             root,
             allowed_cpus,
             housekeeping_cpus,
+            layout: Mutex::new(Arc::new(layout)),
             slot: Arc::default(),
             tuner,
         }
@@ -75,8 +81,24 @@ impl Agent {
             )));
         }
         let interval_ms = interval_ms.min(req.duration_ms);
-        let mut plan = plan_placement(spec.threads, &self.allowed_cpus, &req.cpus)
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let layout = Arc::clone(&self.layout.lock().unwrap_or_else(|e| e.into_inner()));
+        let request = PlacementRequest {
+            threads: spec.threads,
+            kind: WorkKind::Compute,
+            explicit_cpus: req.cpus.clone(),
+        };
+        if req.unpinned && !req.cpus.is_empty() {
+            return Err(Status::invalid_argument(
+                "unpinned and cpus contradict each other: give one or the other",
+            ));
+        }
+        let mut plan =
+            plan(&layout, &request).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        if req.unpinned {
+            plan.notes = vec![
+                "unpinned on request: the scheduler places the threads on any allowed CPU".into(),
+            ];
+        }
         plan.housekeeping_cpus.clone_from(&self.housekeeping_cpus);
         let trial_id = if req.trial_id.is_empty() {
             uuid::Uuid::new_v4().to_string()
@@ -88,6 +110,7 @@ impl Agent {
             req.trial_id.clone()
         };
         Ok(TrialJob {
+            unpinned: req.unpinned.then(|| self.allowed_cpus.clone()),
             root: self.root.clone(),
             trial_id,
             spec,
@@ -107,11 +130,14 @@ impl AgentService for Agent {
         _request: Request<pb::GetHostRequest>,
     ) -> Result<Response<pb::GetHostResponse>, Status> {
         let root = self.root.clone();
-        let fingerprint = tokio::task::spawn_blocking(move || read_fingerprint(&root))
-            .await
-            .map_err(|e| Status::internal(format!("reading the fingerprint failed: {e}")))?;
+        let allowed = self.allowed_cpus.clone();
+        let view =
+            tokio::task::spawn_blocking(move || describe(&root, &allowed, OBSERVATION_WINDOW))
+                .await
+                .map_err(|e| Status::internal(format!("reading the host failed: {e}")))?;
+        *self.layout.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(view.layout);
         Ok(Response::new(pb::GetHostResponse {
-            fingerprint: Some(convert::fingerprint(fingerprint)),
+            fingerprint: Some(view.fingerprint),
             agent_version: env!("CARGO_PKG_VERSION").to_string(),
         }))
     }

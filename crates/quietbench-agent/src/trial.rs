@@ -94,6 +94,8 @@ impl TrialSlot {
 
 /// A validated trial, ready to run.
 pub struct TrialJob {
+    /// Set for an unpinned baseline: the CPUs threads may run on.
+    pub unpinned: Option<Vec<u32>>,
     pub root: quietbench_host::HostRoot,
     pub trial_id: String,
     pub spec: ProbeSpec,
@@ -144,6 +146,7 @@ fn supervise(
         duration: job.duration,
         interval: job.interval,
         plan: job.plan.clone(),
+        unpinned: job.unpinned.clone(),
     };
     let mut encode_error: Option<String> = None;
     let mut noise = NoiseTracker::new(&job);
@@ -151,7 +154,9 @@ fn supervise(
         TrialEvent::Placement(threads) => {
             noise.start(threads);
             send(pb::probe_event::Event::Placement(convert::placement(
-                &job.plan, threads,
+                &job.plan,
+                threads,
+                job.unpinned.is_some(),
             )))
         }
         TrialEvent::Interval(report) => match convert::interval(report) {
@@ -180,7 +185,11 @@ fn supervise(
                 start_unix_ns: convert::unix_ns(outcome.total.start),
                 end_unix_ns: convert::unix_ns(outcome.total.end),
                 metrics,
-                placement: Some(convert::placement(&job.plan, &outcome.placements)),
+                placement: Some(convert::placement(
+                    &job.plan,
+                    &outcome.placements,
+                    job.unpinned.is_some(),
+                )),
                 intervals: outcome.intervals,
                 cancelled: outcome.cancelled,
                 noise: noise.total(),

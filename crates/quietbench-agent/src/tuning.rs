@@ -8,9 +8,12 @@ use quietbench_host::journal::{Journal, TuningLock};
 use quietbench_host::tuning::{self, ControlReport, TuneRequest};
 use tonic::Status;
 
-/// The default state directory: /var/lib/quietbench-agent for root, else under the user's
-/// XDG state directory.
+/// The default state directory: $QUIETBENCH_STATE_DIR when set, else /var/lib/quietbench-agent
+/// for root, else under the user's XDG state directory.
 pub fn default_state_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("QUIETBENCH_STATE_DIR") {
+        return PathBuf::from(dir);
+    }
     if nix::unistd::geteuid().is_root() {
         return PathBuf::from("/var/lib/quietbench-agent");
     }
@@ -80,7 +83,17 @@ impl Tuner {
         if slot.is_some() {
             return Ok(());
         }
-        match self.journal.try_lock() {
+        // Another agent starting up holds the lock for a moment while it checks for an orphaned
+        // journal: retry briefly before calling the tuning someone else's.
+        let mut attempt = self.journal.try_lock();
+        for _ in 0..10 {
+            if !matches!(attempt, Ok(Err(_))) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            attempt = self.journal.try_lock();
+        }
+        match attempt {
             Ok(Ok(lock)) => {
                 *slot = Some(lock);
                 Ok(())

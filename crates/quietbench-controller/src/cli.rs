@@ -116,6 +116,10 @@ struct RunArgs {
     /// the agent places them off its housekeeping CPU
     #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
     cpus: Option<CpuList>,
+    /// Do not pin probe threads: let the scheduler place them (the baseline that placement is
+    /// measured against)
+    #[arg(long, conflicts_with = "cpus")]
+    unpinned: bool,
     /// Tune each host before the run (IRQs off the probe CPUs, irqbalance paused, performance
     /// governor) and restore it after, also on failure or Ctrl-C. System-wide ASLR is left
     /// alone: use `quietbench prepare --aslr-off` for that
@@ -231,6 +235,7 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
         interval_ms: args.interval.min(args.duration).as_millis() as u64,
         cpus: args.cpus.map(|c| c.0).unwrap_or_default(),
         tune: args.tune,
+        unpinned: args.unpinned,
     };
     // Started on the main thread: the agent's parent-death signal follows this thread.
     let mut local = if args.local {
@@ -423,16 +428,7 @@ fn host_command(args: HostArgs) -> anyhow::Result<ExitCode> {
         });
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
-        println!("{}", table::host_line(&record));
-        let fp = &record.fingerprint;
-        println!("  hostname      {}", fp.hostname);
-        println!(
-            "  online CPUs   {}",
-            quietbench_host::format_cpu_list(&fp.online_cpus)
-        );
-        for line in &fp.unreadable {
-            println!("  unreadable    {line}");
-        }
+        print!("{}", crate::report::host::render(&record));
     }
     Ok(ExitCode::SUCCESS)
 }

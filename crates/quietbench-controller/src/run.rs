@@ -138,6 +138,7 @@ pub async fn execute(
                     duration_ms: settings.duration_ms,
                     interval_ms: settings.interval_ms,
                     cpus: settings.cpus.clone(),
+                    unpinned: settings.unpinned,
                     trial_id: format!("{}-{trial_number}", run.run_id),
                 };
                 let what = format!(

@@ -158,9 +158,10 @@ pub fn run_warnings(run: &RunRecord) -> Vec<Warning> {
                 });
             }
         }
+        // An unpinned baseline runs wherever the scheduler puts it: that is its point.
         if t.placement
             .as_ref()
-            .is_some_and(|p| !placement_matches_plan(p))
+            .is_some_and(|p| p.policy != "unpinned" && !placement_matches_plan(p))
         {
             warnings.push(Warning::PlacementDiffers {
                 host,

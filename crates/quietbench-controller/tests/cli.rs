@@ -48,6 +48,14 @@ fn usage_errors_exit_2_with_the_reason() {
         (&["run", "--local", "--duration", "0"], "out of range"),
         (&["run", "--local", "--rounds", "0"], "0"),
         (&["run", "--local", "--cpus", "3-1"], "runs backwards"),
+        (
+            &["run", "--local", "--cpus", "1", "--unpinned"],
+            "cannot be used with",
+        ),
+        (
+            &["prepare", "--agent", "127.0.0.1:1", "--thp", "sometimes"],
+            "invalid value",
+        ),
         (&["host"], "--local"),
     ];
     for (args, expected) in cases {
@@ -58,6 +66,13 @@ fn usage_errors_exit_2_with_the_reason() {
             "{args:?}: stderr lacks {expected:?}:\n{stderr}"
         );
     }
+}
+
+#[test]
+fn prepare_without_a_control_says_which_to_choose() {
+    let (code, _, stderr) = quietbench(&["prepare", "--agent", "127.0.0.1:1"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("choose what to tune: --all"), "{stderr}");
 }
 
 #[test]
@@ -92,5 +107,44 @@ fn host_local_prints_the_cpu_model() {
     if let Some(model) = model {
         assert!(stdout.contains(&model), "{stdout}");
     }
-    assert!(stdout.contains("online CPUs"), "{stdout}");
+    for section in [
+        "hypervisor",
+        "clocksource",
+        "ASLR",
+        "CPU  role",
+        "host controls",
+        "steal",
+    ] {
+        assert!(
+            stdout.contains(section),
+            "host --local lacks {section:?}:\n{stdout}"
+        );
+    }
+    assert!(stdout.contains("housekeeping"), "{stdout}");
+    let aslr = std::fs::read_to_string("/proc/sys/kernel/randomize_va_space").unwrap();
+    assert!(
+        stdout.contains(&format!("ASLR          {}", aslr.trim())),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn host_json_carries_the_machine_description() {
+    let (code, stdout, stderr) = quietbench(&["host", "--local", "--json"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let host: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let fp = &host["fingerprint"];
+    let cpus = fp["online_cpus"].as_array().unwrap().len();
+    assert_eq!(fp["cpu_roles"].as_array().unwrap().len(), cpus);
+    let housekeeping: Vec<_> = fp["cpu_roles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["housekeeping"] == true)
+        .collect();
+    assert_eq!(housekeeping.len(), 1);
+    assert!(fp["topology"]["cores"].as_u64().unwrap() >= 1);
+    assert!(fp["kernel"]["aslr"].as_u64().is_some());
+    assert_eq!(fp["controls"].as_array().unwrap().len(), 6);
+    assert!(fp["cpu_flags"].as_array().is_some());
 }

@@ -18,6 +18,8 @@ pub struct CpuIdentity {
     pub stepping: Option<u32>,
     /// `microcode`, as printed (e.g. `0x5003604`).
     pub microcode: Option<String>,
+    /// Feature flags: `flags` on x86, `Features` on Arm.
+    pub flags: Vec<String>,
 }
 
 /// /proc/cpuinfo had nothing that identifies a processor.
@@ -38,6 +40,7 @@ pub fn parse_cpuinfo(text: &str) -> Result<CpuIdentity, CpuInfoError> {
     let mut microcode = None;
     let mut arm_implementer = None;
     let mut arm_part = None;
+    let mut flags = Vec::new();
     let mut seen_processor = false;
 
     for line in text.lines() {
@@ -62,6 +65,7 @@ pub fn parse_cpuinfo(text: &str) -> Result<CpuIdentity, CpuInfoError> {
             "microcode" => microcode = Some(value.to_string()),
             "CPU implementer" => arm_implementer = Some(value.to_string()),
             "CPU part" => arm_part = Some(value.to_string()),
+            "flags" | "Features" => flags = value.split_whitespace().map(String::from).collect(),
             _ => {}
         }
     }
@@ -77,6 +81,7 @@ pub fn parse_cpuinfo(text: &str) -> Result<CpuIdentity, CpuInfoError> {
             model,
             stepping,
             microcode,
+            flags,
         }),
     }
 }
@@ -117,6 +122,8 @@ mod tests {
         assert_eq!(cpu.model, Some(207));
         assert_eq!(cpu.stepping, Some(2));
         assert_eq!(cpu.microcode.as_deref(), Some("0x1"));
+        assert!(cpu.flags.iter().any(|f| f == "hypervisor"));
+        assert!(cpu.flags.iter().any(|f| f == "avx512f"));
     }
 
     #[test]
@@ -143,6 +150,7 @@ mod tests {
         assert_eq!(cpu.model_name, "Neoverse-N1");
         assert_eq!((cpu.family, cpu.model, cpu.stepping), (None, None, None));
         assert_eq!(cpu.microcode, None);
+        assert!(cpu.flags.iter().any(|f| f == "asimd"), "{:?}", cpu.flags);
     }
 
     #[test]

@@ -1,17 +1,125 @@
-//! Where probe threads go. This is the first, simple policy: keep the housekeeping CPU (the
-//! lowest allowed one, where the kernel's and the agent's own work tends to land) free of probe
-//! threads whenever another CPU exists; an explicit CPU list always wins. Interrupt-aware
-//! placement builds on this shape.
+//! Where probe threads go: a pure function from what the agent knows about the machine (a
+//! [`MachineLayout`]) and what a probe asks for (a [`PlacementRequest`]) to one CPU per thread
+//! (a [`PlacementPlan`]), with a human-readable note for every compromise.
+//!
+//! The roles (DESIGN.md, "Placement"):
+//! - the **housekeeping CPU** is the lowest allowed CPU: the agent's gRPC runtime and supervisor
+//!   live there, so probe threads go there last;
+//! - **RSS CPUs** service NIC queue interrupts;
+//! - **quiet CPUs** are the allowed CPUs that are neither, and none of whose SMT siblings is
+//!   either (a sibling taking interrupts steals the core's execution units).
+//!
+//! Compute threads (cpu, memory and disk probes) take CPUs in this order:
+//! 1. one probe thread per physical core first: a thread goes onto a core that already runs one
+//!    only when every core with an allowed non-housekeeping CPU runs one. Two busy hyperthreads
+//!    slow each other by far more than an interrupt now and then does, which is why this rule
+//!    outranks the tiers below rather than the other way round;
+//! 2. within that, by tier: quiet CPUs, then non-RSS CPUs whose sibling is busy (housekeeping or
+//!    RSS), then RSS CPUs; within a tier the lowest `interrupt_load` first, ties by CPU id;
+//! 3. then the housekeeping CPU;
+//! 4. then, with more threads than allowed CPUs, threads share CPUs in the same order.
+//!
+//! Network threads go one per RSS CPU (one flow per queue CPU), CPUs on the NIC's NUMA node
+//! first, in queue order; more threads than RSS CPUs wrap round them. The housekeeping CPU is
+//! never an RSS target: it would put a flow beside the agent's own runtime. Without an RSS CPU
+//! the compute order is used, with a note.
+//!
+//! An explicit CPU list always wins: threads take its CPUs in turn.
+//!
+//! The planner is pure so that every rule is tested on captured machines and on random layouts;
+//! reading /proc and sysfs is the agent's job (through quietbench-host, which this crate does not
+//! depend on, so the probes never link the host readers).
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
+
+/// The most threads one plan may hold. The catalog caps probes at 1024; this bound only keeps a
+/// malformed request from allocating without limit.
+pub const MAX_THREADS: usize = 1 << 16;
+
+/// What the agent knows about the machine, filled from /proc/interrupts, /proc/irq and sysfs.
+/// Maps may name CPUs outside `allowed_cpus` (the machine's other CPUs); they are taken into
+/// account (a busy sibling is busy even if the agent may not run there) but never chosen.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct MachineLayout {
+    /// The agent's CPU affinity: the only CPUs a plan may use.
+    pub allowed_cpus: Vec<u32>,
+    /// CPU → the other hardware threads of its core (itself excluded); absent: none known. Read
+    /// as symmetric: listing b as a sibling of a makes a a sibling of b.
+    pub smt_siblings: BTreeMap<u32, Vec<u32>>,
+    /// CPU → its NUMA node; absent: unknown.
+    pub numa_node: BTreeMap<u32, u32>,
+    /// NIC queue interrupts and the CPUs that service them, the NIC under test first.
+    pub nic_queues: Vec<NicQueueCpus>,
+    /// Interrupts per CPU over a short observation window; absent CPUs count as 0.
+    pub interrupt_load: BTreeMap<u32, u64>,
+}
+
+impl MachineLayout {
+    /// A layout that knows only the allowed CPUs: no SMT, NUMA or interrupt information.
+    pub fn allowed_only(allowed_cpus: &[u32]) -> Self {
+        Self {
+            allowed_cpus: allowed_cpus.to_vec(),
+            ..Self::default()
+        }
+    }
+}
+
+/// One NIC queue interrupt and the CPUs that service it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NicQueueCpus {
+    /// The device as the driver names it (`eth0`, `virtio2`, a PCI address).
+    pub device: String,
+    /// The queue index, when the interrupt's name gives one.
+    pub queue: Option<u32>,
+    /// The CPUs that service it, most-serviced first where the agent knows; network threads take
+    /// them in this order.
+    pub cpus: Vec<u32>,
+    /// The NIC's NUMA node, when known.
+    pub numa_node: Option<u32>,
+}
+
+impl NicQueueCpus {
+    /// `eth0 queue 3`, or the device alone when the queue is unknown.
+    pub fn label(&self) -> String {
+        match self.queue {
+            Some(q) => format!("{} queue {q}", self.device),
+            None => self.device.clone(),
+        }
+    }
+}
+
+/// What the probe threads do, which decides where they belong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum WorkKind {
+    /// CPU, memory and disk probes: as far from interrupts as possible.
+    Compute,
+    /// Network probes: on the CPUs that service the NIC's queues.
+    Network,
+}
+
+/// What a probe asks of placement.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PlacementRequest {
+    /// How many probe threads to place.
+    pub threads: usize,
+    /// What they do.
+    pub kind: WorkKind,
+    /// The caller's CPUs, taken in turn; empty: the planner chooses.
+    pub explicit_cpus: Vec<u32>,
+}
 
 /// The policy that chose the CPUs, as reported in every result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum PlacementPolicy {
     /// The caller's CPU list.
     Explicit,
-    /// The agent's choice: CPUs other than the housekeeping one first.
+    /// The compute order: quiet CPUs first (also used for network threads when no RSS CPU is
+    /// known, with a note).
     QuietFirst,
+    /// Network threads on the CPUs that service NIC queue interrupts.
+    Rss,
 }
 
 impl PlacementPolicy {
@@ -20,6 +128,7 @@ impl PlacementPolicy {
         match self {
             Self::Explicit => "explicit",
             Self::QuietFirst => "quiet-first",
+            Self::Rss => "rss",
         }
     }
 }
@@ -33,8 +142,11 @@ pub struct PlacementPlan {
     pub thread_cpus: Vec<u32>,
     /// CPUs for the agent's runtime and supervisor threads.
     pub housekeeping_cpus: Vec<u32>,
-    /// True when two probe threads share a CPU (more threads than usable CPUs).
+    /// True when two probe threads share a CPU.
     pub shares_cpus: bool,
+    /// One sentence per compromise (a thread off a quiet CPU, on a busy core, sharing), for the
+    /// report. Empty when every thread got what its kind wants.
+    pub notes: Vec<String>,
 }
 
 /// The request cannot be placed.
@@ -43,6 +155,14 @@ pub enum PlacementError {
     /// No thread to place.
     #[error("a probe needs at least one thread")]
     NoThreads,
+    /// More threads than any probe may ask for.
+    #[error("{threads} probe threads is too many: ask for at most {max}")]
+    TooManyThreads {
+        /// The threads asked for.
+        threads: usize,
+        /// The limit, [`MAX_THREADS`].
+        max: usize,
+    },
     /// The process may run nowhere (an empty affinity mask).
     #[error("the agent's CPU affinity is empty: it may run on no CPU")]
     NoAllowedCpus,
@@ -58,50 +178,508 @@ pub enum PlacementError {
     },
 }
 
-/// Plans where `threads` probe threads run, given the CPUs the agent may use and an optional
-/// explicit list (threads take its CPUs in turn).
+/// What one CPU is to placement, for `quietbench host` to print.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CpuRoles {
+    /// The agent's own runtime lives here.
+    pub housekeeping: bool,
+    /// Allowed, not housekeeping, no NIC queue interrupts on it or on an SMT sibling.
+    pub quiet: bool,
+    /// The NIC queues it services, e.g. `eth0 queue 3`, in layout order.
+    pub rss_queues: Vec<String>,
+    /// Its SMT siblings, ascending (symmetric closure of the layout's lists).
+    pub smt_siblings: Vec<u32>,
+    /// Its NUMA node, when known.
+    pub numa_node: Option<u32>,
+}
+
+/// The roles of every CPU the layout names (allowed or not, ascending). CPUs outside the
+/// affinity are never housekeeping or quiet.
+pub fn cpu_roles(layout: &MachineLayout) -> BTreeMap<u32, CpuRoles> {
+    let view = View::new(layout);
+    let mut cpus: BTreeSet<u32> = view.allowed.iter().copied().collect();
+    cpus.extend(view.siblings.keys());
+    cpus.extend(layout.numa_node.keys());
+    cpus.extend(view.rss.keys());
+    cpus.extend(layout.interrupt_load.keys());
+    cpus.into_iter()
+        .map(|cpu| {
+            let roles = CpuRoles {
+                housekeeping: view.housekeeping == Some(cpu),
+                quiet: view.is_quiet(cpu),
+                rss_queues: view.rss.get(&cpu).cloned().unwrap_or_default(),
+                smt_siblings: view.siblings_of(cpu).collect(),
+                numa_node: layout.numa_node.get(&cpu).copied(),
+            };
+            (cpu, roles)
+        })
+        .collect()
+}
+
+/// Plans where the request's threads run on `layout`. See the module documentation for the
+/// order CPUs are taken in; every compromise is a sentence in [`PlacementPlan::notes`].
+pub fn plan(
+    layout: &MachineLayout,
+    request: &PlacementRequest,
+) -> Result<PlacementPlan, PlacementError> {
+    let threads = request.threads;
+    if threads == 0 {
+        return Err(PlacementError::NoThreads);
+    }
+    if threads > MAX_THREADS {
+        return Err(PlacementError::TooManyThreads {
+            threads,
+            max: MAX_THREADS,
+        });
+    }
+    let view = View::new(layout);
+    let Some(housekeeping) = view.housekeeping else {
+        return Err(PlacementError::NoAllowedCpus);
+    };
+    if let Some(&cpu) = request.explicit_cpus.iter().find(|&&c| !view.is_allowed(c)) {
+        return Err(PlacementError::CpuNotAllowed {
+            cpu,
+            allowed: join_cpus(&view.allowed),
+        });
+    }
+
+    let mut notes = Vec::new();
+    let (policy, thread_cpus) = if !request.explicit_cpus.is_empty() {
+        let cpus = take_in_turn(&request.explicit_cpus, threads);
+        explicit_notes(&view, request.kind, &cpus, &mut notes);
+        (PlacementPolicy::Explicit, cpus)
+    } else {
+        match request.kind {
+            WorkKind::Compute => (
+                PlacementPolicy::QuietFirst,
+                compute_plan(&view, threads, &mut notes),
+            ),
+            WorkKind::Network => network_plan(&view, threads, &mut notes),
+        }
+    };
+    let distinct: BTreeSet<u32> = thread_cpus.iter().copied().collect();
+    Ok(PlacementPlan {
+        policy,
+        shares_cpus: distinct.len() < thread_cpus.len(),
+        thread_cpus,
+        housekeeping_cpus: vec![housekeeping],
+        notes,
+    })
+}
+
+/// Compute threads on a layout that knows only the allowed CPUs: the agent's interface before
+/// it fills a [`MachineLayout`]. Kept so callers can move to [`plan`] one at a time.
 pub fn plan_placement(
     threads: usize,
     allowed_cpus: &[u32],
     explicit_cpus: &[u32],
 ) -> Result<PlacementPlan, PlacementError> {
-    if threads == 0 {
-        return Err(PlacementError::NoThreads);
-    }
-    let mut allowed = allowed_cpus.to_vec();
-    allowed.sort_unstable();
-    allowed.dedup();
-    let Some(&housekeeping) = allowed.first() else {
-        return Err(PlacementError::NoAllowedCpus);
-    };
-    let housekeeping_cpus = vec![housekeeping];
+    plan(
+        &MachineLayout::allowed_only(allowed_cpus),
+        &PlacementRequest {
+            threads,
+            kind: WorkKind::Compute,
+            explicit_cpus: explicit_cpus.to_vec(),
+        },
+    )
+}
 
-    let (policy, usable) = if explicit_cpus.is_empty() {
-        let quiet: Vec<u32> = if allowed.len() > 1 {
-            allowed[1..].to_vec()
+/// How far a CPU is from quiet, for compute threads. The order of the variants is the order
+/// CPUs are taken in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Tier {
+    /// No NIC queue interrupts on it or its siblings.
+    Quiet,
+    /// Not RSS itself, but a sibling is the housekeeping CPU or an RSS CPU.
+    BusySibling,
+    /// Services NIC queue interrupts.
+    Rss,
+}
+
+/// The layout, normalised: allowed CPUs sorted and unique, siblings symmetric, SMT groups
+/// resolved, RSS CPUs with their queue labels.
+struct View<'a> {
+    layout: &'a MachineLayout,
+    allowed: Vec<u32>,
+    housekeeping: Option<u32>,
+    siblings: BTreeMap<u32, BTreeSet<u32>>,
+    /// CPU → the lowest CPU of its SMT group (transitively: a malformed layout listing a-b and
+    /// b-c puts all three on one core rather than letting the planner double up on b's core).
+    core: BTreeMap<u32, u32>,
+    rss: BTreeMap<u32, Vec<String>>,
+}
+
+impl<'a> View<'a> {
+    fn new(layout: &'a MachineLayout) -> Self {
+        let mut allowed = layout.allowed_cpus.clone();
+        allowed.sort_unstable();
+        allowed.dedup();
+
+        let mut siblings: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
+        for (&cpu, list) in &layout.smt_siblings {
+            for &sibling in list.iter().filter(|&&s| s != cpu) {
+                siblings.entry(cpu).or_default().insert(sibling);
+                siblings.entry(sibling).or_default().insert(cpu);
+            }
+        }
+        let mut core = BTreeMap::new();
+        for &start in siblings.keys() {
+            if core.contains_key(&start) {
+                continue;
+            }
+            let mut group = BTreeSet::from([start]);
+            let mut stack = vec![start];
+            while let Some(cpu) = stack.pop() {
+                for &s in siblings.get(&cpu).into_iter().flatten() {
+                    if group.insert(s) {
+                        stack.push(s);
+                    }
+                }
+            }
+            let id = group.first().copied().unwrap_or(start);
+            core.extend(group.into_iter().map(|c| (c, id)));
+        }
+
+        let mut rss: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+        for queue in &layout.nic_queues {
+            let label = queue.label();
+            for &cpu in &queue.cpus {
+                let labels = rss.entry(cpu).or_default();
+                if !labels.contains(&label) {
+                    labels.push(label.clone());
+                }
+            }
+        }
+        Self {
+            layout,
+            housekeeping: allowed.first().copied(),
+            allowed,
+            siblings,
+            core,
+            rss,
+        }
+    }
+
+    fn is_allowed(&self, cpu: u32) -> bool {
+        self.allowed.binary_search(&cpu).is_ok()
+    }
+
+    fn siblings_of(&self, cpu: u32) -> impl Iterator<Item = u32> + '_ {
+        self.siblings.get(&cpu).into_iter().flatten().copied()
+    }
+
+    fn core_of(&self, cpu: u32) -> u32 {
+        self.core.get(&cpu).copied().unwrap_or(cpu)
+    }
+
+    fn load(&self, cpu: u32) -> u64 {
+        self.layout.interrupt_load.get(&cpu).copied().unwrap_or(0)
+    }
+
+    fn is_rss(&self, cpu: u32) -> bool {
+        self.rss.contains_key(&cpu)
+    }
+
+    fn is_busy(&self, cpu: u32) -> bool {
+        self.housekeeping == Some(cpu) || self.is_rss(cpu)
+    }
+
+    fn tier(&self, cpu: u32) -> Tier {
+        if self.is_rss(cpu) {
+            Tier::Rss
+        } else if self.siblings_of(cpu).any(|s| self.is_busy(s)) {
+            Tier::BusySibling
         } else {
-            allowed.clone()
+            Tier::Quiet
+        }
+    }
+
+    fn is_quiet(&self, cpu: u32) -> bool {
+        self.is_allowed(cpu) && self.housekeeping != Some(cpu) && self.tier(cpu) == Tier::Quiet
+    }
+
+    /// `NIC queue eth0 queue 1` or `NIC queues eth0 queue 1, eth0 queue 2`, at most four named.
+    fn queues_text(&self, cpu: u32) -> String {
+        let labels = self.rss.get(&cpu).map(Vec::as_slice).unwrap_or_default();
+        let shown = labels
+            .iter()
+            .take(4)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ");
+        let more = match labels.len().saturating_sub(4) {
+            0 => String::new(),
+            n => format!(" and {n} more"),
         };
-        (PlacementPolicy::QuietFirst, quiet)
-    } else {
-        if let Some(&cpu) = explicit_cpus.iter().find(|c| !allowed.contains(c)) {
-            return Err(PlacementError::CpuNotAllowed {
+        let noun = if labels.len() == 1 { "queue" } else { "queues" };
+        format!("NIC {noun} {shown}{more}")
+    }
+
+    /// ` (N interrupts in the observation window)`, when the layout has a count for `cpu`.
+    fn load_text(&self, cpu: u32) -> String {
+        match self.layout.interrupt_load.get(&cpu) {
+            Some(n) => format!(" ({n} interrupts in the observation window)"),
+            None => String::new(),
+        }
+    }
+}
+
+/// Thread i gets `cpus[i % len]`.
+fn take_in_turn(cpus: &[u32], threads: usize) -> Vec<u32> {
+    cpus.iter().copied().cycle().take(threads).collect()
+}
+
+/// `threads` threads on `cpus` distinct CPUs share them: say so once, not once per thread.
+fn sharing_note(threads: usize, cpus: usize, what: &str, notes: &mut Vec<String>) {
+    if cpus > 0 && threads > cpus {
+        notes.push(format!(
+            "{threads} threads but {cpus} {what}: threads share CPUs, up to {} on one CPU, and each runs slower",
+            threads.div_ceil(cpus)
+        ));
+    }
+}
+
+/// Every allowed CPU in the order compute threads take them (module docs, steps 1 to 3).
+fn compute_order(view: &View) -> Vec<u32> {
+    let mut rest: Vec<u32> = view
+        .allowed
+        .iter()
+        .copied()
+        .filter(|&c| Some(c) != view.housekeeping)
+        .collect();
+    rest.sort_by_key(|&c| (view.tier(c), view.load(c), c));
+    // Rounds: each round gives every core at most one more thread, so a core gets its k-th
+    // thread only after every core with k CPUs has its (k-1)-th.
+    let mut order = Vec::with_capacity(view.allowed.len());
+    while !rest.is_empty() {
+        let mut cores = BTreeSet::new();
+        let mut later = Vec::new();
+        for cpu in rest {
+            if cores.insert(view.core_of(cpu)) {
+                order.push(cpu);
+            } else {
+                later.push(cpu);
+            }
+        }
+        rest = later;
+    }
+    order.extend(view.housekeeping);
+    order
+}
+
+fn compute_plan(view: &View, threads: usize, notes: &mut Vec<String>) -> Vec<u32> {
+    let order = compute_order(view);
+    let quiet_total = view.allowed.iter().filter(|&&c| view.is_quiet(c)).count();
+    let mut quiet_used = 0;
+    // Core → (thread, CPU) of the first probe thread on it.
+    let mut cores: BTreeMap<u32, (usize, u32)> = BTreeMap::new();
+    for (i, &cpu) in order.iter().enumerate().take(threads) {
+        if Some(cpu) == view.housekeeping {
+            let why = if view.allowed.len() == 1 {
+                "it is the only CPU the agent may use".to_string()
+            } else if view.allowed.len() == 2 {
+                "the other allowed CPU already runs a probe thread".to_string()
+            } else {
+                format!(
+                    "the {} other allowed CPUs already run a probe thread",
+                    view.allowed.len() - 1
+                )
+            };
+            notes.push(format!(
+                "thread {i} on CPU {cpu}, the housekeeping CPU that the agent's own runtime uses: {why}"
+            ));
+            continue;
+        }
+        let mut note = String::new();
+        let tier = view.tier(cpu);
+        if tier != Tier::Quiet {
+            let short = if quiet_total == 0 {
+                "no quiet CPU".to_string()
+            } else if quiet_used == quiet_total && quiet_total == 1 {
+                "the only quiet CPU is taken".to_string()
+            } else if quiet_used == quiet_total {
+                format!("all {quiet_total} quiet CPUs are taken")
+            } else {
+                "the quiet CPUs left share a core with a probe thread".to_string()
+            };
+            let why = if tier == Tier::Rss {
+                format!(
+                    "which services {}{}",
+                    view.queues_text(cpu),
+                    view.load_text(cpu)
+                )
+            } else {
+                let busy: Vec<String> = view
+                    .siblings_of(cpu)
+                    .filter(|&s| view.is_busy(s))
+                    .map(|s| {
+                        if Some(s) == view.housekeeping {
+                            format!("CPU {s} is the housekeeping CPU")
+                        } else {
+                            format!("CPU {s} services {}", view.queues_text(s))
+                        }
+                    })
+                    .collect();
+                format!("whose SMT sibling {}", busy.join(" and sibling "))
+            };
+            note = format!("{short}: thread {i} on CPU {cpu}, {why}");
+        } else {
+            quiet_used += 1;
+        }
+        let core = view.core_of(cpu);
+        if let Some(&(j, other)) = cores.get(&core) {
+            let doubled = format!(
+                "shares a core with CPU {other} (thread {j}): every core the agent may use already runs a probe thread"
+            );
+            note = if note.is_empty() {
+                format!("thread {i} on CPU {cpu}, which {doubled}")
+            } else {
+                format!("{note}; it also {doubled}")
+            };
+        } else {
+            cores.insert(core, (i, cpu));
+        }
+        if !note.is_empty() {
+            notes.push(note);
+        }
+    }
+    sharing_note(threads, order.len(), "allowed CPUs", notes);
+    take_in_turn(&order, threads)
+}
+
+/// An RSS CPU that network threads may use, and the queue it was found through.
+struct RssTarget {
+    cpu: u32,
+    queue: usize,
+    /// 0: on the NIC's node; 1: either node unknown; 2: on another node.
+    distance: u8,
+}
+
+/// The allowed non-housekeeping RSS CPUs in the order network threads take them: queue order
+/// (devices in layout order, queues by index, unnumbered last), CPUs on the NIC's node first.
+fn rss_targets(view: &View) -> Vec<RssTarget> {
+    let queues = &view.layout.nic_queues;
+    let device_rank = |device: &str| queues.iter().position(|q| q.device == device);
+    let mut order: Vec<usize> = (0..queues.len()).collect();
+    order.sort_by_key(|&i| {
+        let q = &queues[i];
+        (device_rank(&q.device), q.queue.is_none(), q.queue, i)
+    });
+    let mut seen = BTreeSet::new();
+    let mut targets = Vec::new();
+    for i in order {
+        let q = &queues[i];
+        for &cpu in &q.cpus {
+            if !view.is_allowed(cpu) || Some(cpu) == view.housekeeping || !seen.insert(cpu) {
+                continue;
+            }
+            let distance = match (q.numa_node, view.layout.numa_node.get(&cpu)) {
+                (Some(nic), Some(&node)) if nic == node => 0,
+                (Some(_), Some(_)) => 2,
+                _ => 1,
+            };
+            targets.push(RssTarget {
                 cpu,
-                allowed: join_cpus(&allowed),
+                queue: i,
+                distance,
             });
         }
-        (PlacementPolicy::Explicit, explicit_cpus.to_vec())
-    };
-    let thread_cpus: Vec<u32> = (0..threads).map(|i| usable[i % usable.len()]).collect();
-    let mut distinct = thread_cpus.clone();
-    distinct.sort_unstable();
-    distinct.dedup();
-    Ok(PlacementPlan {
-        policy,
-        shares_cpus: distinct.len() < thread_cpus.len(),
-        thread_cpus,
-        housekeeping_cpus,
-    })
+    }
+    // Stable: queue order survives within each distance.
+    targets.sort_by_key(|t| t.distance);
+    targets
+}
+
+fn network_plan(
+    view: &View,
+    threads: usize,
+    notes: &mut Vec<String>,
+) -> (PlacementPolicy, Vec<u32>) {
+    let outside: Vec<u32> = view
+        .rss
+        .keys()
+        .copied()
+        .filter(|&c| !view.is_allowed(c))
+        .collect();
+    if let Some(hk) = view.housekeeping.filter(|&hk| view.is_rss(hk)) {
+        notes.push(format!(
+            "CPU {hk} services {} but is the housekeeping CPU: no network thread goes there",
+            view.queues_text(hk)
+        ));
+    }
+    if !outside.is_empty() {
+        notes.push(format!(
+            "CPUs {} service NIC queues but are outside the agent's CPU affinity: no network thread goes there",
+            join_cpus(&outside)
+        ));
+    }
+    let targets = rss_targets(view);
+    if targets.is_empty() {
+        let why = if view.rss.is_empty() {
+            "no CPU is known to service a NIC queue"
+        } else {
+            "none that the agent may use other than the housekeeping CPU services a NIC queue"
+        };
+        notes.push(format!(
+            "no RSS CPU for network threads ({why}): they are placed like compute threads"
+        ));
+        return (
+            PlacementPolicy::QuietFirst,
+            compute_plan(view, threads, notes),
+        );
+    }
+    for (i, t) in targets.iter().enumerate().take(threads) {
+        let q = &view.layout.nic_queues[t.queue];
+        let (Some(nic), true) = (q.numa_node, t.distance > 0) else {
+            continue;
+        };
+        let cpu = t.cpu;
+        notes.push(match view.layout.numa_node.get(&cpu) {
+            Some(node) => format!(
+                "thread {i} on CPU {cpu} (NUMA node {node}), away from {}'s node {nic}: no RSS CPU left on that node",
+                q.device
+            ),
+            None => format!(
+                "thread {i} on CPU {cpu}, whose NUMA node is unknown ({} is on node {nic})",
+                q.device
+            ),
+        });
+    }
+    sharing_note(
+        threads,
+        targets.len(),
+        "RSS CPUs (one flow per queue CPU)",
+        notes,
+    );
+    let cpus: Vec<u32> = targets.iter().map(|t| t.cpu).collect();
+    (PlacementPolicy::Rss, take_in_turn(&cpus, threads))
+}
+
+fn explicit_notes(view: &View, kind: WorkKind, thread_cpus: &[u32], notes: &mut Vec<String>) {
+    let mut seen = BTreeSet::new();
+    for &cpu in thread_cpus {
+        if !seen.insert(cpu) {
+            continue;
+        }
+        if Some(cpu) == view.housekeeping && view.allowed.len() > 1 {
+            notes.push(format!(
+                "explicit CPU {cpu} is the housekeeping CPU that the agent's own runtime uses"
+            ));
+        }
+        match kind {
+            WorkKind::Compute if view.is_rss(cpu) => notes.push(format!(
+                "explicit CPU {cpu} services {}: its interrupts land on the probe thread",
+                view.queues_text(cpu)
+            )),
+            WorkKind::Network if !view.is_rss(cpu) && !view.rss.is_empty() => {
+                notes.push(format!(
+                    "explicit CPU {cpu} services no NIC queue: its flow's receive interrupts land on another CPU"
+                ))
+            }
+            _ => {}
+        }
+    }
+    sharing_note(thread_cpus.len(), seen.len(), "explicit CPUs", notes);
 }
 
 /// CPU ids joined by commas, for messages.
@@ -116,53 +694,808 @@ fn join_cpus(cpus: &[u32]) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn keeps_cpu0_for_housekeeping_when_it_can() {
-        let plan = plan_placement(1, &[0, 1], &[]).unwrap();
-        assert_eq!(plan.thread_cpus, vec![1]);
-        assert_eq!(plan.housekeeping_cpus, vec![0]);
-        assert_eq!(plan.policy, PlacementPolicy::QuietFirst);
-        assert!(!plan.shares_cpus);
+    fn layout(allowed: &[u32]) -> MachineLayout {
+        MachineLayout::allowed_only(allowed)
+    }
+
+    /// Lists each pair one way only: the planner must read siblings as symmetric.
+    fn siblings(mut layout: MachineLayout, pairs: &[(u32, u32)]) -> MachineLayout {
+        for &(a, b) in pairs {
+            layout.smt_siblings.entry(a).or_default().push(b);
+        }
+        layout
+    }
+
+    fn queue(device: &str, queue: u32, cpus: &[u32], numa_node: Option<u32>) -> NicQueueCpus {
+        NicQueueCpus {
+            device: device.into(),
+            queue: Some(queue),
+            cpus: cpus.to_vec(),
+            numa_node,
+        }
+    }
+
+    fn request(threads: usize, kind: WorkKind) -> PlacementRequest {
+        PlacementRequest {
+            threads,
+            kind,
+            explicit_cpus: Vec::new(),
+        }
+    }
+
+    fn compute(layout: &MachineLayout, threads: usize) -> PlacementPlan {
+        plan(layout, &request(threads, WorkKind::Compute)).unwrap()
+    }
+
+    fn network(layout: &MachineLayout, threads: usize) -> PlacementPlan {
+        plan(layout, &request(threads, WorkKind::Network)).unwrap()
     }
 
     #[test]
-    fn spreads_threads_and_says_when_they_share() {
-        let plan = plan_placement(3, &[0, 1, 2, 3], &[]).unwrap();
-        assert_eq!(plan.thread_cpus, vec![1, 2, 3]);
-        assert!(!plan.shares_cpus);
-        let plan = plan_placement(3, &[0, 1], &[]).unwrap();
-        assert_eq!(plan.thread_cpus, vec![1, 1, 1]);
-        assert!(plan.shares_cpus);
+    fn keeps_the_housekeeping_cpu_free_while_another_cpu_is_free() {
+        let p = plan_placement(1, &[1, 0], &[]).unwrap();
+        assert_eq!(p.thread_cpus, vec![1]);
+        assert_eq!(p.housekeeping_cpus, vec![0]);
+        assert_eq!(p.policy, PlacementPolicy::QuietFirst);
+        assert_eq!(p.policy.as_str(), "quiet-first");
+        assert!(!p.shares_cpus);
+        assert!(p.notes.is_empty(), "{:?}", p.notes);
+        let p = plan_placement(3, &[0, 1, 2, 3], &[]).unwrap();
+        assert_eq!(p.thread_cpus, vec![1, 2, 3]);
+        assert!(!p.shares_cpus);
+        // More threads than the other CPUs: the housekeeping CPU, then sharing.
+        let p = plan_placement(3, &[0, 1], &[]).unwrap();
+        assert_eq!(p.thread_cpus, vec![1, 0, 1]);
+        assert!(p.shares_cpus);
+        assert!(p.notes[0].starts_with("thread 1 on CPU 0, the housekeeping CPU"));
+        assert!(p.notes[1].starts_with("3 threads but 2 allowed CPUs"));
     }
 
     #[test]
-    fn a_single_cpu_machine_uses_its_only_cpu() {
-        let plan = plan_placement(1, &[0], &[]).unwrap();
-        assert_eq!(plan.thread_cpus, vec![0]);
+    fn a_single_cpu_machine_uses_its_only_cpu_and_says_so() {
+        let p = plan_placement(2, &[4], &[]).unwrap();
+        assert_eq!(p.thread_cpus, vec![4, 4]);
+        assert_eq!(p.housekeeping_cpus, vec![4]);
+        assert!(p.notes[0].contains("the only CPU the agent may use"));
+        assert!(p.shares_cpus);
     }
 
     #[test]
-    fn an_explicit_list_wins_and_is_checked() {
-        let plan = plan_placement(2, &[0, 1, 2], &[0]).unwrap();
-        assert_eq!(plan.thread_cpus, vec![0, 0]);
-        assert_eq!(plan.policy, PlacementPolicy::Explicit);
-        let err = plan_placement(1, &[0, 1], &[5]).unwrap_err();
+    fn an_explicit_list_wins_is_checked_and_annotated() {
+        let l = MachineLayout {
+            nic_queues: vec![queue("eth0", 0, &[2], None)],
+            ..layout(&[0, 1, 2])
+        };
+        let req = |threads, kind, cpus: &[u32]| PlacementRequest {
+            threads,
+            kind,
+            explicit_cpus: cpus.to_vec(),
+        };
+        let p = plan(&l, &req(3, WorkKind::Compute, &[0, 2])).unwrap();
+        assert_eq!(p.thread_cpus, vec![0, 2, 0]);
+        assert_eq!(p.policy.as_str(), "explicit");
+        assert!(p.shares_cpus);
+        assert_eq!(
+            p.notes,
+            vec![
+                "explicit CPU 0 is the housekeeping CPU that the agent's own runtime uses",
+                "explicit CPU 2 services NIC queue eth0 queue 0: its interrupts land on the probe thread",
+                "3 threads but 2 explicit CPUs: threads share CPUs, up to 2 on one CPU, and each runs slower",
+            ]
+        );
+        let p = plan(&l, &req(1, WorkKind::Network, &[2, 1])).unwrap();
+        assert_eq!((p.thread_cpus, p.notes.len()), (vec![2], 0));
+        let p = plan(&l, &req(1, WorkKind::Network, &[1])).unwrap();
+        assert!(
+            p.notes[0].contains("services no NIC queue"),
+            "{:?}",
+            p.notes
+        );
+
+        let err = plan(&l, &req(1, WorkKind::Compute, &[1, 5, 6])).unwrap_err();
         assert_eq!(
             err,
             PlacementError::CpuNotAllowed {
                 cpu: 5,
-                allowed: "0,1".into()
+                allowed: "0,1,2".into()
             }
         );
-        assert!(err.to_string().contains("CPU 5"));
+        assert!(err.to_string().contains("CPU 5"), "{err}");
     }
 
     #[test]
-    fn refuses_nothing_to_place_or_nowhere_to_place_it() {
-        assert_eq!(plan_placement(0, &[0], &[]), Err(PlacementError::NoThreads));
+    fn refuses_nothing_to_place_too_much_or_nowhere_to_place_it() {
+        assert_eq!(plan_placement(0, &[], &[]), Err(PlacementError::NoThreads));
         assert_eq!(
             plan_placement(1, &[], &[]),
             Err(PlacementError::NoAllowedCpus)
         );
+        let err = plan_placement(MAX_THREADS + 1, &[0], &[]).unwrap_err();
+        assert!(matches!(err, PlacementError::TooManyThreads { .. }));
+        assert!(err.to_string().contains("at most 65536"), "{err}");
+    }
+
+    /// 4 cores × 2 threads (0/4, 1/5, 2/6, 3/7); CPU 2 services eth0 queue 0.
+    fn smt_machine() -> MachineLayout {
+        let l = MachineLayout {
+            nic_queues: vec![queue("eth0", 0, &[2], None)],
+            ..layout(&[0, 1, 2, 3, 4, 5, 6, 7])
+        };
+        siblings(l, &[(0, 4), (1, 5), (6, 2), (3, 7)])
+    }
+
+    #[test]
+    fn quiet_cpus_exclude_housekeeping_rss_and_their_siblings() {
+        let roles = cpu_roles(&smt_machine());
+        let quiet: Vec<u32> = roles.iter().filter(|r| r.1.quiet).map(|r| *r.0).collect();
+        assert_eq!(quiet, vec![1, 3, 5, 7]);
+        assert!(roles[&0].housekeeping && !roles[&0].quiet);
+        assert_eq!(roles[&2].rss_queues, vec!["eth0 queue 0"]);
+        // Listed one way in the layout, read both ways.
+        assert_eq!(roles[&2].smt_siblings, vec![6]);
+        assert_eq!(roles[&6].smt_siblings, vec![2]);
+        assert!(!roles[&4].quiet && !roles[&6].quiet);
+    }
+
+    #[test]
+    fn compute_takes_one_cpu_per_core_before_doubling_up() {
+        let l = smt_machine();
+        let p = compute(&l, 2);
+        assert_eq!(p.thread_cpus, vec![1, 3]);
+        assert!(p.notes.is_empty(), "{:?}", p.notes);
+        // The quiet CPUs 5 and 7 share cores with threads 0 and 1, so the next threads go to
+        // the free cores of CPUs 4 (sibling of housekeeping) and 6 (sibling of RSS CPU 2).
+        let p = compute(&l, 4);
+        assert_eq!(p.thread_cpus, vec![1, 3, 4, 6]);
+        assert_eq!(
+            p.notes,
+            vec![
+                "the quiet CPUs left share a core with a probe thread: thread 2 on CPU 4, whose SMT sibling CPU 0 is the housekeeping CPU",
+                "the quiet CPUs left share a core with a probe thread: thread 3 on CPU 6, whose SMT sibling CPU 2 services NIC queue eth0 queue 0",
+            ]
+        );
+        let p = compute(&l, 9);
+        assert_eq!(p.thread_cpus, vec![1, 3, 4, 6, 5, 7, 2, 0, 1]);
+        assert!(p.notes[2].starts_with(
+            "thread 4 on CPU 5, which shares a core with CPU 1 (thread 0): every core"
+        ));
+        assert!(p.notes[4].starts_with("all 4 quiet CPUs are taken: thread 6 on CPU 2, which services NIC queue eth0 queue 0; it also shares a core with CPU 6 (thread 3)"), "{}", p.notes[4]);
+        assert!(p.notes[5].contains("housekeeping"));
+        assert!(p.notes[6].starts_with("9 threads but 8 allowed CPUs"));
+    }
+
+    #[test]
+    fn a_fresh_core_outranks_a_quiet_sibling_of_a_probe_thread() {
+        // CPUs 2 and 3 are quiet siblings; CPU 1 takes NIC interrupts on a core of its own.
+        let l = MachineLayout {
+            nic_queues: vec![queue("eth0", 0, &[1], None)],
+            ..siblings(layout(&[0, 1, 2, 3]), &[(2, 3)])
+        };
+        assert_eq!(compute(&l, 2).thread_cpus, vec![2, 1]);
+        assert_eq!(compute(&l, 3).thread_cpus, vec![2, 1, 3]);
+    }
+
+    #[test]
+    fn compute_prefers_the_lowest_interrupt_load_then_the_lowest_id() {
+        let l = MachineLayout {
+            interrupt_load: [(1, 50), (2, 10), (3, 10), (4, 0)].into(),
+            ..layout(&[0, 1, 2, 3, 4])
+        };
+        assert_eq!(compute(&l, 4).thread_cpus, vec![4, 2, 3, 1]);
+    }
+
+    #[test]
+    fn compute_degrades_quiet_then_busy_sibling_then_rss_by_load_then_housekeeping() {
+        // 1 and 2 are RSS (2 fires less), 3's sibling 4 is RSS, 5 is quiet.
+        let l = MachineLayout {
+            nic_queues: vec![
+                queue("eth0", 0, &[1], None),
+                queue("eth0", 1, &[2, 4], None),
+            ],
+            interrupt_load: [(1, 100), (2, 5), (4, 7)].into(),
+            ..siblings(layout(&[0, 1, 2, 3, 4, 5]), &[(3, 4)])
+        };
+        let p = compute(&l, 7);
+        assert_eq!(p.thread_cpus, vec![5, 3, 2, 1, 4, 0, 5]);
+        assert_eq!(
+            p.notes[0],
+            "the only quiet CPU is taken: thread 1 on CPU 3, whose SMT sibling CPU 4 services NIC queue eth0 queue 1"
+        );
+        assert_eq!(
+            p.notes[1],
+            "the only quiet CPU is taken: thread 2 on CPU 2, which services NIC queue eth0 queue 1 (5 interrupts in the observation window)"
+        );
+    }
+
+    #[test]
+    fn network_takes_rss_cpus_on_the_nic_node_in_queue_order() {
+        // Node 0: CPUs 0-3, node 1: CPUs 4-7; eth0 on node 1, its queues listed out of order.
+        let l = MachineLayout {
+            numa_node: (0..8).map(|c| (c, c / 4)).collect(),
+            nic_queues: vec![
+                queue("eth0", 2, &[6], Some(1)),
+                queue("eth0", 0, &[2], Some(1)),
+                queue("eth0", 3, &[0], Some(1)),
+                queue("eth0", 1, &[5], Some(1)),
+            ],
+            ..layout(&[0, 1, 2, 3, 4, 5, 6, 7])
+        };
+        let p = network(&l, 3);
+        assert_eq!(p.policy.as_str(), "rss");
+        assert_eq!(p.thread_cpus, vec![5, 6, 2]);
+        assert_eq!(
+            p.notes,
+            vec![
+                "CPU 0 services NIC queue eth0 queue 3 but is the housekeeping CPU: no network thread goes there",
+                "thread 2 on CPU 2 (NUMA node 0), away from eth0's node 1: no RSS CPU left on that node",
+            ]
+        );
+        let p = network(&l, 5);
+        assert_eq!(p.thread_cpus, vec![5, 6, 2, 5, 6]);
+        assert!(p.shares_cpus);
+        assert!(
+            p.notes
+                .last()
+                .unwrap()
+                .starts_with("5 threads but 3 RSS CPUs")
+        );
+    }
+
+    #[test]
+    fn network_without_rss_cpus_falls_back_to_the_compute_order() {
+        let p = network(&layout(&[0, 1, 2]), 2);
+        assert_eq!(p.policy, PlacementPolicy::QuietFirst);
+        assert_eq!(p.thread_cpus, vec![1, 2]);
+        assert_eq!(
+            p.notes,
+            vec![
+                "no RSS CPU for network threads (no CPU is known to service a NIC queue): they are placed like compute threads"
+            ]
+        );
+        // Only the housekeeping CPU and a CPU outside the affinity take NIC interrupts.
+        let l = MachineLayout {
+            nic_queues: vec![queue("eth0", 0, &[0, 9], None)],
+            ..layout(&[0, 1, 2])
+        };
+        let p = network(&l, 1);
+        assert_eq!(
+            (p.policy, p.thread_cpus),
+            (PlacementPolicy::QuietFirst, vec![1])
+        );
+        assert!(
+            p.notes[0].contains("is the housekeeping CPU"),
+            "{:?}",
+            p.notes
+        );
+        assert!(p.notes[1].starts_with("CPUs 9 service NIC queues but are outside"));
+        assert!(p.notes[2].contains("none that the agent may use"));
+    }
+
+    #[test]
+    fn malformed_siblings_are_read_as_one_core() {
+        // Self-listing, one-way lists and a chain 1-2-3: all one core.
+        let l = MachineLayout {
+            smt_siblings: [(1, vec![1, 2]), (3, vec![2]), (7, vec![])].into(),
+            ..layout(&[0, 1, 2, 3, 4])
+        };
+        assert_eq!(cpu_roles(&l)[&2].smt_siblings, vec![1, 3]);
+        assert_eq!(compute(&l, 4).thread_cpus, vec![1, 4, 2, 3]);
+    }
+
+    #[test]
+    fn roles_cover_every_cpu_the_layout_names() {
+        let l = MachineLayout {
+            numa_node: [(1, 0), (9, 1)].into(),
+            nic_queues: vec![NicQueueCpus {
+                device: "virtio2".into(),
+                queue: None,
+                cpus: vec![8],
+                numa_node: None,
+            }],
+            ..siblings(layout(&[1, 2]), &[(2, 10)])
+        };
+        let roles = cpu_roles(&l);
+        assert_eq!(roles.keys().copied().collect::<Vec<_>>(), [1, 2, 8, 9, 10]);
+        assert!(roles[&1].housekeeping && !roles[&1].quiet);
+        assert!(roles[&2].quiet);
+        assert_eq!(roles[&8].rss_queues, vec!["virtio2"]);
+        assert!(!roles[&10].quiet, "not allowed, so never quiet");
+        assert_eq!(roles[&9].numa_node, Some(1));
+        assert!(cpu_roles(&MachineLayout::default()).is_empty());
+    }
+
+    /// Layouts built the way the agent is meant to, from files captured on real machines.
+    mod fixtures {
+        use std::cmp::Reverse;
+
+        use quietbench_host::HostRoot;
+        use quietbench_host::interrupts::{
+            InterruptTable, IrqId, QueueDirection, interrupt_deltas, nic_queue_irqs,
+            parse_interrupts, read_interrupts, servicing_cpus,
+        };
+        use quietbench_host::topology::{Topology, read_topology};
+
+        use super::*;
+
+        fn root(name: &str) -> HostRoot {
+            HostRoot::at(format!(
+                "{}/../quietbench-host/tests/fixtures/{name}",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+        }
+
+        /// NIC queues from the handler names, each serviced by the CPUs whose count grew
+        /// between the samples (most first); the load is every per-CPU count that grew.
+        /// Transmit-only queues (virtio `output.N`) are left out: their interrupts follow the
+        /// sending CPU, not where a flow's packets arrive, and `NicQueueCpus` has no direction,
+        /// so `virtio2 queue 0` would name both.
+        fn layout_from(
+            before: &InterruptTable,
+            after: &InterruptTable,
+            topology: Option<&Topology>,
+            nic_node: Option<u32>,
+        ) -> MachineLayout {
+            let deltas = interrupt_deltas(before, after).unwrap();
+            let mut nic_queues = Vec::new();
+            for q in nic_queue_irqs(after) {
+                if q.queue.direction == QueueDirection::Tx {
+                    continue;
+                }
+                let delta = deltas.iter().find(|d| d.id == IrqId::Number(q.irq));
+                let mut per_cpu = delta.map(|d| d.per_cpu.clone()).unwrap_or_default();
+                per_cpu.sort_by_key(|&(cpu, n)| (Reverse(n), cpu));
+                let mut cpus: Vec<u32> = per_cpu.iter().map(|&(cpu, _)| cpu).collect();
+                let mut ascending = cpus.clone();
+                ascending.sort_unstable();
+                assert_eq!(ascending, delta.map(servicing_cpus).unwrap_or_default());
+                cpus.dedup();
+                nic_queues.push(NicQueueCpus {
+                    device: q.queue.device,
+                    queue: q.queue.queue,
+                    cpus,
+                    numa_node: nic_node,
+                });
+            }
+            let mut interrupt_load = BTreeMap::new();
+            for &(cpu, n) in deltas.iter().flat_map(|d| &d.per_cpu) {
+                *interrupt_load.entry(cpu).or_insert(0) += n;
+            }
+            let mut layout = MachineLayout {
+                allowed_cpus: after.cpus.clone(),
+                nic_queues,
+                interrupt_load,
+                ..MachineLayout::default()
+            };
+            if let Some(t) = topology {
+                for &cpu in &after.cpus {
+                    let s = t.smt_siblings_of(cpu);
+                    if !s.is_empty() {
+                        layout.smt_siblings.insert(cpu, s);
+                    }
+                    if let Some(node) = t.node_of(cpu) {
+                        layout.numa_node.insert(cpu, node);
+                    }
+                }
+            }
+            layout
+        }
+
+        /// The development VM: 2 vCPUs, no SMT, node 0; virtio-net's input queue (IRQ 38)
+        /// fired on CPU 1 between the two samples.
+        fn kvm_layout() -> MachineLayout {
+            let root = root("kvm-2vcpu-xeon");
+            let online = read_interrupts(&root).unwrap().cpus;
+            let sample = |name: &str| {
+                parse_interrupts(&root.read(&format!("/proc-samples/{name}")).unwrap()).unwrap()
+            };
+            let (topology, unreadable) = read_topology(&root, &online);
+            assert!(unreadable.is_empty(), "{unreadable:?}");
+            let nic = root
+                .read("/sys/devices/pci0000:00/0000:00:03.0/numa_node")
+                .unwrap();
+            let nic_node = u32::try_from(nic.trim().parse::<i64>().unwrap()).ok();
+            layout_from(
+                &sample("interrupts-t0"),
+                &sample("interrupts-t1"),
+                Some(&topology),
+                nic_node,
+            )
+        }
+
+        #[test]
+        fn the_2_vcpu_vm_has_no_quiet_cpu_so_compute_goes_to_the_rss_cpu() {
+            let l = kvm_layout();
+            assert_eq!(l.allowed_cpus, vec![0, 1]);
+            assert_eq!(l.nic_queues, vec![queue("virtio2", 0, &[1], None)]);
+            assert!(l.smt_siblings.is_empty());
+            assert_eq!(l.numa_node, [(0, 0), (1, 0)].into());
+            assert_eq!(l.interrupt_load, [(0, 222), (1, 150)].into());
+
+            let roles = cpu_roles(&l);
+            assert!(roles[&0].housekeeping && !roles[&0].quiet);
+            assert_eq!(roles[&1].rss_queues, vec!["virtio2 queue 0"]);
+            assert!(!roles[&1].quiet);
+
+            let p = compute(&l, 1);
+            assert_eq!(
+                (p.policy, &p.thread_cpus),
+                (PlacementPolicy::QuietFirst, &vec![1])
+            );
+            assert_eq!(
+                p.notes,
+                vec![
+                    "no quiet CPU: thread 0 on CPU 1, which services NIC queue virtio2 queue 0 (150 interrupts in the observation window)"
+                ]
+            );
+            let p = compute(&l, 2);
+            assert_eq!(p.thread_cpus, vec![1, 0]);
+            assert!(p.notes[1].starts_with(
+                "thread 1 on CPU 0, the housekeeping CPU that the agent's own runtime uses: the other allowed CPU already runs a probe thread"
+            ));
+
+            let p = network(&l, 1);
+            assert_eq!((p.policy, &p.thread_cpus), (PlacementPolicy::Rss, &vec![1]));
+            assert!(p.notes.is_empty(), "{:?}", p.notes);
+            let p = network(&l, 2);
+            assert_eq!(p.thread_cpus, vec![1, 1]);
+            assert!(p.shares_cpus);
+        }
+
+        /// EC2 with 3 ENA NICs × 4 combined queues on 4 vCPUs. One sample: the counts since
+        /// boot are the evidence (a delta from an empty table), so every CPU that ever took a
+        /// queue's interrupt services it, and every CPU is an RSS CPU.
+        fn ena_layout() -> MachineLayout {
+            let table = read_interrupts(&root("public/ec2-ena-3nic-4vcpu")).unwrap();
+            let boot = InterruptTable {
+                cpus: table.cpus.clone(),
+                lines: Vec::new(),
+            };
+            layout_from(&boot, &table, None, None)
+        }
+
+        #[test]
+        fn on_ec2_ena_every_cpu_is_rss_so_compute_takes_the_least_interrupted() {
+            let l = ena_layout();
+            assert_eq!(l.allowed_cpus, vec![0, 1, 2, 3]);
+            assert_eq!(l.nic_queues.len(), 12);
+            assert_eq!(l.nic_queues[0], queue("eth0", 0, &[3, 0], None));
+            assert_eq!(l.nic_queues[1], queue("eth0", 1, &[1, 2, 0], None));
+            // eth2's queues 1 and 3 never fired: no CPU services them.
+            assert_eq!(l.nic_queues[9], queue("eth2", 1, &[], None));
+            assert_eq!(
+                l.interrupt_load,
+                [(0, 88663571), (1, 98530446), (2, 89899617), (3, 95834241)].into()
+            );
+
+            let roles = cpu_roles(&l);
+            assert!(roles.values().all(|r| !r.quiet && !r.rss_queues.is_empty()));
+            assert_eq!(
+                roles[&3].rss_queues,
+                vec![
+                    "eth0 queue 0",
+                    "eth0 queue 3",
+                    "eth1 queue 0",
+                    "eth1 queue 3"
+                ]
+            );
+
+            let p = compute(&l, 3);
+            assert_eq!(p.thread_cpus, vec![2, 3, 1]);
+            assert_eq!(
+                p.notes[0],
+                "no quiet CPU: thread 0 on CPU 2, which services NIC queues eth0 queue 1, eth0 queue 3, eth1 queue 0, eth1 queue 2 and 1 more (89899617 interrupts in the observation window)"
+            );
+            assert_eq!(compute(&l, 4).thread_cpus, vec![2, 3, 1, 0]);
+        }
+
+        #[test]
+        fn on_ec2_ena_network_takes_one_cpu_per_queue_in_queue_order() {
+            let l = ena_layout();
+            // eth0 queue 0 → CPU 3, queue 1 → CPU 1 then 2; CPU 0 is housekeeping.
+            let p = network(&l, 3);
+            assert_eq!(
+                (p.policy, &p.thread_cpus),
+                (PlacementPolicy::Rss, &vec![3, 1, 2])
+            );
+            assert!(p.notes[0].starts_with("CPU 0 services NIC queues eth0 queue 0"));
+            assert_eq!(p.notes.len(), 1);
+            let p = network(&l, 8);
+            assert_eq!(p.thread_cpus, vec![3, 1, 2, 3, 1, 2, 3, 1]);
+            assert!(p.shares_cpus);
+        }
+    }
+
+    /// Random layouts: 1..64 CPUs, SMT groups of 1, 2 or 4 (some listed one way only), random
+    /// NUMA nodes, loads and NIC queues (some on CPUs outside the affinity), random requests.
+    mod properties {
+        use proptest::collection::{btree_map, btree_set, vec};
+        use proptest::prelude::*;
+        use proptest::sample::Index;
+
+        use super::*;
+
+        type QueueSeed = (usize, Option<u32>, Vec<Index>, Vec<u32>, Option<u32>);
+
+        fn arb_queue() -> impl Strategy<Value = QueueSeed> {
+            (
+                0usize..3,
+                proptest::option::weighted(0.9, 0u32..8),
+                vec(any::<Index>(), 0..4),
+                vec(96u32..100, 0..2),
+                proptest::option::of(0u32..3),
+            )
+        }
+
+        fn arb_case() -> impl Strategy<Value = (MachineLayout, PlacementRequest)> {
+            btree_set(0u32..96, 1..=64)
+                .prop_flat_map(|ids| {
+                    let cpus: Vec<u32> = ids.into_iter().collect();
+                    let n = cpus.len();
+                    (
+                        Just(cpus.clone()),
+                        Just(cpus).prop_shuffle(),
+                        vec(
+                            prop_oneof![3 => Just(1usize), 6 => Just(2), 1 => Just(4)],
+                            n,
+                        ),
+                        vec(any::<bool>(), n),
+                        vec(proptest::bool::weighted(0.85), n),
+                        vec(proptest::option::of(0u32..3), n),
+                        vec(proptest::option::of(0u64..1_000), n),
+                        vec(arb_queue(), 0..8),
+                        (
+                            1usize..=140,
+                            any::<bool>(),
+                            prop_oneof![3 => Just(Vec::new()), 1 => vec(any::<Index>(), 1..5)],
+                        ),
+                    )
+                })
+                .prop_map(
+                    |(cpus, shuffled, sizes, both_ways, mask, numa, load, queues, req)| {
+                        let mut l = MachineLayout::default();
+                        let mut rest = &shuffled[..];
+                        for (k, &size) in sizes.iter().enumerate() {
+                            let (group, tail) = rest.split_at(size.min(rest.len()));
+                            for &a in group {
+                                for &b in group.iter().filter(|&&b| b != a) {
+                                    if both_ways[k] || a < b {
+                                        l.smt_siblings.entry(a).or_default().push(b);
+                                    }
+                                }
+                            }
+                            rest = tail;
+                        }
+                        // The affinity in a random order: the planner must sort it.
+                        l.allowed_cpus = shuffled
+                            .iter()
+                            .zip(&mask)
+                            .filter(|(_, keep)| **keep)
+                            .map(|(&c, _)| c)
+                            .collect();
+                        if l.allowed_cpus.is_empty() {
+                            l.allowed_cpus.push(cpus[0]);
+                        }
+                        for (i, &cpu) in cpus.iter().enumerate() {
+                            if let Some(node) = numa[i] {
+                                l.numa_node.insert(cpu, node);
+                            }
+                            if let Some(n) = load[i] {
+                                l.interrupt_load.insert(cpu, n);
+                            }
+                        }
+                        for (device, queue, picks, outside, node) in queues {
+                            let mut q_cpus: Vec<u32> =
+                                picks.iter().map(|p| cpus[p.index(cpus.len())]).collect();
+                            q_cpus.extend(outside);
+                            l.nic_queues.push(NicQueueCpus {
+                                device: format!("eth{device}"),
+                                queue,
+                                cpus: q_cpus,
+                                numa_node: node,
+                            });
+                        }
+                        let (threads, network, picks) = req;
+                        let allowed = &l.allowed_cpus;
+                        let request = PlacementRequest {
+                            threads,
+                            kind: if network {
+                                WorkKind::Network
+                            } else {
+                                WorkKind::Compute
+                            },
+                            explicit_cpus: picks
+                                .iter()
+                                .map(|p| allowed[p.index(allowed.len())])
+                                .collect(),
+                        };
+                        (l, request)
+                    },
+                )
+        }
+
+        /// The roles recomputed from the definitions, independently of the planner's code.
+        /// The random SMT groups are cliques, so a core is a CPU and its listed siblings.
+        struct Model {
+            allowed: BTreeSet<u32>,
+            hk: u32,
+            rss: BTreeSet<u32>,
+            siblings: BTreeMap<u32, BTreeSet<u32>>,
+            load: BTreeMap<u32, u64>,
+        }
+
+        impl Model {
+            fn new(l: &MachineLayout) -> Self {
+                let allowed: BTreeSet<u32> = l.allowed_cpus.iter().copied().collect();
+                let mut siblings: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
+                for (&a, list) in &l.smt_siblings {
+                    for &b in list {
+                        siblings.entry(a).or_default().insert(b);
+                        siblings.entry(b).or_default().insert(a);
+                    }
+                }
+                Model {
+                    hk: *allowed.first().unwrap(),
+                    allowed,
+                    rss: l.nic_queues.iter().flat_map(|q| q.cpus.clone()).collect(),
+                    siblings,
+                    load: l.interrupt_load.clone(),
+                }
+            }
+            fn core(&self, cpu: u32) -> u32 {
+                let s = self.siblings.get(&cpu);
+                s.into_iter().flatten().copied().chain([cpu]).min().unwrap()
+            }
+            fn busy(&self, cpu: u32) -> bool {
+                cpu == self.hk || self.rss.contains(&cpu)
+            }
+            fn quiet(&self, cpu: u32) -> bool {
+                let sibs = self.siblings.get(&cpu).into_iter().flatten();
+                self.allowed.contains(&cpu)
+                    && !self.busy(cpu)
+                    && !sibs.into_iter().any(|&s| self.busy(s))
+            }
+            fn others(&self) -> impl Iterator<Item = u32> + '_ {
+                self.allowed.iter().copied().filter(|&c| c != self.hk)
+            }
+            fn key(&self, cpu: u32) -> (u64, u32) {
+                (self.load.get(&cpu).copied().unwrap_or(0), cpu)
+            }
+        }
+
+        fn check(
+            l: &MachineLayout,
+            r: &PlacementRequest,
+            p: &PlacementPlan,
+        ) -> Result<(), TestCaseError> {
+            let m = Model::new(l);
+            let cpus = &p.thread_cpus;
+            prop_assert_eq!(cpus.len(), r.threads);
+            prop_assert!(cpus.iter().all(|c| m.allowed.contains(c)));
+            prop_assert_eq!(&p.housekeeping_cpus, &vec![m.hk]);
+            let used: BTreeSet<u32> = cpus.iter().copied().collect();
+            prop_assert_eq!(p.shares_cpus, used.len() < cpus.len());
+            if p.shares_cpus {
+                prop_assert!(!p.notes.is_empty());
+            }
+            if !r.explicit_cpus.is_empty() {
+                prop_assert_eq!(p.policy, PlacementPolicy::Explicit);
+                for (i, &cpu) in cpus.iter().enumerate() {
+                    prop_assert_eq!(cpu, r.explicit_cpus[i % r.explicit_cpus.len()]);
+                }
+                return Ok(());
+            }
+            // The housekeeping CPU is a last resort, and always said.
+            if used.contains(&m.hk) {
+                prop_assert!(r.threads >= m.allowed.len());
+                prop_assert!(p.notes.iter().any(|n| n.contains("housekeeping CPU")));
+            }
+            let targets: BTreeSet<u32> = m.others().filter(|c| m.rss.contains(c)).collect();
+            match p.policy {
+                PlacementPolicy::Explicit => prop_assert!(false, "explicit without a list"),
+                PlacementPolicy::Rss => {
+                    prop_assert_eq!(r.kind, WorkKind::Network);
+                    prop_assert!(used.is_subset(&targets));
+                    // One thread per RSS CPU until they run out, then wrap.
+                    prop_assert_eq!(used.len(), r.threads.min(targets.len()));
+                }
+                PlacementPolicy::QuietFirst => {
+                    if r.kind == WorkKind::Network {
+                        prop_assert!(targets.is_empty());
+                        prop_assert!(p.notes.iter().any(|n| n.starts_with("no RSS CPU")));
+                    }
+                    // No two threads share a CPU while an allowed CPU is unused.
+                    prop_assert_eq!(used.len(), r.threads.min(m.allowed.len()));
+                    let busy_cores: BTreeSet<u32> = used.iter().map(|&c| m.core(c)).collect();
+                    let has_thread = |c: u32| busy_cores.contains(&m.core(c));
+                    // No two threads on one core while a core with an allowed
+                    // non-housekeeping CPU runs none.
+                    if busy_cores.len() < used.len() {
+                        prop_assert!(m.others().all(has_thread));
+                    }
+                    // Quiet CPUs first: any other CPU only once every quiet core runs a thread.
+                    if used.iter().any(|&c| c != m.hk && !m.quiet(c)) {
+                        prop_assert!(m.others().filter(|&c| m.quiet(c)).all(has_thread));
+                    }
+                    // RSS CPUs after every non-RSS core runs a thread.
+                    if used.iter().any(|c| m.rss.contains(c) && *c != m.hk) {
+                        prop_assert!(m.others().filter(|c| !m.rss.contains(c)).all(has_thread));
+                    }
+                    // Among quiet CPUs on distinct cores: lowest load, then lowest id.
+                    for &a in used.iter().filter(|&&c| m.quiet(c)) {
+                        for b in m.others().filter(|&c| m.quiet(c) && !has_thread(c)) {
+                            prop_assert!(m.key(a) < m.key(b), "CPU {} used before {}", a, b);
+                        }
+                    }
+                    // Every thread off a quiet CPU is explained.
+                    if used.iter().any(|&c| !m.quiet(c)) {
+                        prop_assert!(!p.notes.is_empty());
+                    }
+                }
+            }
+            Ok(())
+        }
+
+        fn arb_cpu() -> impl Strategy<Value = u32> {
+            prop_oneof![0u32..16, Just(u32::MAX), any::<u32>()]
+        }
+
+        proptest! {
+            #[test]
+            fn plans_keep_their_invariants((layout, request) in arb_case()) {
+                let p = plan(&layout, &request).unwrap();
+                check(&layout, &request, &p)?;
+                // The order the affinity is listed in changes nothing.
+                let mut sorted = layout.clone();
+                sorted.allowed_cpus.sort_unstable();
+                prop_assert_eq!(plan(&sorted, &request).unwrap(), p);
+                let roles = cpu_roles(&layout);
+                prop_assert_eq!(roles.values().filter(|r| r.housekeeping).count(), 1);
+                let model = Model::new(&layout);
+                for (&cpu, r) in &roles {
+                    prop_assert_eq!(r.quiet, model.quiet(cpu), "CPU {}", cpu);
+                    prop_assert_eq!(!r.rss_queues.is_empty(), model.rss.contains(&cpu));
+                }
+            }
+
+            #[test]
+            fn planning_never_panics_and_errors_are_the_right_ones(
+                allowed in vec(arb_cpu(), 0..8),
+                smt_siblings in btree_map(arb_cpu(), vec(arb_cpu(), 0..4), 0..8),
+                numa_node in btree_map(arb_cpu(), arb_cpu(), 0..8),
+                queues in vec((".{0,4}", proptest::option::of(any::<u32>()), vec(arb_cpu(), 0..4), proptest::option::of(arb_cpu())), 0..6),
+                interrupt_load in btree_map(arb_cpu(), any::<u64>(), 0..8),
+                threads in prop_oneof![0usize..300, Just(MAX_THREADS + 1), Just(usize::MAX)],
+                network in any::<bool>(),
+                explicit_cpus in vec(arb_cpu(), 0..4),
+            ) {
+                let layout = MachineLayout {
+                    allowed_cpus: allowed.clone(),
+                    smt_siblings,
+                    numa_node,
+                    nic_queues: queues
+                        .into_iter()
+                        .map(|(device, queue, cpus, numa_node)| NicQueueCpus { device, queue, cpus, numa_node })
+                        .collect(),
+                    interrupt_load,
+                };
+                let kind = if network { WorkKind::Network } else { WorkKind::Compute };
+                let request = PlacementRequest { threads, kind, explicit_cpus: explicit_cpus.clone() };
+                let roles = cpu_roles(&layout);
+                prop_assert!(allowed.iter().all(|c| roles.contains_key(c)));
+                let result = plan(&layout, &request);
+                let not_allowed = explicit_cpus.iter().find(|c| !allowed.contains(c));
+                match result {
+                    Err(PlacementError::NoThreads) => prop_assert_eq!(threads, 0),
+                    Err(PlacementError::TooManyThreads { .. }) => prop_assert!(threads > MAX_THREADS),
+                    Err(PlacementError::NoAllowedCpus) => prop_assert!(allowed.is_empty() && threads > 0),
+                    Err(PlacementError::CpuNotAllowed { cpu, .. }) => prop_assert_eq!(Some(&cpu), not_allowed),
+                    Ok(p) => {
+                        prop_assert!(threads > 0 && !allowed.is_empty() && not_allowed.is_none());
+                        prop_assert_eq!(p.thread_cpus.len(), threads);
+                        prop_assert!(p.thread_cpus.iter().all(|c| allowed.contains(c)));
+                    }
+                }
+            }
+        }
     }
 }

@@ -26,6 +26,10 @@ pub struct TrialSettings {
     pub interval: Duration,
     /// The planned CPU of each thread (`plan.thread_cpus.len()` threads run).
     pub plan: PlacementPlan,
+    /// When set, threads are not pinned to their planned CPU but allowed on all of these, and
+    /// the scheduler places them: the "no placement" baseline that placement is measured
+    /// against.
+    pub unpinned: Option<Vec<u32>>,
 }
 
 /// Where one probe thread ended up, read back from the kernel after pinning.
@@ -164,9 +168,14 @@ pub fn run_trial(
                 return Err(RunError::Setup(message));
             }
         };
+        let pin_to = match &settings.unpinned {
+            Some(cpus) => cpus.clone(),
+            None => vec![cpu],
+        };
         let worker = Worker {
             thread,
             cpu,
+            pin_to,
             workload,
             duration: settings.duration,
             interval: settings.interval,
@@ -560,6 +569,7 @@ mod tests {
                 duration: Duration::from_millis(duration_ms),
                 interval: Duration::from_millis(interval_ms),
                 plan,
+                unpinned: None,
             },
         )
     }

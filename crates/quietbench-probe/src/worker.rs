@@ -69,6 +69,8 @@ pub(crate) struct Chunk {
 pub(crate) struct Worker {
     pub thread: usize,
     pub cpu: u32,
+    /// The affinity to set: `[cpu]`, or every allowed CPU for an unpinned baseline.
+    pub pin_to: Vec<u32>,
     pub workload: Box<dyn Workload>,
     pub duration: Duration,
     pub interval: Duration,
@@ -107,10 +109,12 @@ impl Worker {
     }
 
     fn pin(&self) -> Result<ThreadPlacement, String> {
-        pin_current_thread(&[self.cpu]).map_err(|e| {
+        pin_current_thread(&self.pin_to).map_err(|e| {
+            let cpus: Vec<String> = self.pin_to.iter().map(u32::to_string).collect();
             format!(
                 "cannot pin probe thread {} to CPU {}: {e}",
-                self.thread, self.cpu
+                self.thread,
+                cpus.join(",")
             )
         })?;
         let affinity_cpus = current_thread_affinity().map_err(|e| e.to_string())?;

@@ -114,6 +114,8 @@ pub struct SettingsJson {
     pub cpus: Vec<u32>,
     /// --tune: hosts tuned before the run, restored after.
     pub tune: bool,
+    /// --unpinned: probe threads not pinned (a baseline for placement).
+    pub unpinned: bool,
 }
 
 /// A host and its fingerprint.
@@ -187,6 +189,26 @@ pub struct FingerprintJson {
     pub hostname: Option<String>,
     /// What could not be read, and why.
     pub unreadable: Vec<String>,
+    /// CPU feature flags.
+    pub cpu_flags: Vec<String>,
+    /// Sockets, cores, SMT, NUMA nodes, caches.
+    pub topology: Option<pb::Topology>,
+    /// Kernel settings that change measurements.
+    pub kernel: Option<pb::KernelSettings>,
+    /// Network interfaces.
+    pub nics: Vec<pb::Nic>,
+    /// Block devices.
+    pub block_devices: Vec<pb::BlockDevice>,
+    /// NIC queue interrupts and the CPUs that serviced them.
+    pub nic_queues: Vec<pb::NicQueue>,
+    /// Each CPU's role for placement.
+    pub cpu_roles: Vec<pb::CpuRole>,
+    /// Host controls available to `prepare`.
+    pub controls: Vec<pb::ControlAvailability>,
+    /// EC2 identity; null off EC2.
+    pub instance: Option<pb::InstanceIdentity>,
+    /// Steal share of all CPU time since boot.
+    pub steal_fraction_since_boot: Option<f64>,
 }
 
 /// One trial.
@@ -230,6 +252,10 @@ pub struct PlacementJson {
     /// True when every thread's read-back affinity is exactly its planned CPU and it was seen
     /// running there.
     pub matches_plan: bool,
+    /// The planner's compromises, e.g. "no quiet CPU: thread 0 on CPU 1, which services ...".
+    pub notes: Vec<String>,
+    /// True when two probe threads share a CPU.
+    pub shares_cpus: bool,
 }
 
 /// One probe thread's placement.
@@ -335,6 +361,7 @@ pub fn build(run: &RunRecord) -> Report {
             interval_s: run.settings.interval_ms as f64 / 1000.0,
             cpus: run.settings.cpus.clone(),
             tune: run.settings.tune,
+            unpinned: run.settings.unpinned,
         },
         hosts: run
             .hosts
@@ -379,6 +406,16 @@ pub fn fingerprint(fp: &pb::Fingerprint) -> FingerprintJson {
         clocksource: non_empty(&fp.clocksource),
         hostname: non_empty(&fp.hostname),
         unreadable: fp.unreadable.clone(),
+        cpu_flags: fp.cpu_flags.clone(),
+        topology: fp.topology.clone(),
+        kernel: fp.kernel.clone(),
+        nics: fp.nics.clone(),
+        block_devices: fp.block_devices.clone(),
+        nic_queues: fp.nic_queues.clone(),
+        cpu_roles: fp.cpu_roles.clone(),
+        controls: fp.controls.clone(),
+        instance: fp.instance.clone(),
+        steal_fraction_since_boot: fp.steal_fraction_since_boot,
     }
 }
 
@@ -425,6 +462,8 @@ fn placement(p: &pb::Placement) -> PlacementJson {
             })
             .collect(),
         matches_plan: placement_matches_plan(p),
+        notes: p.notes.clone(),
+        shares_cpus: p.shares_cpus,
     }
 }
 

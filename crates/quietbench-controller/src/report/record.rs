@@ -58,6 +58,8 @@ pub struct RunSettings {
     pub cpus: Vec<u32>,
     /// --tune: hosts are tuned before and restored after.
     pub tune: bool,
+    /// --unpinned: the scheduler places probe threads (a baseline for placement).
+    pub unpinned: bool,
 }
 
 /// One decoded histogram with its bookkeeping.

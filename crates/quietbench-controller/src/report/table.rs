@@ -71,8 +71,12 @@ pub fn placement_line(p: &pb::Placement) -> String {
         threads.join("; "),
         housekeeping.join(",")
     );
-    if !placement_matches_plan(p) {
+    if p.policy != "unpinned" && !placement_matches_plan(p) {
         line.push_str("  WARNING: read-back placement differs from the plan");
+    }
+    for note in &p.notes {
+        line.push_str("\n  placement note: ");
+        line.push_str(note);
     }
     line
 }
