@@ -75,6 +75,14 @@ pub fn event_metrics(report: &IntervalReport) -> Result<Vec<pb::Metric>, String>
             value: Some(v.events_per_sec),
             histogram: None,
         });
+        if let (Some(t), Some(value)) = (v.variant.throughput, v.throughput) {
+            metrics.push(pb::Metric {
+                name: t.metric.into(),
+                unit: t.unit.into(),
+                value: Some(value),
+                histogram: None,
+            });
+        }
         metrics.push(pb::Metric {
             name: v.variant.latency_metric.into(),
             unit: "ns".into(),

@@ -180,11 +180,19 @@ fn supervise(
             message: err.to_string(),
         }),
         (Ok(outcome), None) => match convert::event_metrics(&outcome.total) {
-            Ok(metrics) => pb::probe_event::Event::Result(pb::ProbeResult {
+            Ok(mut metrics) => pb::probe_event::Event::Result(pb::ProbeResult {
+                metrics: {
+                    metrics.extend(outcome.counters.iter().map(|c| pb::Metric {
+                        name: c.name.into(),
+                        unit: c.unit.into(),
+                        value: Some(c.value),
+                        histogram: None,
+                    }));
+                    metrics
+                },
                 trial_id: job.trial_id.clone(),
                 start_unix_ns: convert::unix_ns(outcome.total.start),
                 end_unix_ns: convert::unix_ns(outcome.total.end),
-                metrics,
                 placement: Some(convert::placement(
                     &job.plan,
                     &outcome.placements,

@@ -5,15 +5,21 @@
 
 use std::collections::BTreeMap;
 
-use crate::Workload;
+use std::sync::Arc;
+
 use crate::primes::PrimesWorkload;
 use crate::spawn::SpawnWorkload;
+use crate::{RateBasis, Variant, Workload};
 
 /// Names of every probe, for help and error messages.
 pub const PROBE_NAMES: &[&str] = &["cpu.primes", "cpu.spawn"];
 
+/// Makes one thread's workload; given the thread index.
+pub type WorkloadFactory =
+    Arc<dyn Fn(usize) -> Result<Box<dyn Workload>, String> + Send + Sync + 'static>;
+
 /// A probe request with its parameters checked and defaults applied.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ProbeSpec {
     /// Probe name, e.g. `cpu.primes`.
     pub name: &'static str,
@@ -21,38 +27,50 @@ pub struct ProbeSpec {
     pub threads: usize,
     /// Every parameter after defaults, as text, for the report.
     pub resolved_params: BTreeMap<String, String>,
-    kind: ProbeKind,
+    /// The variants of the probe's samples (their metric names).
+    pub variants: &'static [Variant],
+    /// How per-variant rates are computed.
+    pub basis: RateBasis,
+    /// Makes each thread's workload.
+    pub factory: WorkloadFactory,
 }
 
-#[derive(Debug, Clone)]
-enum ProbeKind {
-    CpuPrimes {
-        max_prime: u64,
-    },
-    /// Spawns this program (the agent's own binary) in its do-nothing mode.
-    CpuSpawn {
-        program: std::path::PathBuf,
-    },
+impl std::fmt::Debug for ProbeSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProbeSpec")
+            .field("name", &self.name)
+            .field("threads", &self.threads)
+            .field("resolved_params", &self.resolved_params)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ProbeSpec {
     /// The variants of this probe's events (their metric names).
-    pub fn variants(&self) -> &'static [crate::Variant] {
-        match self.kind {
-            ProbeKind::CpuPrimes { .. } => &[crate::Variant::EVENTS],
-            ProbeKind::CpuSpawn { .. } => crate::spawn::VARIANTS,
-        }
+    pub fn variants(&self) -> &'static [Variant] {
+        self.variants
     }
 
-    /// A fresh workload for one probe thread.
-    pub fn workload(&self) -> Result<Box<dyn Workload>, String> {
-        match &self.kind {
-            ProbeKind::CpuPrimes { max_prime } => Ok(Box::new(PrimesWorkload {
-                max_prime: *max_prime,
-            })),
-            ProbeKind::CpuSpawn { program } => Ok(Box::new(SpawnWorkload::new(program)?)),
-        }
+    /// How this probe's per-variant rates are computed.
+    pub fn rate_basis(&self) -> RateBasis {
+        self.basis
     }
+
+    /// A fresh workload for probe thread `thread`.
+    pub fn workload(&self, thread: usize) -> Result<Box<dyn Workload>, String> {
+        (self.factory)(thread)
+    }
+}
+
+/// An integer parameter: name, default, minimum, maximum, meaning.
+pub type IntParam = (&'static str, u64, u64, u64, &'static str);
+
+/// Integer parameters after defaults, as text for the report.
+pub fn as_text(values: &BTreeMap<&'static str, u64>) -> BTreeMap<String, String> {
+    values
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 /// A probe name or parameter was refused.
@@ -144,16 +162,14 @@ pub fn resolve_probe(
         "cpu.primes" => {
             let name = "cpu.primes";
             let values = resolve_integers(name, PRIMES_PARAMS, params)?;
+            let max_prime = values["max_prime"];
             Ok(ProbeSpec {
                 name,
                 threads: values["threads"] as usize,
-                kind: ProbeKind::CpuPrimes {
-                    max_prime: values["max_prime"],
-                },
-                resolved_params: values
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
+                resolved_params: as_text(&values),
+                variants: &[Variant::EVENTS],
+                basis: RateBasis::Elapsed,
+                factory: Arc::new(move |_| Ok(Box::new(PrimesWorkload { max_prime }))),
             })
         }
         "cpu.spawn" => {
@@ -170,18 +186,19 @@ pub fn resolve_probe(
             Ok(ProbeSpec {
                 name,
                 threads: values["threads"] as usize,
-                kind: ProbeKind::CpuSpawn { program },
-                resolved_params: values
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
+                resolved_params: as_text(&values),
+                variants: crate::spawn::VARIANTS,
+                basis: RateBasis::OwnTime,
+                factory: Arc::new(move |_| Ok(Box::new(SpawnWorkload::new(&program)?))),
             })
         }
         other => Err(ParamError::UnknownProbe(other.to_string())),
     }
 }
 
-fn resolve_integers(
+/// Checks integer parameters against their table and applies defaults. Other modules' probes
+/// use it for their integer parameters.
+pub fn resolve_integers(
     probe: &'static str,
     table: &[(&'static str, u64, u64, u64, &str)],
     params: &BTreeMap<String, String>,

@@ -22,28 +22,113 @@ pub use runner::{
     VariantReport, run_trial,
 };
 
-/// A unit of probe work whose duration is one latency sample: one `event` is one sysbench
-/// "event" for cpu.primes, one fork+exec+wait for cpu.spawn. The measuring harness around it
-/// never allocates or locks; what the workload itself does is what it measures.
+/// A probe's work, driven by a probe thread's measuring loop. Each call of [`Workload::step`]
+/// does one unit of work and says what it measured: either one event the harness times around
+/// the call (cpu.primes, cpu.spawn), or samples the workload timed itself and put into
+/// [`Samples`] (an I/O completion's latency at queue depth 16, a round trip). The harness never
+/// allocates or locks; what the workload itself does is what it measures, and a workload must
+/// not allocate per step either unless allocation is what it measures.
 pub trait Workload: Send + 'static {
-    /// The variants this workload's events fall into, each reported as its own rate and
-    /// latency metric. Most workloads have one; cpu.spawn alternates ASLR on and off.
+    /// The variants of this workload's samples, each reported as its own metrics. Most have
+    /// one; cpu.spawn alternates ASLR on and off; a mixed disk probe has reads and writes.
     fn variants(&self) -> &'static [Variant] {
         &[Variant::EVENTS]
     }
 
-    /// Runs one event and says which variant it was (an index into [`Workload::variants`]),
-    /// or `None` when the event failed: the trial then stops and [`Workload::take_error`] says
-    /// why.
-    fn event(&mut self) -> Option<usize>;
+    /// How per-variant rates are computed (see [`RateBasis`]).
+    fn rate_basis(&self) -> RateBasis {
+        RateBasis::Elapsed
+    }
 
-    /// Why the last event failed.
+    /// Runs one unit of work.
+    fn step(&mut self, samples: &mut Samples<'_>) -> Step;
+
+    /// Why the last step failed.
     fn take_error(&mut self) -> Option<String> {
         None
     }
+
+    /// Called once after the measuring loop, off the measured path: wait for work in flight,
+    /// close what was opened. Samples recorded here are not counted.
+    fn finish(&mut self) {}
+
+    /// Whole-trial figures the workload kept itself (TCP retransmits, the cold fraction of a
+    /// scan), read once after [`Workload::finish`]. Merged across threads as each says.
+    fn counters(&mut self) -> Vec<Counter> {
+        Vec::new()
+    }
 }
 
-/// The metric names of one variant of a workload's events.
+/// A whole-trial figure kept by a workload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Counter {
+    /// Metric name, e.g. "tcp_retransmits".
+    pub name: &'static str,
+    /// Unit, e.g. "segments", "us", "fraction".
+    pub unit: &'static str,
+    /// The value.
+    pub value: f64,
+    /// How threads' values combine.
+    pub merge: Merge,
+}
+
+/// How a counter's per-thread values combine into the trial's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Merge {
+    /// Added (retransmits, bytes).
+    Sum,
+    /// Averaged over the threads that reported it (RTT).
+    Mean,
+    /// The largest (worst) value.
+    Max,
+}
+
+/// What one [`Workload::step`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// One event of this variant, timed by the harness around the call, moving `bytes`.
+    Timed {
+        /// Index into [`Workload::variants`].
+        variant: usize,
+        /// Bytes moved (0 where the probe has no throughput).
+        bytes: u64,
+    },
+    /// The workload recorded its own samples (possibly none) into [`Samples`].
+    Recorded,
+    /// The workload has done all its work (a scan reached the end): the thread stops
+    /// measuring, normally, before the trial's duration is up.
+    Finished,
+    /// The step failed: the trial stops and [`Workload::take_error`] says why.
+    Failed,
+}
+
+/// How a variant's rate is computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateBasis {
+    /// Events over the thread's measured time: what sysbench, fio and iperf3 report. With
+    /// several variants running concurrently (reads and writes in flight together), each
+    /// variant's events over the same elapsed time.
+    Elapsed,
+    /// Events over the time spent in that variant's own events: for variants that alternate
+    /// one after another (cpu.spawn's ASLR on and off), so each rate is as if it ran alone.
+    OwnTime,
+}
+
+/// Where a workload records the samples it timed itself. Fixed-size histograms: recording
+/// never allocates.
+pub struct Samples<'a> {
+    rec: &'a mut worker::Recording,
+}
+
+impl Samples<'_> {
+    /// Records one sample of `variant`: its latency and the bytes it moved.
+    #[inline]
+    pub fn record(&mut self, variant: usize, latency_ns: u64, bytes: u64) {
+        self.rec.record(variant, latency_ns, bytes);
+    }
+}
+
+/// The metric names of one variant of a workload's samples.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Variant {
     /// The rate metric, e.g. "events_per_sec".
@@ -52,7 +137,22 @@ pub struct Variant {
     pub rate_unit: &'static str,
     /// The latency metric, e.g. "event_latency".
     pub latency_metric: &'static str,
+    /// The throughput metric, for variants that move bytes.
+    pub throughput: Option<Throughput>,
 }
+
+/// A throughput metric: bytes per second in a unit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Throughput {
+    /// e.g. "mb_per_sec", "gbit_per_sec".
+    pub metric: &'static str,
+    /// e.g. "MB/s", "Gbit/s".
+    pub unit: &'static str,
+    /// Bytes per unit: 1e6 for MB/s, 1.25e8 for Gbit/s.
+    pub bytes_per_unit: f64,
+}
+
+impl Eq for Throughput {}
 
 impl Variant {
     /// The single variant of most probes.
@@ -60,5 +160,6 @@ impl Variant {
         rate_metric: "events_per_sec",
         rate_unit: "events/s",
         latency_metric: "event_latency",
+        throughput: None,
     };
 }

@@ -95,11 +95,14 @@ pub struct PrimesWorkload {
 }
 
 impl Workload for PrimesWorkload {
-    fn event(&mut self) -> Option<usize> {
+    fn step(&mut self, _samples: &mut crate::Samples<'_>) -> crate::Step {
         // black_box on both sides: the optimizer must neither constant-fold the bound nor drop
         // the loop whose result nobody reads.
         black_box(sysbench_cpu_event(black_box(self.max_prime)));
-        Some(0)
+        crate::Step::Timed {
+            variant: 0,
+            bytes: 0,
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::histogram::new_latency_histogram;
 use crate::placement::PlacementPlan;
 use crate::worker::{Chunk, RECORDINGS_PER_THREAD, Recording, Worker};
-use crate::{ProbeSpec, Variant};
+use crate::{Counter, Merge, ProbeSpec, RateBasis, Variant};
 
 /// How long and where a trial runs.
 #[derive(Debug, Clone)]
@@ -62,6 +62,11 @@ pub struct VariantReport {
     pub latency_ns: Histogram<u64>,
     /// Samples clamped into the histogram's range.
     pub clamped: u64,
+    /// Bytes moved.
+    pub bytes: u64,
+    /// Bytes per second in the variant's throughput unit, for variants that have one, computed
+    /// like `events_per_sec`.
+    pub throughput: Option<f64>,
 }
 
 /// Measurements of one interval (or, in [`TrialOutcome::total`], of the whole trial).
@@ -106,6 +111,8 @@ pub struct TrialOutcome {
     pub intervals: u32,
     /// Stopped early by the cancel flag.
     pub cancelled: bool,
+    /// The workloads' own whole-trial figures, merged across threads.
+    pub counters: Vec<Counter>,
 }
 
 /// The trial could not run.
@@ -158,7 +165,7 @@ pub fn run_trial(
     for (thread, &cpu) in settings.plan.thread_cpus.iter().enumerate() {
         let (spare_tx, spare_rx) = mpsc::sync_channel(RECORDINGS_PER_THREAD);
         spare_returns.push(spare_tx.clone());
-        let workload = match spec.workload() {
+        let workload = match spec.workload(thread) {
             Ok(w) => w,
             Err(message) => {
                 exit_gate.open();
@@ -229,7 +236,7 @@ pub fn run_trial(
 
     start.wait();
     let clock = Clock::now();
-    let mut merger = Merger::new(threads, clock, spec.variants());
+    let mut merger = Merger::new(threads, clock, spec.variants(), spec.rate_basis());
     // Until every thread has sent its last chunk (or died: the channel then disconnects).
     let mut finished = vec![false; threads];
     while finished.iter().any(|f| !f) {
@@ -275,6 +282,7 @@ pub fn run_trial(
         placements,
         intervals: merger.emitted,
         total: merger.total(),
+        counters: merger.merged_counters(),
         cancelled: cancel.load(Ordering::Relaxed),
     })
 }
@@ -359,6 +367,8 @@ impl Clock {
 struct PendingVariant {
     hist: Histogram<u64>,
     events_per_sec: f64,
+    bytes_per_sec: f64,
+    bytes: u64,
     clamped: u64,
 }
 
@@ -376,26 +386,45 @@ fn pending_variants(n: usize) -> Vec<PendingVariant> {
         .map(|_| PendingVariant {
             hist: new_latency_histogram(),
             events_per_sec: 0.0,
+            bytes_per_sec: 0.0,
+            bytes: 0,
             clamped: 0,
         })
         .collect()
 }
 
-/// Events per second of one variant in one chunk (see [`VariantReport::events_per_sec`]).
-fn chunk_rate(rec: &Recording, variant: usize, chunk_seconds: f64) -> f64 {
-    let events = rec.hists[variant].len() as f64;
-    let seconds = if rec.hists.len() == 1 {
-        chunk_seconds
+/// The seconds one variant's rate divides by, for one thread over `elapsed` seconds
+/// (see [`RateBasis`]).
+fn rate_seconds(basis: RateBasis, elapsed: f64, own_ns: u64) -> f64 {
+    match basis {
+        RateBasis::Elapsed => elapsed,
+        RateBasis::OwnTime => own_ns as f64 / 1e9,
+    }
+}
+
+/// Events and bytes per second of one variant in one chunk.
+fn chunk_rates(
+    basis: RateBasis,
+    rec: &Recording,
+    variant: usize,
+    chunk_seconds: f64,
+) -> (f64, f64) {
+    let seconds = rate_seconds(basis, chunk_seconds, rec.sum_ns[variant]);
+    if seconds > 0.0 {
+        (
+            rec.hists[variant].len() as f64 / seconds,
+            rec.bytes[variant] as f64 / seconds,
+        )
     } else {
-        rec.sum_ns[variant] as f64 / 1e9
-    };
-    if seconds > 0.0 { events / seconds } else { 0.0 }
+        (0.0, 0.0)
+    }
 }
 
 /// Merges chunks into intervals, in order, and keeps the trial's totals.
 struct Merger {
     clock: Clock,
     variants: &'static [Variant],
+    basis: RateBasis,
     pending: BTreeMap<u32, Pending>,
     next: u32,
     emitted: u32,
@@ -404,17 +433,21 @@ struct Merger {
     thread_span: Vec<Option<(Instant, Instant)>>,
     thread_events: Vec<Vec<u64>>,
     thread_sum_ns: Vec<Vec<u64>>,
+    thread_bytes: Vec<Vec<u64>>,
     total: Vec<PendingVariant>,
     total_dropped: u64,
     error: Option<String>,
+    /// Per counter name: the values threads reported.
+    counters: Vec<(Counter, Vec<f64>)>,
 }
 
 impl Merger {
-    fn new(threads: usize, clock: Clock, variants: &'static [Variant]) -> Self {
+    fn new(threads: usize, clock: Clock, variants: &'static [Variant], basis: RateBasis) -> Self {
         let n = variants.len();
         Self {
             clock,
             variants,
+            basis,
             pending: BTreeMap::new(),
             next: 0,
             emitted: 0,
@@ -422,9 +455,11 @@ impl Merger {
             thread_span: vec![None; threads],
             thread_events: vec![vec![0; n]; threads],
             thread_sum_ns: vec![vec![0; n]; threads],
+            thread_bytes: vec![vec![0; n]; threads],
             total: pending_variants(n),
             total_dropped: 0,
             error: None,
+            counters: Vec::new(),
         }
     }
 
@@ -447,9 +482,14 @@ impl Merger {
             // Same bounds on both sides: adding cannot fail.
             let _ = pending.variants[v].hist.add(&rec.hists[v]);
             let _ = self.total[v].hist.add(&rec.hists[v]);
-            pending.variants[v].events_per_sec += chunk_rate(rec, v, seconds);
+            let (events_per_sec, bytes_per_sec) = chunk_rates(self.basis, rec, v, seconds);
+            pending.variants[v].events_per_sec += events_per_sec;
+            pending.variants[v].bytes_per_sec += bytes_per_sec;
+            pending.variants[v].bytes += rec.bytes[v];
+            self.total[v].bytes += rec.bytes[v];
             self.thread_events[chunk.thread][v] += rec.hists[v].len();
             self.thread_sum_ns[chunk.thread][v] += rec.sum_ns[v];
+            self.thread_bytes[chunk.thread][v] += rec.bytes[v];
         }
         // Clamping is counted per recording; it is reported on the first variant.
         pending.variants[0].clamped += rec.clamped;
@@ -467,6 +507,19 @@ impl Merger {
         }
         if chunk.error.is_some() && self.error.is_none() {
             self.error = chunk.error;
+        }
+        for counter in chunk.counters {
+            match self
+                .counters
+                .iter_mut()
+                .find(|(c, _)| c.name == counter.name)
+            {
+                Some((_, values)) => values.push(counter.value),
+                None => {
+                    let value = counter.value;
+                    self.counters.push((counter, vec![value]));
+                }
+            }
         }
         chunk.recording
     }
@@ -497,6 +550,10 @@ impl Merger {
                     variant,
                     events: p.hist.len(),
                     events_per_sec: p.events_per_sec,
+                    throughput: variant
+                        .throughput
+                        .map(|t| p.bytes_per_sec / t.bytes_per_unit),
+                    bytes: p.bytes,
                     latency_ns: p.hist,
                     clamped: p.clamped,
                 })
@@ -508,22 +565,35 @@ impl Merger {
         Some(report)
     }
 
+    /// The counters merged across threads.
+    fn merged_counters(&self) -> Vec<Counter> {
+        self.counters
+            .iter()
+            .map(|(c, values)| Counter {
+                value: match c.merge {
+                    Merge::Sum => values.iter().sum(),
+                    Merge::Mean => values.iter().sum::<f64>() / values.len().max(1) as f64,
+                    Merge::Max => values.iter().copied().fold(f64::MIN, f64::max),
+                },
+                ..c.clone()
+            })
+            .collect()
+    }
+
     fn total(&self) -> IntervalReport {
-        let single = self.variants.len() == 1;
-        let mut rates = vec![0.0; self.variants.len()];
+        let n = self.variants.len();
+        let mut rates = vec![0.0; n];
+        let mut byte_rates = vec![0.0; n];
         let mut start: Option<Instant> = None;
         let mut end: Option<Instant> = None;
         for (t, span) in self.thread_span.iter().enumerate() {
             let Some((s, e)) = *span else { continue };
             let elapsed = e.saturating_duration_since(s).as_secs_f64();
-            for (v, rate) in rates.iter_mut().enumerate() {
-                let seconds = if single {
-                    elapsed
-                } else {
-                    self.thread_sum_ns[t][v] as f64 / 1e9
-                };
+            for v in 0..n {
+                let seconds = rate_seconds(self.basis, elapsed, self.thread_sum_ns[t][v]);
                 if seconds > 0.0 {
-                    *rate += self.thread_events[t][v] as f64 / seconds;
+                    rates[v] += self.thread_events[t][v] as f64 / seconds;
+                    byte_rates[v] += self.thread_bytes[t][v] as f64 / seconds;
                 }
             }
             start = Some(start.map_or(s, |x| x.min(s)));
@@ -534,17 +604,18 @@ impl Merger {
             index: self.emitted,
             start,
             end: end.map_or(start, |e| self.clock.wall(e)),
-            variants: self
-                .total
-                .iter()
-                .zip(self.variants)
-                .zip(rates)
-                .map(|((p, &variant), events_per_sec)| VariantReport {
-                    variant,
-                    events: p.hist.len(),
-                    events_per_sec,
-                    latency_ns: p.hist.clone(),
-                    clamped: p.clamped,
+            variants: (0..n)
+                .map(|v| {
+                    let variant = self.variants[v];
+                    VariantReport {
+                        variant,
+                        events: self.total[v].hist.len(),
+                        events_per_sec: rates[v],
+                        throughput: variant.throughput.map(|t| byte_rates[v] / t.bytes_per_unit),
+                        bytes: self.total[v].bytes,
+                        latency_ns: self.total[v].hist.clone(),
+                        clamped: self.total[v].clamped,
+                    }
                 })
                 .collect(),
             dropped: self.total_dropped,

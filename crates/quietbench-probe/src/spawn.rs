@@ -12,7 +12,7 @@ use std::ffi::{CString, c_char};
 use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::Pid;
 
-use crate::{Variant, Workload};
+use crate::{RateBasis, Samples, Step, Variant, Workload};
 
 /// The argument that makes a quietbench binary exit at once, successfully.
 pub const NOOP_ARG: &str = "--quietbench-noop";
@@ -34,11 +34,13 @@ pub const VARIANTS: &[Variant] = &[
         rate_metric: "spawns_per_sec_aslr_on",
         rate_unit: "spawns/s",
         latency_metric: "spawn_latency_aslr_on",
+        throughput: None,
     },
     Variant {
         rate_metric: "spawns_per_sec_aslr_off",
         rate_unit: "spawns/s",
         latency_metric: "spawn_latency_aslr_off",
+        throughput: None,
     },
 ];
 
@@ -123,14 +125,22 @@ impl Workload for SpawnWorkload {
         VARIANTS
     }
 
-    fn event(&mut self) -> Option<usize> {
+    fn rate_basis(&self) -> RateBasis {
+        // ASLR on and off alternate: each rate over its own events' time, as if run alone.
+        RateBasis::OwnTime
+    }
+
+    fn step(&mut self, _samples: &mut Samples<'_>) -> Step {
         let aslr_off = self.next_aslr_off;
         self.next_aslr_off = !aslr_off;
         match self.spawn_once(aslr_off) {
-            Ok(()) => Some(usize::from(aslr_off)),
+            Ok(()) => Step::Timed {
+                variant: usize::from(aslr_off),
+                bytes: 0,
+            },
             Err(message) => {
                 self.error = Some(message);
-                None
+                Step::Failed
             }
         }
     }
@@ -148,22 +158,44 @@ mod tests {
     fn spawns_a_real_program_alternating_aslr() {
         // /bin/true ignores its argument, like our no-op mode.
         let mut w = SpawnWorkload::new(std::path::Path::new("/bin/true")).unwrap();
-        assert_eq!(w.event(), Some(0));
-        assert_eq!(w.event(), Some(1));
-        assert_eq!(w.event(), Some(0));
+        let mut rec = crate::worker::Recording::new(2);
+        let mut samples = Samples { rec: &mut rec };
+        assert_eq!(
+            w.step(&mut samples),
+            Step::Timed {
+                variant: 0,
+                bytes: 0
+            }
+        );
+        assert_eq!(
+            w.step(&mut samples),
+            Step::Timed {
+                variant: 1,
+                bytes: 0
+            }
+        );
+        assert_eq!(
+            w.step(&mut samples),
+            Step::Timed {
+                variant: 0,
+                bytes: 0
+            }
+        );
     }
 
     #[test]
     fn a_missing_program_is_an_error_not_a_number() {
         let mut w = SpawnWorkload::new(std::path::Path::new("/nonexistent/quietbench")).unwrap();
-        assert_eq!(w.event(), None);
+        let mut rec = crate::worker::Recording::new(2);
+        assert_eq!(w.step(&mut Samples { rec: &mut rec }), Step::Failed);
         assert!(w.take_error().unwrap().contains("cannot execute"));
     }
 
     #[test]
     fn a_failing_program_is_an_error() {
         let mut w = SpawnWorkload::new(std::path::Path::new("/bin/false")).unwrap();
-        assert_eq!(w.event(), None);
+        let mut rec = crate::worker::Recording::new(2);
+        assert_eq!(w.step(&mut Samples { rec: &mut rec }), Step::Failed);
         let error = w.take_error().unwrap();
         assert!(error.contains("ended abnormally"), "{error}");
     }

@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
-use crate::Workload;
 use crate::affinity::{current_cpu, current_thread_affinity, pin_current_thread};
 use crate::histogram::{new_latency_histogram, record_clamped};
 use crate::runner::{ExitGate, ThreadPlacement};
+use crate::{Counter, Samples, Step, Workload};
 
 /// Recordings per thread: one recording, the rest in flight or spare. Four gives the supervisor
 /// three intervals of slack before a thread must stretch an interval instead of swapping.
@@ -27,6 +27,7 @@ pub(crate) const RECORDINGS_PER_THREAD: usize = 4;
 pub(crate) struct Recording {
     pub hists: Vec<Histogram<u64>>,
     pub sum_ns: Vec<u64>,
+    pub bytes: Vec<u64>,
     pub clamped: u64,
 }
 
@@ -35,6 +36,7 @@ impl Recording {
         Self {
             hists: (0..variants).map(|_| new_latency_histogram()).collect(),
             sum_ns: vec![0; variants],
+            bytes: vec![0; variants],
             clamped: 0,
         }
     }
@@ -42,7 +44,17 @@ impl Recording {
     pub(crate) fn reset(&mut self) {
         self.hists.iter_mut().for_each(Histogram::reset);
         self.sum_ns.iter_mut().for_each(|s| *s = 0);
+        self.bytes.iter_mut().for_each(|s| *s = 0);
         self.clamped = 0;
+    }
+
+    /// One sample; an out-of-range variant goes to the last one rather than panicking.
+    #[inline]
+    pub(crate) fn record(&mut self, variant: usize, latency_ns: u64, bytes: u64) {
+        let v = variant.min(self.hists.len() - 1);
+        self.clamped += u64::from(record_clamped(&mut self.hists[v], latency_ns));
+        self.sum_ns[v] = self.sum_ns[v].saturating_add(latency_ns);
+        self.bytes[v] = self.bytes[v].saturating_add(bytes);
     }
 
     pub(crate) fn events(&self) -> u64 {
@@ -63,6 +75,8 @@ pub(crate) struct Chunk {
     pub last: bool,
     /// Set on the last chunk when the workload failed.
     pub error: Option<String>,
+    /// Set on the last chunk: the workload's own whole-trial figures.
+    pub counters: Vec<Counter>,
 }
 
 /// Everything a probe thread needs, moved into it at spawn.
@@ -129,7 +143,6 @@ impl Worker {
     }
 
     fn measure(&mut self, mut rec: Recording) {
-        let last_variant = rec.hists.len() - 1;
         let start = Instant::now();
         let end = start + self.duration;
         let mut boundary = start + self.interval;
@@ -139,15 +152,20 @@ impl Worker {
         let mut t0 = start;
         let mut failed = false;
         loop {
-            let Some(variant) = self.workload.event() else {
-                failed = true;
-                break;
-            };
+            let step = self.workload.step(&mut Samples { rec: &mut rec });
             let t1 = Instant::now();
-            let ns = u64::try_from(t1.duration_since(t0).as_nanos()).unwrap_or(u64::MAX);
-            let v = variant.min(last_variant);
-            rec.clamped += u64::from(record_clamped(&mut rec.hists[v], ns));
-            rec.sum_ns[v] = rec.sum_ns[v].saturating_add(ns);
+            match step {
+                Step::Timed { variant, bytes } => {
+                    let ns = u64::try_from(t1.duration_since(t0).as_nanos()).unwrap_or(u64::MAX);
+                    rec.record(variant, ns, bytes);
+                }
+                Step::Recorded => {}
+                Step::Finished => break,
+                Step::Failed => {
+                    failed = true;
+                    break;
+                }
+            }
             t0 = t1;
             if t1 >= end || self.cancel.load(Ordering::Relaxed) {
                 break;
@@ -169,6 +187,7 @@ impl Worker {
                     dropped,
                     last: false,
                     error: None,
+                    counters: Vec::new(),
                 };
                 match self.chunks.try_send(chunk) {
                     Ok(()) => {}
@@ -185,6 +204,8 @@ impl Worker {
             }
         }
         // Off the measured path from here: the loop has ended.
+        self.workload.finish();
+        let counters = self.workload.counters();
         let error = if failed {
             Some(
                 self.workload
@@ -203,6 +224,7 @@ impl Worker {
             dropped,
             last: true,
             error,
+            counters,
         };
         let _ = self.chunks.send(last);
         // Stay alive (off the measured path) until the supervisor has read this thread's
