@@ -12,7 +12,17 @@ use crate::spawn::SpawnWorkload;
 use crate::{RateBasis, Variant, Workload};
 
 /// Names of every probe, for help and error messages.
-pub const PROBE_NAMES: &[&str] = &["cpu.primes", "cpu.spawn"];
+pub const PROBE_NAMES: &[&str] = &[
+    "cpu.primes",
+    "cpu.spawn",
+    "mem.latency",
+    "mem.bandwidth",
+    "net.throughput",
+    "net.rr",
+    "disk.seq",
+    "disk.rand",
+    "disk.scan",
+];
 
 /// Makes one thread's workload; given the thread index.
 pub type WorkloadFactory =
@@ -192,6 +202,13 @@ pub fn resolve_probe(
                 factory: Arc::new(move |_| Ok(Box::new(SpawnWorkload::new(&program)?))),
             })
         }
+        "mem.latency" => crate::mem::resolve("mem.latency", params),
+        "mem.bandwidth" => crate::mem::resolve("mem.bandwidth", params),
+        "net.throughput" => crate::net::resolve("net.throughput", params),
+        "net.rr" => crate::net::resolve("net.rr", params),
+        "disk.seq" => crate::disk::resolve("disk.seq", params),
+        "disk.rand" => crate::disk::resolve("disk.rand", params),
+        "disk.scan" => crate::scan::resolve("disk.scan", params),
         other => Err(ParamError::UnknownProbe(other.to_string())),
     }
 }

@@ -8,10 +8,14 @@
 
 pub mod affinity;
 pub mod catalog;
+pub mod disk;
 pub mod histogram;
+pub mod mem;
+pub mod net;
 pub mod placement;
 pub mod primes;
 mod runner;
+pub mod scan;
 pub mod spawn;
 mod worker;
 
