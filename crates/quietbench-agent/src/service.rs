@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use quietbench_host::HostRoot;
-use quietbench_probe::placement::{MachineLayout, PlacementRequest, WorkKind, plan};
+use quietbench_probe::placement::{MachineLayout, PlacementRequest, plan};
 use quietbench_probe::resolve_probe;
 use quietbench_proto::v1 as pb;
 use quietbench_proto::v1::agent_service_server::AgentService;
@@ -84,7 +84,7 @@ impl Agent {
         let layout = Arc::clone(&self.layout.lock().unwrap_or_else(|e| e.into_inner()));
         let request = PlacementRequest {
             threads: spec.threads,
-            kind: WorkKind::Compute,
+            kind: spec.work,
             explicit_cpus: req.cpus.clone(),
         };
         if req.unpinned && !req.cpus.is_empty() {

@@ -41,6 +41,8 @@ pub struct ProbeSpec {
     pub variants: &'static [Variant],
     /// How per-variant rates are computed.
     pub basis: RateBasis,
+    /// Compute (CPU, memory, disk: quiet CPUs) or network (RSS CPUs) placement.
+    pub work: crate::placement::WorkKind,
     /// Makes each thread's workload.
     pub factory: WorkloadFactory,
 }
@@ -179,6 +181,7 @@ pub fn resolve_probe(
                 resolved_params: as_text(&values),
                 variants: &[Variant::EVENTS],
                 basis: RateBasis::Elapsed,
+                work: crate::placement::WorkKind::Compute,
                 factory: Arc::new(move |_| Ok(Box::new(PrimesWorkload { max_prime }))),
             })
         }
@@ -199,6 +202,7 @@ pub fn resolve_probe(
                 resolved_params: as_text(&values),
                 variants: crate::spawn::VARIANTS,
                 basis: RateBasis::OwnTime,
+                work: crate::placement::WorkKind::Compute,
                 factory: Arc::new(move |_| Ok(Box::new(SpawnWorkload::new(&program)?))),
             })
         }
