@@ -8,6 +8,7 @@
 
 mod convert;
 mod machine;
+mod peer;
 mod server;
 mod service;
 mod trial;

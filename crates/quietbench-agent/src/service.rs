@@ -17,6 +17,7 @@ use tonic::{Request, Response, Status};
 
 use crate::convert;
 use crate::machine::{OBSERVATION_WINDOW, describe};
+use crate::peer::PeerSlot;
 use crate::trial::{TrialJob, TrialSlot, params, spawn_supervisor};
 use crate::tuning::Tuner;
 
@@ -36,6 +37,7 @@ pub struct Agent {
     layout: Mutex<Arc<MachineLayout>>,
     slot: Arc<TrialSlot>,
     tuner: Arc<Tuner>,
+    peer: Arc<PeerSlot>,
 }
 
 impl Agent {
@@ -53,6 +55,7 @@ impl Agent {
             layout: Mutex::new(Arc::new(layout)),
             slot: Arc::default(),
             tuner,
+            peer: Arc::default(),
         }
     }
 
@@ -191,5 +194,34 @@ impl AgentService for Agent {
         Ok(Response::new(pb::RestoreResponse {
             controls: reports.into_iter().map(convert::control_report).collect(),
         }))
+    }
+
+    async fn start_peer(
+        &self,
+        request: Request<pb::StartPeerRequest>,
+    ) -> Result<Response<pb::StartPeerResponse>, Status> {
+        let bind: std::net::IpAddr = request.get_ref().bind_address.parse().map_err(|_| {
+            Status::invalid_argument(format!(
+                "bind_address '{}' is not an IP address",
+                request.get_ref().bind_address
+            ))
+        })?;
+        let layout = Arc::clone(&self.layout.lock().unwrap_or_else(|e| e.into_inner()));
+        let peer = Arc::clone(&self.peer);
+        let started = tokio::task::spawn_blocking(move || peer.start(bind, &layout))
+            .await
+            .map_err(|e| Status::internal(format!("starting the peer server failed: {e}")))??;
+        Ok(Response::new(started))
+    }
+
+    async fn stop_peer(
+        &self,
+        _request: Request<pb::StopPeerRequest>,
+    ) -> Result<Response<pb::StopPeerResponse>, Status> {
+        let peer = Arc::clone(&self.peer);
+        let stopped = tokio::task::spawn_blocking(move || peer.stop())
+            .await
+            .map_err(|e| Status::internal(format!("stopping the peer server failed: {e}")))?;
+        Ok(Response::new(pb::StopPeerResponse { stopped }))
     }
 }

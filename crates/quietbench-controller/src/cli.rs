@@ -11,7 +11,7 @@ use quietbench_agent::AgentArgs;
 use crate::connection::AgentConnection;
 use crate::local_agent::{LocalAgent, describe_status};
 use crate::report::{HostKind, HostRecord, RunSettings, json, table};
-use crate::run::{Progress, Target, execute, new_record, restore_all, write_json};
+use crate::run::{Progress, Target, execute, needs_peer, new_record, restore_all, write_json};
 use quietbench_proto::v1 as pb;
 
 /// Exit code when the user interrupts (128 + SIGINT, as shells report it).
@@ -96,6 +96,10 @@ struct RunArgs {
     /// Measure on a running agent; repeat for several hosts
     #[arg(long = "agent", value_name = "HOST:PORT")]
     agents: Vec<String>,
+    /// The peer agent that serves the other end of network probes (net.*): one for all
+    /// --agent hosts, or one per --agent in the same order. `--local` starts its own
+    #[arg(long = "peer", value_name = "HOST:PORT", conflicts_with = "local")]
+    peers: Vec<String>,
     /// Probe to run; repeat for several [default: cpu.primes]
     #[arg(long = "probe", value_name = "PROBE")]
     probes: Vec<String>,
@@ -219,6 +223,7 @@ fn local_target(agent: &LocalAgent) -> Target {
         address: agent.addr().to_string(),
         kind: HostKind::Local,
         label: format!("{} (local agent, pid {})", agent.addr(), agent.pid()),
+        peer: None,
     }
 }
 
@@ -238,7 +243,21 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
         unpinned: args.unpinned,
     };
     // Started on the main thread: the agent's parent-death signal follows this thread.
+    let wants_peer = settings.probes.iter().any(|p| needs_peer(p));
+    if !args.peers.is_empty() && args.peers.len() != 1 && args.peers.len() != args.agents.len() {
+        anyhow::bail!(
+            "give one --peer for all agents or one per --agent ({} agents, {} peers)",
+            args.agents.len(),
+            args.peers.len()
+        );
+    }
     let mut local = if args.local {
+        Some(LocalAgent::start()?)
+    } else {
+        None
+    };
+    // Network probes on this machine: a second local agent serves the other end (loopback).
+    let local_peer = if args.local && wants_peer {
         Some(LocalAgent::start()?)
     } else {
         None
@@ -247,14 +266,30 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
         keep_off_probe_cpus();
     }
     let targets: Vec<Target> = match &local {
-        Some(agent) => vec![local_target(agent)],
+        Some(agent) => vec![Target {
+            peer: local_peer.as_ref().map(|p| {
+                let mut t = local_target(p);
+                t.label = format!("{} (local peer agent, pid {})", p.addr(), p.pid());
+                Box::new(t)
+            }),
+            ..local_target(agent)
+        }],
         None => args
             .agents
             .iter()
-            .map(|a| Target {
+            .enumerate()
+            .map(|(i, a)| Target {
                 address: a.clone(),
                 kind: HostKind::Remote,
                 label: a.clone(),
+                peer: args.peers.get(i).or(args.peers.first()).map(|p| {
+                    Box::new(Target {
+                        address: p.clone(),
+                        kind: HostKind::Remote,
+                        label: format!("{p} (peer)"),
+                        peer: None,
+                    })
+                }),
             })
             .collect(),
     };
@@ -405,6 +440,7 @@ fn host_command(args: HostArgs) -> anyhow::Result<ExitCode> {
             address: address.clone(),
             kind: HostKind::Remote,
             label: address.clone(),
+            peer: None,
         },
         (None, None) => anyhow::bail!("give --local or --agent HOST:PORT"),
     };

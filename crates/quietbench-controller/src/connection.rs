@@ -177,6 +177,27 @@ impl AgentConnection {
         }
     }
 
+    /// Starts the agent's peer server for a network probe, listening on `bind_address`.
+    pub async fn start_peer(
+        &mut self,
+        bind_address: &str,
+    ) -> Result<pb::StartPeerResponse, AgentError> {
+        let call = self.client.start_peer(pb::StartPeerRequest {
+            bind_address: bind_address.to_string(),
+        });
+        match tokio::time::timeout(FIRST_EVENT_TIMEOUT, call).await {
+            Ok(Ok(response)) => Ok(response.into_inner()),
+            Ok(Err(status)) => Err(self.status_error(status)),
+            Err(_) => Err(self.stalled(FIRST_EVENT_TIMEOUT)),
+        }
+    }
+
+    /// Stops the agent's peer server (best effort: a trial's outcome does not depend on it).
+    pub async fn stop_peer(&mut self) {
+        let call = self.client.stop_peer(pb::StopPeerRequest {});
+        let _ = tokio::time::timeout(FIRST_EVENT_TIMEOUT, call).await;
+    }
+
     /// Asks the agent to stop a trial (best effort: used when the user interrupts).
     pub async fn cancel(&mut self, trial_id: &str) {
         let call = self.client.cancel(pb::CancelRequest {
@@ -268,12 +289,13 @@ impl AgentConnection {
     fn status_error(&self, status: Status) -> AgentError {
         let agent = self.label.clone();
         match status.code() {
-            Code::InvalidArgument | Code::ResourceExhausted | Code::FailedPrecondition => {
-                AgentError::Refused {
-                    agent,
-                    message: status.message().to_string(),
-                }
-            }
+            Code::InvalidArgument
+            | Code::ResourceExhausted
+            | Code::FailedPrecondition
+            | Code::Unimplemented => AgentError::Refused {
+                agent,
+                message: status.message().to_string(),
+            },
             Code::Unavailable | Code::Unknown | Code::Cancelled | Code::Internal => {
                 AgentError::Lost {
                     agent,

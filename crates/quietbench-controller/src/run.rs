@@ -20,6 +20,28 @@ pub struct Target {
     pub kind: HostKind,
     /// How messages name it, e.g. "127.0.0.1:41234 (local agent, pid 812)".
     pub label: String,
+    /// The agent that serves the other end of network probes for this one.
+    pub peer: Option<Box<Target>>,
+}
+
+/// True for probes that need a peer agent.
+pub fn needs_peer(probe: &str) -> bool {
+    probe.starts_with("net.")
+}
+
+/// The IP address of an agent address (HOST:PORT), resolving a name if needed: the address a
+/// peer server listens on and the client connects to.
+fn host_ip(address: &str) -> Result<std::net::IpAddr, AgentError> {
+    use std::net::ToSocketAddrs;
+    address
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut addrs| addrs.next())
+        .map(|a| a.ip())
+        .ok_or_else(|| AgentError::BadAddress {
+            agent: address.to_string(),
+            why: "cannot resolve its host".into(),
+        })
 }
 
 /// A new, empty record for a run with these settings.
@@ -100,7 +122,12 @@ pub async fn execute(
     json_path: Option<&Path>,
 ) -> Result<(), anyhow::Error> {
     let mut connections = Vec::with_capacity(targets.len());
+    let mut peers: Vec<Option<AgentConnection>> = Vec::with_capacity(targets.len());
     for target in targets {
+        peers.push(match &target.peer {
+            Some(peer) => Some(AgentConnection::connect(&peer.address, peer.label.clone()).await?),
+            None => None,
+        });
         progress.status(format!("connecting to {}", target.label));
         let mut conn = AgentConnection::connect(&target.address, target.label.clone()).await?;
         let host = conn.get_host().await?;
@@ -132,6 +159,24 @@ pub async fn execute(
         for probe in &settings.probes {
             for (host, conn) in connections.iter_mut().enumerate() {
                 trial_number += 1;
+                let mut params = params.clone();
+                let mut peer_address = None;
+                if needs_peer(probe) {
+                    let (Some(peer), Some(peer_target)) =
+                        (peers[host].as_mut(), &targets[host].peer)
+                    else {
+                        anyhow::bail!(
+                            "{probe} needs a peer agent for {}: give --peer HOST:PORT (run --local starts one)",
+                            targets[host].address
+                        );
+                    };
+                    let ip = host_ip(&peer_target.address)?;
+                    let ports = peer.start_peer(&ip.to_string()).await?;
+                    let server = std::net::SocketAddr::new(ip, ports.tcp_port as u16);
+                    params.insert("peer".into(), server.to_string());
+                    params.insert("peer_udp".into(), ports.udp_port.to_string());
+                    peer_address = Some(peer_target.address.clone());
+                }
                 let request = pb::RunProbeRequest {
                     probe: probe.clone(),
                     params: params.clone(),
@@ -182,6 +227,7 @@ pub async fn execute(
                     intervals: completed.result.intervals,
                     metrics,
                     noise: completed.result.noise.clone(),
+                    peer: peer_address,
                 };
                 progress.line(&format!("{what}: {}", headline(&completed.result.metrics)));
                 run.trials.push(record);

@@ -218,6 +218,8 @@ pub struct TrialJson {
     pub probe: String,
     /// HOST:PORT of the agent that ran it.
     pub host: String,
+    /// HOST:PORT of the peer agent that served a network probe's other end.
+    pub peer: Option<String>,
     /// Round, from 1.
     pub round: u32,
     /// The agent's trial id.
@@ -427,6 +429,7 @@ fn trial(run: &RunRecord, t: &TrialRecord) -> TrialJson {
             .get(t.host)
             .map(|h| h.address.clone())
             .unwrap_or_default(),
+        peer: t.peer.clone(),
         round: t.round,
         trial_id: t.trial_id.clone(),
         started_at: rfc3339_unix_ns(t.start_unix_ns),

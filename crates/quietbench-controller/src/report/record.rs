@@ -117,6 +117,8 @@ pub struct TrialRecord {
     pub metrics: Vec<MetricRecord>,
     /// Noise over the trial, where the agent sampled it.
     pub noise: Option<pb::NoiseSample>,
+    /// The peer agent (HOST:PORT) of a network probe.
+    pub peer: Option<String>,
 }
 
 /// A whole run.
