@@ -1,0 +1,147 @@
+//! Network probes between two real agents in two network namespaces joined by a veth pair:
+//! the only addresses that carry traffic are the namespaces' own (10.201.0.1 and 10.201.0.2).
+//! Needs root (CI runs as root); fails, rather than skips, without it.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::Value;
+
+/// Two namespaces, qbtA and qbtB (suffixed by pid so parallel runs cannot collide), joined by
+/// a veth pair; removed when dropped.
+struct Namespaces {
+    a: String,
+    b: String,
+}
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("the ip command (iproute2) runs");
+    assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+impl Namespaces {
+    fn create() -> Self {
+        assert!(nix::unistd::geteuid().is_root(), "network namespaces need root (CI runs as root)");
+        let id = std::process::id() % 100_000;
+        let (a, b) = (format!("qbtA{id}"), format!("qbtB{id}"));
+        let (va, vb) = (format!("qva{id}"), format!("qvb{id}"));
+        ip(&["netns", "add", &a]);
+        let ns = Self { a: a.clone(), b: b.clone() };
+        ip(&["netns", "add", &b]);
+        ip(&["link", "add", &va, "type", "veth", "peer", "name", &vb]);
+        ip(&["link", "set", &va, "netns", &a]);
+        ip(&["link", "set", &vb, "netns", &b]);
+        for (n, v, addr) in [(&a, &va, "10.201.0.1/24"), (&b, &vb, "10.201.0.2/24")] {
+            ip(&["-n", n, "addr", "add", addr, "dev", v]);
+            ip(&["-n", n, "link", "set", v, "up"]);
+            ip(&["-n", n, "link", "set", "lo", "up"]);
+        }
+        ns
+    }
+
+    fn agent(&self, ns: &str, addr: &str) -> (Child, String) {
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", ns])
+            .arg(common::quietbench_bin())
+            .args(["agent", "--listen", &format!("{addr}:0")])
+            .env("QUIETBENCH_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let listen = line.trim().rsplit(' ').next().unwrap().to_string();
+        (child, listen)
+    }
+}
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        // Deleting a namespace removes its end of the veth pair, and the pair with it.
+        for n in [&self.a, &self.b] {
+            let _ = Command::new("ip").args(["netns", "del", n]).status();
+        }
+    }
+}
+
+struct Kill(Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn run_in(ns: &str, args: &[&str], json: &std::path::Path) -> Value {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns])
+        .arg(common::quietbench_bin())
+        .args(args)
+        .arg("--json")
+        .arg(json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
+}
+
+fn metric<'a>(trial: &'a Value, name: &str) -> &'a Value {
+    trial["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == name)
+        .unwrap_or_else(|| panic!("no metric {name} in {trial}"))
+}
+
+#[test]
+fn throughput_and_round_trips_cross_a_veth_pair() {
+    let ns = Namespaces::create();
+    let (a, a_addr) = ns.agent(&ns.a, "10.201.0.1");
+    let _a = Kill(a);
+    let (b, b_addr) = ns.agent(&ns.b, "10.201.0.2");
+    let _b = Kill(b);
+    let dir = tempfile::tempdir().unwrap();
+
+    let report = run_in(
+        &ns.a,
+        &["run", "--agent", &a_addr, "--peer", &b_addr, "--probe", "net.throughput", "--rounds", "1", "--duration", "1"],
+        &dir.path().join("tput.json"),
+    );
+    let trial = &report["trials"][0];
+    assert_eq!(trial["peer"], b_addr.as_str());
+    assert!(trial["placement"]["threads"].as_array().is_some_and(|t| !t.is_empty()));
+    let gbit = metric(trial, "gbit_per_sec")["value"].as_f64().unwrap();
+    assert!(gbit > 0.1, "{gbit} Gbit/s across veth");
+    assert!(metric(trial, "tcp_retransmits")["value"].as_f64().is_some());
+
+    for protocol in ["tcp", "udp"] {
+        let report = run_in(
+            &ns.a,
+            &[
+                "run", "--agent", &a_addr, "--peer", &b_addr, "--probe", "net.rr", "--param",
+                &format!("protocol={protocol}"), "--rounds", "1", "--duration", "1",
+            ],
+            &dir.path().join(format!("rr-{protocol}.json")),
+        );
+        let trial = &report["trials"][0];
+        let latency = trial["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["histogram"].is_string())
+            .unwrap_or_else(|| panic!("no latency histogram: {trial}"));
+        let p50 = latency["p50"].as_f64().unwrap();
+        assert!((1_000.0..50_000_000.0).contains(&p50), "{protocol} p50 {p50} ns");
+        assert!(latency["count"].as_u64().unwrap() > 100);
+    }
+}
