@@ -22,6 +22,7 @@ pub const PROBE_NAMES: &[&str] = &[
     "disk.seq",
     "disk.rand",
     "disk.scan",
+    "exec",
 ];
 
 /// Makes one thread's workload; given the thread index.
@@ -213,6 +214,7 @@ pub fn resolve_probe(
         "disk.seq" => crate::disk::resolve("disk.seq", params),
         "disk.rand" => crate::disk::resolve("disk.rand", params),
         "disk.scan" => crate::scan::resolve("disk.scan", params),
+        "exec" => crate::exec::resolve(params),
         other => Err(ParamError::UnknownProbe(other.to_string())),
     }
 }

@@ -9,6 +9,7 @@
 pub mod affinity;
 pub mod catalog;
 pub mod disk;
+pub mod exec;
 pub mod histogram;
 pub mod mem;
 pub mod net;

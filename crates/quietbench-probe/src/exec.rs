@@ -1,0 +1,544 @@
+//! `exec`: a user's command, run once per event and timed: wall time and CPU time (user +
+//! system, from wait4's rusage) of every invocation, pinned where placement says, with
+//! address-space randomization on or off as asked. The command's output is discarded; a
+//! non-zero exit fails the trial with the tail of its standard error.
+//!
+//! The command runs without a shell (argv split like a shell would, no expansion), so no shell's
+//! start-up is part of each sample; `shell=true` runs `/bin/sh -c CMD` for commands that need
+//! one, and then the shell is part of what is measured.
+
+use std::collections::BTreeMap;
+use std::ffi::{CString, c_char};
+use std::io::{Read, Seek, SeekFrom};
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::catalog::{IntParam, resolve_integers};
+use crate::placement::WorkKind;
+use crate::{ParamError, ProbeSpec, RateBasis, Samples, Step, Variant, Workload};
+
+/// Wall time per invocation (rate: invocations per second of wall time) and CPU time per
+/// invocation (rate: invocations per CPU-second, the steal-resistant figure: CPU time does not
+/// advance while a hypervisor runs someone else).
+pub const VARIANTS: &[Variant] = &[
+    Variant {
+        rate_metric: "invocations_per_sec",
+        rate_unit: "invocations/s",
+        latency_metric: "wall_time",
+        throughput: None,
+    },
+    Variant {
+        rate_metric: "invocations_per_cpu_sec",
+        rate_unit: "invocations/CPU-s",
+        latency_metric: "cpu_time",
+        throughput: None,
+    },
+];
+
+const INT_PARAMS: &[IntParam] = &[(
+    "threads",
+    1,
+    1,
+    64,
+    "commands run in parallel, one per thread",
+)];
+const TEXT_PARAMS: &[&str] = &["cmd", "cwd", "aslr", "shell"];
+/// Bytes of standard error kept for the failure message.
+const STDERR_TAIL: usize = 2048;
+/// ADDR_NO_RANDOMIZE from linux/personality.h.
+const ADDR_NO_RANDOMIZE: nix::libc::c_ulong = 0x0040000;
+
+fn bad(key: &str, value: &str, why: impl Into<String>) -> ParamError {
+    ParamError::BadValue {
+        probe: "exec",
+        key: key.into(),
+        value: value.into(),
+        why: why.into(),
+    }
+}
+
+/// Splits a command line into words as a POSIX shell would quote them (single and double
+/// quotes, backslash escapes), without expanding anything.
+pub fn split_words(line: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(ch) => word.push(ch),
+                        None => return Err("unterminated single quote".into()),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(ch @ ('"' | '\\' | '$' | '`')) => word.push(ch),
+                            Some(ch) => {
+                                word.push('\\');
+                                word.push(ch);
+                            }
+                            None => return Err("unterminated double quote".into()),
+                        },
+                        Some(ch) => word.push(ch),
+                        None => return Err("unterminated double quote".into()),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                match chars.next() {
+                    Some(ch) => word.push(ch),
+                    None => return Err("a backslash ends the command".into()),
+                }
+            }
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            c => {
+                in_word = true;
+                word.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    Ok(words)
+}
+
+/// Finds a program on PATH, as execvp would (but once, before measuring).
+fn find_program(name: &str) -> Option<PathBuf> {
+    if name.contains('/') {
+        return Some(PathBuf::from(name));
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| {
+            p.is_file() && nix::unistd::access(p.as_path(), nix::unistd::AccessFlags::X_OK).is_ok()
+        })
+}
+
+/// The checked command of an exec trial.
+#[derive(Debug, Clone)]
+struct Command {
+    program: PathBuf,
+    argv: Vec<String>,
+    cwd: Option<PathBuf>,
+    aslr_off: bool,
+}
+
+/// Resolves `exec` parameters: `cmd` (required), `cwd`, `aslr` (on|off), `shell` (true|false),
+/// `threads`, and `env.NAME=VALUE` for each variable to set.
+pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamError> {
+    let ints: BTreeMap<String, String> = params
+        .iter()
+        .filter(|(k, _)| !TEXT_PARAMS.contains(&k.as_str()) && !k.starts_with("env."))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let values = resolve_integers("exec", INT_PARAMS, &ints)?;
+    let line = params.get("cmd").ok_or_else(|| {
+        bad(
+            "cmd",
+            "",
+            "give the command to time, e.g. --param 'cmd=gzip -k -f big.txt'",
+        )
+    })?;
+    let shell = match params.get("shell").map(String::as_str) {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(other) => return Err(bad("shell", other, "use true or false")),
+    };
+    let argv = if shell {
+        vec!["/bin/sh".to_string(), "-c".to_string(), line.clone()]
+    } else {
+        split_words(line).map_err(|why| bad("cmd", line, why))?
+    };
+    let Some(first) = argv.first() else {
+        return Err(bad("cmd", line, "the command is empty"));
+    };
+    let program = find_program(first).ok_or_else(|| {
+        bad(
+            "cmd",
+            line,
+            format!("'{first}' is not an executable on PATH"),
+        )
+    })?;
+    let aslr_off = match params.get("aslr").map(String::as_str) {
+        None | Some("on") => false,
+        Some("off") => true,
+        Some(other) => return Err(bad("aslr", other, "use on or off")),
+    };
+    let cwd = params.get("cwd").map(PathBuf::from);
+    if let Some(dir) = &cwd
+        && !dir.is_dir()
+    {
+        return Err(bad("cwd", &dir.display().to_string(), "not a directory"));
+    }
+    let env: Vec<(String, String)> = params
+        .iter()
+        .filter_map(|(k, v)| {
+            k.strip_prefix("env.")
+                .map(|name| (name.to_string(), v.clone()))
+        })
+        .collect();
+    if let Some((name, _)) = env.iter().find(|(n, _)| n.is_empty() || n.contains('=')) {
+        return Err(bad(&format!("env.{name}"), "", "not a variable name"));
+    }
+    let mut resolved = crate::catalog::as_text(&values);
+    resolved.insert("cmd".into(), line.clone());
+    resolved.insert("aslr".into(), if aslr_off { "off" } else { "on" }.into());
+    resolved.insert("shell".into(), shell.to_string());
+    resolved.insert("program".into(), program.display().to_string());
+    if let Some(dir) = &cwd {
+        resolved.insert("cwd".into(), dir.display().to_string());
+    }
+    for (name, value) in &env {
+        resolved.insert(format!("env.{name}"), value.clone());
+    }
+    let command = Command {
+        program,
+        argv,
+        cwd,
+        aslr_off,
+    };
+    Ok(ProbeSpec {
+        name: "exec",
+        threads: values["threads"] as usize,
+        resolved_params: resolved,
+        variants: VARIANTS,
+        basis: RateBasis::OwnTime,
+        work: WorkKind::Compute,
+        factory: Arc::new(move |_| Ok(Box::new(ExecWorkload::new(&command, &env)?))),
+    })
+}
+
+/// One thread's exec workload: everything the child needs is built before measuring, because
+/// between fork and exec the child may not allocate.
+pub struct ExecWorkload {
+    program: CString,
+    _argv: Vec<CString>,
+    argv_ptrs: Vec<*const c_char>,
+    _envp: Vec<CString>,
+    envp_ptrs: Vec<*const c_char>,
+    cwd: Option<CString>,
+    aslr_off: bool,
+    stderr: std::fs::File,
+    devnull: std::fs::File,
+    error: Option<String>,
+}
+
+// SAFETY: the raw pointers point into `_argv` and `_envp`, owned by this struct and never
+// changed after construction; moving the struct moves their owners, not the heap buffers.
+unsafe impl Send for ExecWorkload {}
+
+fn cstring(text: &[u8], what: &str) -> Result<CString, String> {
+    CString::new(text).map_err(|_| format!("{what} contains a NUL byte"))
+}
+
+impl ExecWorkload {
+    fn new(command: &Command, env: &[(String, String)]) -> Result<Self, String> {
+        let program = cstring(command.program.as_os_str().as_bytes(), "the program path")?;
+        let argv = command
+            .argv
+            .iter()
+            .map(|a| cstring(a.as_bytes(), "an argument"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut argv_ptrs: Vec<*const c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+        argv_ptrs.push(std::ptr::null());
+        // The agent's environment, with the command's variables set over it.
+        let mut vars: BTreeMap<Vec<u8>, Vec<u8>> = std::env::vars_os()
+            .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+            .collect();
+        for (k, v) in env {
+            vars.insert(k.as_bytes().to_vec(), v.as_bytes().to_vec());
+        }
+        let envp = vars
+            .into_iter()
+            .map(|(mut k, v)| {
+                k.push(b'=');
+                k.extend(v);
+                cstring(&k, "an environment variable")
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut envp_ptrs: Vec<*const c_char> = envp.iter().map(|e| e.as_ptr()).collect();
+        envp_ptrs.push(std::ptr::null());
+        let cwd = command
+            .cwd
+            .as_ref()
+            .map(|d| cstring(d.as_os_str().as_bytes(), "the working directory"))
+            .transpose()?;
+        let stderr = anonymous_file()
+            .map_err(|e| format!("cannot create a file for the command's stderr: {e}"))?;
+        let devnull = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/null")
+            .map_err(|e| format!("cannot open /dev/null: {e}"))?;
+        Ok(Self {
+            program,
+            _argv: argv,
+            argv_ptrs,
+            _envp: envp,
+            envp_ptrs,
+            cwd,
+            aslr_off: command.aslr_off,
+            stderr,
+            devnull,
+            error: None,
+        })
+    }
+
+    /// Runs the command once: (wall ns, CPU ns) or why it failed.
+    fn run_once(&mut self) -> Result<(u64, u64), String> {
+        self.stderr
+            .set_len(0)
+            .map_err(|e| format!("cannot reset the stderr file: {e}"))?;
+        self.stderr
+            .seek(SeekFrom::Start(0))
+            .map_err(|e| e.to_string())?;
+        let (err_fd, out_fd) = (self.stderr.as_raw_fd(), self.devnull.as_raw_fd());
+        let started = Instant::now();
+        // SAFETY: fork in a multi-threaded process is sound when the child makes only
+        // async-signal-safe calls before exec: dup2, chdir, personality, execve and _exit are
+        // system calls, and every pointer they receive was built before the fork.
+        let pid = unsafe { nix::libc::fork() };
+        if pid < 0 {
+            return Err(format!("fork failed: {}", std::io::Error::last_os_error()));
+        }
+        if pid == 0 {
+            // SAFETY: child side of the fork, see above; _exit never returns.
+            unsafe {
+                nix::libc::dup2(out_fd, 1);
+                nix::libc::dup2(err_fd, 2);
+                if let Some(dir) = &self.cwd
+                    && nix::libc::chdir(dir.as_ptr()) != 0
+                {
+                    nix::libc::_exit(126);
+                }
+                if self.aslr_off {
+                    nix::libc::personality(ADDR_NO_RANDOMIZE);
+                }
+                nix::libc::execve(
+                    self.program.as_ptr(),
+                    self.argv_ptrs.as_ptr(),
+                    self.envp_ptrs.as_ptr(),
+                );
+                nix::libc::_exit(127);
+            }
+        }
+        let mut status = 0;
+        // SAFETY: an all-zero rusage is a valid value; wait4 writes it.
+        let mut usage: nix::libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: pid is our child; status and usage are valid, writable locations.
+        let waited = unsafe { nix::libc::wait4(pid, &mut status, 0, &mut usage) };
+        let wall = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        if waited != pid {
+            return Err(format!("wait4 failed: {}", std::io::Error::last_os_error()));
+        }
+        let code = if nix::libc::WIFEXITED(status) {
+            Some(nix::libc::WEXITSTATUS(status))
+        } else {
+            None
+        };
+        if code != Some(0) {
+            let how = match code {
+                Some(126) => "could not enter its working directory (exit status 126)".to_string(),
+                Some(127) => "could not be executed (exit status 127)".to_string(),
+                Some(c) => format!("exited with status {c}"),
+                None => format!("was killed by signal {}", nix::libc::WTERMSIG(status)),
+            };
+            return Err(format!(
+                "the command {how}; its stderr ended with: {}",
+                self.stderr_tail()
+            ));
+        }
+        let cpu =
+            |t: nix::libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
+        Ok((wall, cpu(usage.ru_utime) + cpu(usage.ru_stime)))
+    }
+
+    fn stderr_tail(&mut self) -> String {
+        let len = self.stderr.metadata().map(|m| m.len()).unwrap_or(0);
+        let start = len.saturating_sub(STDERR_TAIL as u64);
+        let mut text = Vec::new();
+        if self.stderr.seek(SeekFrom::Start(start)).is_ok() {
+            let _ = (&self.stderr)
+                .take(STDERR_TAIL as u64)
+                .read_to_end(&mut text);
+        }
+        let text = String::from_utf8_lossy(&text).trim().to_string();
+        if text.is_empty() {
+            "(nothing)".into()
+        } else {
+            text
+        }
+    }
+}
+
+/// A file with no name: created in the temporary directory and unlinked at once.
+fn anonymous_file() -> std::io::Result<std::fs::File> {
+    let path = std::env::temp_dir()
+        .join(format!(
+            "quietbench-exec-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ))
+        .to_string_lossy()
+        .replace(['(', ')', ' '], "");
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)?;
+    std::fs::remove_file(Path::new(&path))?;
+    Ok(file)
+}
+
+impl Workload for ExecWorkload {
+    fn variants(&self) -> &'static [Variant] {
+        VARIANTS
+    }
+
+    fn rate_basis(&self) -> RateBasis {
+        RateBasis::OwnTime
+    }
+
+    fn step(&mut self, samples: &mut Samples<'_>) -> Step {
+        match self.run_once() {
+            Ok((wall, cpu)) => {
+                samples.record(0, wall, 0);
+                samples.record(1, cpu, 0);
+                Step::Recorded
+            }
+            Err(message) => {
+                self.error = Some(message);
+                Step::Failed
+            }
+        }
+    }
+
+    fn take_error(&mut self) -> Option<String> {
+        self.error.take()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn splits_words_like_a_shell_without_expanding() {
+        assert_eq!(
+            split_words("gzip -k  big.txt").unwrap(),
+            ["gzip", "-k", "big.txt"]
+        );
+        assert_eq!(
+            split_words(r#"echo 'a b' "c \"d\"" e\ f $HOME"#).unwrap(),
+            ["echo", "a b", "c \"d\"", "e f", "$HOME"]
+        );
+        assert_eq!(split_words("''").unwrap(), [""]);
+        assert!(split_words("echo 'open").is_err());
+        assert!(split_words("echo \\").is_err());
+    }
+
+    #[test]
+    fn refuses_bad_parameters_with_reasons() {
+        let err = resolve(&params(&[])).unwrap_err();
+        assert!(err.to_string().contains("give the command"), "{err}");
+        let err = resolve(&params(&[("cmd", "no-such-program-xyz")])).unwrap_err();
+        assert!(
+            err.to_string().contains("not an executable on PATH"),
+            "{err}"
+        );
+        let err = resolve(&params(&[("cmd", "true"), ("aslr", "maybe")])).unwrap_err();
+        assert!(err.to_string().contains("on or off"), "{err}");
+        let err = resolve(&params(&[("cmd", "true"), ("cwd", "/nonexistent")])).unwrap_err();
+        assert!(err.to_string().contains("not a directory"), "{err}");
+        let err = resolve(&params(&[("cmd", "true"), ("bogus", "1")])).unwrap_err();
+        assert!(err.to_string().contains("no parameter 'bogus'"), "{err}");
+    }
+
+    fn one_run(pairs: &[(&str, &str)]) -> Result<(u64, u64), String> {
+        let spec = resolve(&params(pairs)).unwrap();
+        let mut w = ExecWorkload::new(
+            &Command {
+                program: PathBuf::from(&spec.resolved_params["program"]),
+                argv: if spec.resolved_params["shell"] == "true" {
+                    vec![
+                        "/bin/sh".into(),
+                        "-c".into(),
+                        spec.resolved_params["cmd"].clone(),
+                    ]
+                } else {
+                    split_words(&spec.resolved_params["cmd"]).unwrap()
+                },
+                cwd: spec.resolved_params.get("cwd").map(PathBuf::from),
+                aslr_off: spec.resolved_params["aslr"] == "off",
+            },
+            &[("QB_TEST".into(), "7".into())],
+        )?;
+        w.run_once()
+    }
+
+    #[test]
+    fn times_a_real_command_wall_and_cpu() {
+        let (wall, cpu) = one_run(&[("cmd", "true")]).unwrap();
+        assert!(wall > 0 && cpu <= wall * 4, "wall {wall} cpu {cpu}");
+    }
+
+    #[test]
+    fn a_failing_command_fails_with_the_tail_of_its_stderr() {
+        let err = one_run(&[("cmd", "echo broken >&2; exit 3"), ("shell", "true")]).unwrap_err();
+        assert!(
+            err.contains("exited with status 3") && err.contains("broken"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn sets_the_environment_and_working_directory() {
+        let dir = std::env::temp_dir();
+        let ok = one_run(&[
+            (
+                "cmd",
+                "test \"$QB_TEST\" = 7 -a \"$(pwd)\" = \"$(cd /tmp && pwd)\"",
+            ),
+            ("shell", "true"),
+            ("cwd", dir.to_str().unwrap()),
+        ]);
+        assert!(ok.is_ok(), "{ok:?}");
+    }
+
+    #[test]
+    fn aslr_off_reaches_the_child_and_on_is_the_default() {
+        // /proc/self/personality of grep is the child's own: 00040000 is ADDR_NO_RANDOMIZE.
+        let probe = "grep -q 00040000 /proc/self/personality";
+        assert!(one_run(&[("cmd", probe), ("aslr", "off")]).is_ok());
+        let err = one_run(&[("cmd", probe)]).unwrap_err();
+        assert!(err.contains("exited with status 1"), "{err}");
+    }
+}
