@@ -17,18 +17,31 @@ struct Namespaces {
 }
 
 fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("the ip command (iproute2) runs");
-    assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .expect("the ip command (iproute2) runs");
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 impl Namespaces {
     fn create() -> Self {
-        assert!(nix::unistd::geteuid().is_root(), "network namespaces need root (CI runs as root)");
+        assert!(
+            nix::unistd::geteuid().is_root(),
+            "network namespaces need root (CI runs as root)"
+        );
         let id = std::process::id() % 100_000;
         let (a, b) = (format!("qbtA{id}"), format!("qbtB{id}"));
         let (va, vb) = (format!("qva{id}"), format!("qvb{id}"));
         ip(&["netns", "add", &a]);
-        let ns = Self { a: a.clone(), b: b.clone() };
+        let ns = Self {
+            a: a.clone(),
+            b: b.clone(),
+        };
         ip(&["netns", "add", &b]);
         ip(&["link", "add", &va, "type", "veth", "peer", "name", &vb]);
         ip(&["link", "set", &va, "netns", &a]);
@@ -52,7 +65,9 @@ impl Namespaces {
             .spawn()
             .unwrap();
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
         let listen = line.trim().rsplit(' ').next().unwrap().to_string();
         (child, listen)
     }
@@ -114,12 +129,28 @@ fn throughput_and_round_trips_cross_a_veth_pair() {
 
     let report = run_in(
         &ns.a,
-        &["run", "--agent", &a_addr, "--peer", &b_addr, "--probe", "net.throughput", "--rounds", "1", "--duration", "1"],
+        &[
+            "run",
+            "--agent",
+            &a_addr,
+            "--peer",
+            &b_addr,
+            "--probe",
+            "net.throughput",
+            "--rounds",
+            "1",
+            "--duration",
+            "1",
+        ],
         &dir.path().join("tput.json"),
     );
     let trial = &report["trials"][0];
     assert_eq!(trial["peer"], b_addr.as_str());
-    assert!(trial["placement"]["threads"].as_array().is_some_and(|t| !t.is_empty()));
+    assert!(
+        trial["placement"]["threads"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty())
+    );
     let gbit = metric(trial, "gbit_per_sec")["value"].as_f64().unwrap();
     assert!(gbit > 0.1, "{gbit} Gbit/s across veth");
     assert!(metric(trial, "tcp_retransmits")["value"].as_f64().is_some());
@@ -128,8 +159,19 @@ fn throughput_and_round_trips_cross_a_veth_pair() {
         let report = run_in(
             &ns.a,
             &[
-                "run", "--agent", &a_addr, "--peer", &b_addr, "--probe", "net.rr", "--param",
-                &format!("protocol={protocol}"), "--rounds", "1", "--duration", "1",
+                "run",
+                "--agent",
+                &a_addr,
+                "--peer",
+                &b_addr,
+                "--probe",
+                "net.rr",
+                "--param",
+                &format!("protocol={protocol}"),
+                "--rounds",
+                "1",
+                "--duration",
+                "1",
             ],
             &dir.path().join(format!("rr-{protocol}.json")),
         );
@@ -141,7 +183,10 @@ fn throughput_and_round_trips_cross_a_veth_pair() {
             .find(|m| m["histogram"].is_string())
             .unwrap_or_else(|| panic!("no latency histogram: {trial}"));
         let p50 = latency["p50"].as_f64().unwrap();
-        assert!((1_000.0..50_000_000.0).contains(&p50), "{protocol} p50 {p50} ns");
+        assert!(
+            (1_000.0..50_000_000.0).contains(&p50),
+            "{protocol} p50 {p50} ns"
+        );
         assert!(latency["count"].as_u64().unwrap() > 100);
     }
 }
