@@ -11,7 +11,10 @@ use quietbench_agent::AgentArgs;
 use crate::connection::AgentConnection;
 use crate::local_agent::{LocalAgent, describe_status};
 use crate::report::{HostKind, HostRecord, RunSettings, json, table};
-use crate::run::{Progress, Target, execute, needs_peer, new_record, restore_all, write_json};
+use crate::run::{
+    Flow, Progress, Target, execute, needs_peer, new_record, restore_all, write_json,
+};
+use crate::schedule::{VariantSpec, fresh_seed};
 use quietbench_proto::v1 as pb;
 
 /// Exit code when the user interrupts (128 + SIGINT, as shells report it).
@@ -107,9 +110,15 @@ struct RunArgs {
     /// gets every parameter; the agent refuses one a probe does not have
     #[arg(long = "param", value_name = "KEY=VALUE", value_parser = parse_param)]
     params: Vec<(String, String)>,
-    /// Rounds: each round runs every probe once on every host
+    /// Rounds: each round runs every probe once on every host, in a fresh random order
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     rounds: u32,
+    /// Warm-up rounds run first: stored and reported, left out of the summary
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    warmup: u32,
+    /// Seed of the randomized trial order (recorded in the report; random by default)
+    #[arg(long)]
+    seed: Option<u64>,
     /// Measuring time of each trial, in seconds (e.g. 2.5)
     #[arg(long, value_name = "SECS", default_value = "3", value_parser = parse_duration)]
     duration: Duration,
@@ -241,7 +250,20 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
         cpus: args.cpus.map(|c| c.0).unwrap_or_default(),
         tune: args.tune,
         unpinned: args.unpinned,
+        variants: Vec::new(),
+        warmup: args.warmup,
+        seed: args.seed.unwrap_or_else(fresh_seed),
     };
+    let mut settings = settings;
+    settings.variants = settings
+        .probes
+        .iter()
+        .map(|probe| VariantSpec {
+            name: probe.clone(),
+            probe: probe.clone(),
+            params: settings.params.clone(),
+        })
+        .collect();
     // Started on the main thread: the agent's parent-death signal follows this thread.
     let wants_peer = settings.probes.iter().any(|p| needs_peer(p));
     if !args.peers.is_empty() && args.peers.len() != 1 && args.peers.len() != args.agents.len() {
@@ -293,13 +315,22 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
             })
             .collect(),
     };
-    let total = u64::from(settings.rounds) * settings.probes.len() as u64 * targets.len() as u64;
+    let total = u64::from(settings.rounds + settings.warmup)
+        * settings.variants.len() as u64
+        * targets.len() as u64;
     let mut run = new_record(settings);
     let progress = Progress::new(total);
     let rt = runtime()?;
+    let json_path = args.json.clone();
+    let mut save = |run: &crate::report::RunRecord, _: &crate::schedule::PlannedTrial| {
+        if let Some(path) = &json_path {
+            write_json(path, run)?;
+        }
+        Ok(Flow::Continue)
+    };
     let outcome = rt.block_on(async {
         tokio::select! {
-            result = execute(&targets, &mut run, &progress, args.json.as_deref()) => Some(result),
+            result = execute(&targets, &mut run, &progress, &[], &mut save) => Some(result),
             _ = tokio::signal::ctrl_c() => None,
         }
     });

@@ -11,4 +11,5 @@ pub mod connection;
 pub mod local_agent;
 pub mod report;
 pub mod run;
+pub mod schedule;
 pub mod warnings;

@@ -10,6 +10,7 @@ use quietbench_proto::v1 as pb;
 use crate::connection::{AgentConnection, AgentError};
 use crate::report::record::trial_metrics;
 use crate::report::{HostKind, HostRecord, RunRecord, RunSettings, TrialRecord, json};
+use crate::schedule::PlannedTrial;
 
 /// An agent to measure on.
 #[derive(Debug, Clone)]
@@ -113,13 +114,25 @@ pub fn write_json(path: &Path, run: &RunRecord) -> anyhow::Result<()> {
         .with_context(|| format!("cannot move {} to {}", tmp.display(), path.display()))
 }
 
-/// Runs every round of every probe on every target, appending to `run` as trials finish and
-/// rewriting `json_path` after each one, so an interrupted run keeps what it measured.
+/// Whether a run goes on after a trial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Run the next trial.
+    Continue,
+    /// Stop here (an adaptive rule is satisfied); the run is complete.
+    Stop,
+}
+
+/// Runs the run's randomized interleaved schedule on every target, appending to `run` as trials
+/// finish and calling `on_trial` after each one (which saves it: JSON, store), so an
+/// interrupted run keeps what it measured. Trials in `done` (finished before an interruption)
+/// are skipped. `on_trial` may stop the run early (adaptive stopping).
 pub async fn execute(
     targets: &[Target],
     run: &mut RunRecord,
     progress: &Progress,
-    json_path: Option<&Path>,
+    done: &[PlannedTrial],
+    on_trial: &mut dyn FnMut(&RunRecord, &PlannedTrial) -> anyhow::Result<Flow>,
 ) -> Result<(), anyhow::Error> {
     let mut connections = Vec::with_capacity(targets.len());
     let mut peers: Vec<Option<AgentConnection>> = Vec::with_capacity(targets.len());
@@ -153,89 +166,107 @@ pub async fn execute(
         connections.push(conn);
     }
     let settings = run.settings.clone();
-    let params: HashMap<String, String> = settings.params.clone().into_iter().collect();
-    let mut trial_number = 0u32;
-    for round in 1..=settings.rounds {
-        for probe in &settings.probes {
-            for (host, conn) in connections.iter_mut().enumerate() {
-                trial_number += 1;
-                let mut params = params.clone();
-                let mut peer_address = None;
-                if needs_peer(probe) {
-                    let (Some(peer), Some(peer_target)) =
-                        (peers[host].as_mut(), &targets[host].peer)
-                    else {
-                        anyhow::bail!(
-                            "{probe} needs a peer agent for {}: give --peer HOST:PORT (run --local starts one)",
-                            targets[host].address
-                        );
-                    };
-                    let ip = host_ip(&peer_target.address)?;
-                    let ports = peer.start_peer(&ip.to_string()).await?;
-                    let server = std::net::SocketAddr::new(ip, ports.tcp_port as u16);
-                    params.insert("peer".into(), server.to_string());
-                    params.insert("peer_udp".into(), ports.udp_port.to_string());
-                    peer_address = Some(peer_target.address.clone());
-                }
-                let request = pb::RunProbeRequest {
-                    probe: probe.clone(),
-                    params: params.clone(),
-                    duration_ms: settings.duration_ms,
-                    interval_ms: settings.interval_ms,
-                    cpus: settings.cpus.clone(),
-                    unpinned: settings.unpinned,
-                    trial_id: format!("{}-{trial_number}", run.run_id),
-                };
-                let what = format!(
-                    "round {round}/{} {probe} on {}",
-                    settings.rounds, targets[host].address
+    let schedule = crate::schedule::rmit(
+        settings.variants.len(),
+        connections.len(),
+        settings.rounds,
+        settings.warmup,
+        settings.seed,
+    );
+    let total_rounds = settings.warmup + settings.rounds;
+    for (trial_number, planned) in schedule.iter().enumerate() {
+        if done.iter().any(|d| d == planned) {
+            continue; // finished before an interruption: `resume` does not run it again
+        }
+        let host = planned.host;
+        let spec = &settings.variants[planned.variant];
+        let probe = &spec.probe;
+        let conn = &mut connections[host];
+        let mut params: HashMap<String, String> = spec.params.clone().into_iter().collect();
+        let mut peer_address = None;
+        if needs_peer(probe) {
+            let (Some(peer), Some(peer_target)) = (peers[host].as_mut(), &targets[host].peer)
+            else {
+                anyhow::bail!(
+                    "{probe} needs a peer agent for {}: give --peer HOST:PORT (run --local starts one)",
+                    targets[host].address
                 );
-                progress.status(what.clone());
-                let completed = conn
-                    .run_probe(request, |event| {
-                        if let pb::probe_event::Event::Interval(i) = event {
-                            progress.status(format!(
-                                "{what}: interval {} {}",
-                                i.index + 1,
-                                headline(&i.metrics)
-                            ));
-                        }
-                    })
-                    .await?;
-                let metrics =
-                    trial_metrics(&completed.result, &completed.intervals).map_err(|e| {
-                        AgentError::Protocol {
-                            agent: conn.label().to_string(),
-                            what: e.to_string(),
-                        }
-                    })?;
-                let record = TrialRecord {
-                    probe: probe.clone(),
-                    host,
-                    round,
-                    trial_id: completed.result.trial_id.clone(),
-                    start_unix_ns: completed.result.start_unix_ns,
-                    end_unix_ns: completed.result.end_unix_ns,
-                    cancelled: completed.result.cancelled,
-                    params: completed
-                        .accepted
-                        .resolved_params
-                        .clone()
-                        .into_iter()
-                        .collect(),
-                    placement: completed.result.placement.clone().or(completed.placement),
-                    intervals: completed.result.intervals,
-                    metrics,
-                    noise: completed.result.noise.clone(),
-                    peer: peer_address,
-                };
-                progress.line(&format!("{what}: {}", headline(&completed.result.metrics)));
-                run.trials.push(record);
-                progress.trial_done();
-                if let Some(path) = json_path {
-                    write_json(path, run)?;
+            };
+            let ip = host_ip(&peer_target.address)?;
+            let ports = peer.start_peer(&ip.to_string()).await?;
+            let server = std::net::SocketAddr::new(ip, ports.tcp_port as u16);
+            params.insert("peer".into(), server.to_string());
+            params.insert("peer_udp".into(), ports.udp_port.to_string());
+            peer_address = Some(peer_target.address.clone());
+        }
+        let request = pb::RunProbeRequest {
+            probe: probe.clone(),
+            params,
+            duration_ms: settings.duration_ms,
+            interval_ms: settings.interval_ms,
+            cpus: settings.cpus.clone(),
+            unpinned: settings.unpinned,
+            trial_id: format!("{}-{}", run.run_id, trial_number + 1),
+        };
+        let label = if spec.name == *probe {
+            probe.clone()
+        } else {
+            format!("{} ({probe})", spec.name)
+        };
+        let warm = if planned.warmup { " warm-up" } else { "" };
+        let what = format!(
+            "round {}/{total_rounds}{warm} {label} on {}",
+            planned.round, targets[host].address
+        );
+        progress.status(what.clone());
+        let completed = conn
+            .run_probe(request, |event| {
+                if let pb::probe_event::Event::Interval(i) = event {
+                    progress.status(format!(
+                        "{what}: interval {} {}",
+                        i.index + 1,
+                        headline(&i.metrics)
+                    ));
                 }
+            })
+            .await;
+        if let Some(peer) = peers[host].as_mut().filter(|_| needs_peer(probe)) {
+            peer.stop_peer().await;
+        }
+        let completed = completed?;
+        let metrics = trial_metrics(&completed.result, &completed.intervals).map_err(|e| {
+            AgentError::Protocol {
+                agent: conn.label().to_string(),
+                what: e.to_string(),
             }
+        })?;
+        let record = TrialRecord {
+            probe: probe.clone(),
+            variant: spec.name.clone(),
+            warmup: planned.warmup,
+            host,
+            round: planned.round,
+            trial_id: completed.result.trial_id.clone(),
+            start_unix_ns: completed.result.start_unix_ns,
+            end_unix_ns: completed.result.end_unix_ns,
+            cancelled: completed.result.cancelled,
+            params: completed
+                .accepted
+                .resolved_params
+                .clone()
+                .into_iter()
+                .collect(),
+            placement: completed.result.placement.clone().or(completed.placement),
+            intervals: completed.result.intervals,
+            metrics,
+            noise: completed.result.noise.clone(),
+            peer: peer_address,
+        };
+        progress.line(&format!("{what}: {}", headline(&completed.result.metrics)));
+        run.trials.push(record);
+        progress.trial_done();
+        if on_trial(run, planned)? == Flow::Stop {
+            break;
         }
     }
     Ok(())

@@ -116,6 +116,12 @@ pub struct SettingsJson {
     pub tune: bool,
     /// --unpinned: probe threads not pinned (a baseline for placement).
     pub unpinned: bool,
+    /// What was measured: name, probe and parameters of each variant.
+    pub variants: Vec<crate::schedule::VariantSpec>,
+    /// Warm-up rounds (run first, left out of summaries).
+    pub warmup_rounds: u32,
+    /// Seed of the randomized interleaved trial order (RMIT).
+    pub seed: u64,
 }
 
 /// A host and its fingerprint.
@@ -216,6 +222,10 @@ pub struct FingerprintJson {
 pub struct TrialJson {
     /// Probe name.
     pub probe: String,
+    /// Variant name: the probe's in `run`, "A" or "B" in `compare`.
+    pub variant: String,
+    /// A warm-up trial, left out of summaries and verdicts.
+    pub warmup: bool,
     /// HOST:PORT of the agent that ran it.
     pub host: String,
     /// HOST:PORT of the peer agent that served a network probe's other end.
@@ -314,6 +324,8 @@ pub struct MetricJson {
 /// Per probe and metric, the trials' values summarized.
 #[derive(Debug, Serialize)]
 pub struct SummaryJson {
+    /// Variant name (the probe's name in `run`).
+    pub variant: String,
     /// Probe name.
     pub probe: String,
     /// Metric name.
@@ -364,6 +376,9 @@ pub fn build(run: &RunRecord) -> Report {
             cpus: run.settings.cpus.clone(),
             tune: run.settings.tune,
             unpinned: run.settings.unpinned,
+            variants: run.settings.variants.clone(),
+            warmup_rounds: run.settings.warmup,
+            seed: run.settings.seed,
         },
         hosts: run
             .hosts
@@ -424,6 +439,8 @@ pub fn fingerprint(fp: &pb::Fingerprint) -> FingerprintJson {
 fn trial(run: &RunRecord, t: &TrialRecord) -> TrialJson {
     TrialJson {
         probe: t.probe.clone(),
+        variant: t.variant.clone(),
+        warmup: t.warmup,
         host: run
             .hosts
             .get(t.host)
@@ -534,24 +551,40 @@ fn interval_metric(m: &MetricRecord) -> MetricJson {
     }
 }
 
-/// (probe, metric) pairs in the order first seen.
-pub fn metric_keys(trials: &[TrialRecord]) -> Vec<(String, String, String)> {
-    let mut keys: Vec<(String, String, String)> = Vec::new();
+/// (variant, probe, metric, unit) in the order first seen.
+pub fn metric_keys(trials: &[TrialRecord]) -> Vec<(String, String, String, String)> {
+    let mut keys: Vec<(String, String, String, String)> = Vec::new();
     for t in trials {
         for m in &t.metrics {
-            if !keys.iter().any(|(p, n, _)| *p == t.probe && *n == m.name) {
-                keys.push((t.probe.clone(), m.name.clone(), m.unit.clone()));
+            if !keys
+                .iter()
+                .any(|(v, _, n, _)| *v == t.variant && *n == m.name)
+            {
+                keys.push((
+                    t.variant.clone(),
+                    t.probe.clone(),
+                    m.name.clone(),
+                    m.unit.clone(),
+                ));
             }
         }
     }
     keys
 }
 
-/// The values of one metric across trials (cancelled trials excluded: they are shorter).
-pub fn trial_values(trials: &[TrialRecord], probe: &str, metric: &str) -> Vec<f64> {
+/// Trials that count for summaries: not warm-ups, not cancelled (shorter).
+pub fn counted<'a>(
+    trials: &'a [TrialRecord],
+    variant: &'a str,
+) -> impl Iterator<Item = &'a TrialRecord> {
     trials
         .iter()
-        .filter(|t| t.probe == probe && !t.cancelled)
+        .filter(move |t| t.variant == variant && !t.cancelled && !t.warmup)
+}
+
+/// The values of one metric across a variant's counted trials.
+pub fn trial_values(trials: &[TrialRecord], variant: &str, metric: &str) -> Vec<f64> {
+    counted(trials, variant)
         .filter_map(|t| t.metrics.iter().find(|m| m.name == metric))
         .filter_map(|m| m.value)
         .collect()
@@ -560,9 +593,10 @@ pub fn trial_values(trials: &[TrialRecord], probe: &str, metric: &str) -> Vec<f6
 fn summary(trials: &[TrialRecord]) -> Vec<SummaryJson> {
     metric_keys(trials)
         .into_iter()
-        .filter_map(|(probe, metric, unit)| {
-            let s = summarize(&trial_values(trials, &probe, &metric))?;
+        .filter_map(|(variant, probe, metric, unit)| {
+            let s = summarize(&trial_values(trials, &variant, &metric))?;
             Some(SummaryJson {
+                variant,
                 probe,
                 metric,
                 unit,

@@ -60,6 +60,12 @@ pub struct RunSettings {
     pub tune: bool,
     /// --unpinned: the scheduler places probe threads (a baseline for placement).
     pub unpinned: bool,
+    /// What is measured, in the order given.
+    pub variants: Vec<crate::schedule::VariantSpec>,
+    /// Warm-up rounds before the measured ones.
+    pub warmup: u32,
+    /// The seed of the randomized interleaved order.
+    pub seed: u64,
 }
 
 /// One decoded histogram with its bookkeeping.
@@ -95,6 +101,10 @@ pub struct MetricRecord {
 pub struct TrialRecord {
     /// Probe name.
     pub probe: String,
+    /// The variant's name: the probe's name in `run`, "A" or "B" in `compare`.
+    pub variant: String,
+    /// A warm-up trial: stored, left out of summaries and verdicts.
+    pub warmup: bool,
     /// Index into [`RunRecord::hosts`].
     pub host: usize,
     /// Round, from 1.

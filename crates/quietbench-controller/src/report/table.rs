@@ -149,18 +149,22 @@ pub fn render(run: &RunRecord) -> String {
         "probe", "metric", "unit", "trials", "mean", "median", "CV", "p50", "p99", "p99.9",
     ];
     let mut rows: Vec<[String; 10]> = Vec::new();
-    for (probe, metric, unit) in metric_keys(&run.trials) {
-        let values = trial_values(&run.trials, &probe, &metric);
+    for (variant, probe, metric, unit) in metric_keys(&run.trials) {
+        let values = trial_values(&run.trials, &variant, &metric);
         let Some(s) = summarize(&values) else {
             continue;
         };
-        let merged = merged_histogram(run, &probe, &metric);
+        let merged = merged_histogram(run, &variant, &metric);
         let pct = |q: f64| match &merged {
             Some(h) if !h.is_empty() => format_value(h.value_at_quantile(q) as f64, &unit),
             _ => "-".to_string(),
         };
         rows.push([
-            probe.clone(),
+            if variant == probe {
+                probe.clone()
+            } else {
+                format!("{variant}: {probe}")
+            },
             metric.clone(),
             unit.clone(),
             s.n.to_string(),
@@ -260,14 +264,10 @@ fn noise_line(run: &RunRecord, host: usize) -> Option<String> {
     })
 }
 
-fn merged_histogram(run: &RunRecord, probe: &str, metric: &str) -> Option<Histogram<u64>> {
+fn merged_histogram(run: &RunRecord, variant: &str, metric: &str) -> Option<Histogram<u64>> {
     // Auto-resizing, so histograms of any range (other agents, other versions) merge.
     let mut merged = Histogram::<u64>::new(3).ok()?;
-    for t in run
-        .trials
-        .iter()
-        .filter(|t| t.probe == probe && !t.cancelled)
-    {
+    for t in super::json::counted(&run.trials, variant) {
         let found = t.metrics.iter().find(|m| m.name == metric);
         if let Some(h) = found.and_then(|m| m.histogram.as_ref()) {
             merged.add(&h.hist).ok()?;
