@@ -7,6 +7,7 @@
 //! controller's runtime, progress bars and reports.
 
 pub mod cli;
+pub mod compare;
 pub mod connection;
 pub mod local_agent;
 pub mod report;

@@ -8,7 +8,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use quietbench_proto::v1 as pb;
 
 use crate::connection::{AgentConnection, AgentError};
-use crate::report::record::trial_metrics;
+use crate::report::record::{IntervalRecord, trial_metrics};
 use crate::report::{HostKind, HostRecord, RunRecord, RunSettings, TrialRecord, json};
 use crate::schedule::PlannedTrial;
 
@@ -261,6 +261,11 @@ pub async fn execute(
             metrics,
             noise: completed.result.noise.clone(),
             peer: peer_address,
+            interval_records: completed
+                .intervals
+                .iter()
+                .map(IntervalRecord::from_wire)
+                .collect(),
         };
         progress.line(&format!("{what}: {}", headline(&completed.result.metrics)));
         run.trials.push(record);

@@ -96,6 +96,50 @@ pub struct MetricRecord {
     pub histogram: Option<HistogramRecord>,
 }
 
+/// One interval of a trial, as the agent streamed it.
+#[derive(Debug, Clone)]
+pub struct IntervalRecord {
+    /// Index within the trial.
+    pub index: u32,
+    /// Start, ns since the epoch.
+    pub start_unix_ns: u64,
+    /// End, ns since the epoch.
+    pub end_unix_ns: u64,
+    /// Value metrics of the interval (rates), by name.
+    pub values: Vec<(String, f64)>,
+    /// Distribution metrics of the interval: name and HdrHistogram V2+DEFLATE bytes.
+    pub histograms: Vec<(String, Vec<u8>)>,
+    /// Noise during the interval.
+    pub noise: Option<pb::NoiseSample>,
+}
+
+impl IntervalRecord {
+    /// From the wire form.
+    pub fn from_wire(i: &pb::Interval) -> Self {
+        Self {
+            index: i.index,
+            start_unix_ns: i.start_unix_ns,
+            end_unix_ns: i.end_unix_ns,
+            values: i
+                .metrics
+                .iter()
+                .filter(|m| m.histogram.is_none())
+                .filter_map(|m| m.value.map(|v| (m.name.clone(), v)))
+                .collect(),
+            histograms: i
+                .metrics
+                .iter()
+                .filter_map(|m| {
+                    m.histogram
+                        .as_ref()
+                        .map(|h| (m.name.clone(), h.hdr_v2_deflate.clone()))
+                })
+                .collect(),
+            noise: i.noise.clone(),
+        }
+    }
+}
+
 /// One finished trial.
 #[derive(Debug, Clone)]
 pub struct TrialRecord {
@@ -129,6 +173,8 @@ pub struct TrialRecord {
     pub noise: Option<pb::NoiseSample>,
     /// The peer agent (HOST:PORT) of a network probe.
     pub peer: Option<String>,
+    /// Every interval as streamed (for interval logs and charts over time).
+    pub interval_records: Vec<IntervalRecord>,
 }
 
 /// A whole run.
