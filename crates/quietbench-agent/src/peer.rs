@@ -3,6 +3,7 @@
 use std::net::IpAddr;
 use std::sync::Mutex;
 
+use quietbench_probe::net::PeerServer;
 use quietbench_probe::placement::{MachineLayout, PlacementRequest, WorkKind, plan};
 use quietbench_proto::v1 as pb;
 use tonic::Status;
@@ -10,43 +11,64 @@ use tonic::Status;
 /// The peer server this agent runs, if any.
 #[derive(Default)]
 pub struct PeerSlot {
-    running: Mutex<Option<Running>>,
+    running: Mutex<Option<PeerServer>>,
 }
 
-/// Placeholder until the probe crate's peer server lands: it keeps the RPCs' shape.
-struct Running;
-
 impl PeerSlot {
-    /// Starts (or restarts) the peer server on `bind`, its threads on the RSS CPUs that
-    /// network placement picks.
+    /// Starts (or restarts) the peer server on `bind`. Its connection threads go to the CPUs
+    /// that service the NIC's queues (network placement), so each flow's receive work and its
+    /// reader share a CPU, as CONTEXT.md §4's 85 Gbps setup did. On loopback both agents share
+    /// one machine and there is no NIC: the threads are left to the scheduler, which keeps them
+    /// off the client's pinned CPU.
     pub fn start(
         &self,
         bind: IpAddr,
         layout: &MachineLayout,
     ) -> Result<pb::StartPeerResponse, Status> {
-        let threads = layout.nic_queues.len().max(1);
-        let cpus = plan(
-            layout,
-            &PlacementRequest {
+        let cpus = if bind.is_loopback() {
+            Vec::new()
+        } else {
+            let threads = layout.nic_queues.len().max(1);
+            let request = PlacementRequest {
                 threads,
                 kind: WorkKind::Network,
                 explicit_cpus: Vec::new(),
-            },
-        )
-        .map(|p| p.thread_cpus)
-        .unwrap_or_default();
-        let _ = (bind, cpus, &self.running, Running);
-        Err(Status::unimplemented(
-            "the network peer server is not built into this agent yet",
-        ))
+            };
+            let mut cpus = plan(layout, &request)
+                .map(|p| p.thread_cpus)
+                .unwrap_or_default();
+            cpus.dedup();
+            cpus
+        };
+        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(old) = running.take() {
+            old.stop();
+        }
+        let server = PeerServer::start(bind, &cpus).map_err(|e| {
+            Status::failed_precondition(format!("cannot start the peer server on {bind}: {e}"))
+        })?;
+        let response = pb::StartPeerResponse {
+            tcp_port: server.tcp_port().into(),
+            udp_port: server.udp_port().into(),
+            cpus,
+        };
+        *running = Some(server);
+        Ok(response)
     }
 
     /// Stops the peer server; false when none ran.
     pub fn stop(&self) -> bool {
-        self.running
+        let server = self
+            .running
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .take()
-            .is_some()
+            .take();
+        match server {
+            Some(server) => {
+                server.stop();
+                true
+            }
+            None => false,
+        }
     }
 }

@@ -2,23 +2,18 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use anyhow::Context;
 use clap::{ArgGroup, Args, Parser, Subcommand};
 use quietbench_agent::AgentArgs;
 
 use crate::connection::AgentConnection;
-use crate::local_agent::{LocalAgent, describe_status};
+use crate::local_agent::LocalAgent;
 use crate::report::{HostKind, HostRecord, RunSettings, json, table};
-use crate::run::{
-    Flow, Progress, Target, execute, needs_peer, new_record, restore_all, write_json,
-};
+use crate::run::{Flow, Target, needs_peer, new_record};
 use crate::schedule::{VariantSpec, fresh_seed};
+use crate::session::{Outputs, Session, local_target, runtime};
 use quietbench_proto::v1 as pb;
-
-/// Exit code when the user interrupts (128 + SIGINT, as shells report it).
-const EXIT_INTERRUPTED: u8 = 130;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -48,8 +43,139 @@ enum Command {
     Prepare(PrepareArgs),
     /// Undo every host change an agent made
     Restore(RestoreArgs),
+    /// A/B-compare two commands with randomized interleaved trials and print a verdict that
+    /// states its interval and the smallest difference it could detect
+    Compare(CompareArgs),
+    /// List the runs in the result store
+    Runs(RunsArgs),
+    /// Show a stored run: its table, and its JSON or HTML report on request
+    Show(ShowArgs),
+    /// One metric across stored runs and days, per host and CPU model
+    History(HistoryArgs),
+    /// Finish an interrupted run without re-running its finished trials
+    Resume(ResumeArgs),
     /// Serve as an agent (the same program as quietbench-agent)
     Agent(AgentArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("target").required(true).multiple(false).args(["local", "agents"])))]
+struct CompareArgs {
+    /// Command A, the baseline (run without a shell unless --shell)
+    #[arg(long, value_name = "CMD")]
+    a: String,
+    /// Command B, the candidate
+    #[arg(long, value_name = "CMD")]
+    b: String,
+    /// Measure on this machine
+    #[arg(long)]
+    local: bool,
+    /// Measure on running agents; repeat for several hosts
+    #[arg(long = "agent", value_name = "HOST:PORT")]
+    agents: Vec<String>,
+    /// Measured rounds (each runs A and B once per host, in random order); with --precision,
+    /// the most rounds to run
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(5..=100_000))]
+    rounds: u32,
+    /// Warm-up rounds, run first and left out of the verdict
+    #[arg(long, default_value_t = 2)]
+    warmup: u32,
+    /// Seconds each trial times its command (repeating it)
+    #[arg(long, value_name = "SECS", default_value = "1", value_parser = parse_duration)]
+    duration: Duration,
+    /// Stop once the 95% interval is within ±PCT percent (checked every 5 rounds from round 20)
+    #[arg(long, value_name = "PCT")]
+    precision: Option<f64>,
+    /// Stop after SECS whatever the interval
+    #[arg(long, value_name = "SECS", value_parser = parse_budget)]
+    budget: Option<Duration>,
+    /// Exit with status 3 when B is significantly slower than A by more than PCT percent
+    #[arg(long, value_name = "PCT")]
+    fail_if_slower: Option<f64>,
+    /// Run the commands through /bin/sh -c
+    #[arg(long)]
+    shell: bool,
+    /// Working directory of the commands
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+    /// Address-space randomization for the commands
+    #[arg(long, value_name = "on|off", default_value = "on", value_parser = ["on", "off"])]
+    aslr: String,
+    /// Seed of the trial order and the bootstrap (random by default)
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Write the verdict as JSON (schema quietbench.compare.v1)
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Write the run's HTML report
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+    /// The result store
+    #[arg(long, value_name = "FILE")]
+    db: Option<PathBuf>,
+    /// Keep no record in the result store
+    #[arg(long, conflicts_with = "db")]
+    no_store: bool,
+}
+
+fn parse_budget(text: &str) -> Result<Duration, String> {
+    parse_seconds(text, 1.0, 7.0 * 86400.0)
+}
+
+#[derive(Debug, Args)]
+struct RunsArgs {
+    /// The result store [default: $XDG_DATA_HOME/quietbench/results.sqlite3]
+    #[arg(long, value_name = "FILE")]
+    db: Option<PathBuf>,
+    /// How many runs, newest first
+    #[arg(long, default_value_t = 20)]
+    limit: usize,
+}
+
+#[derive(Debug, Args)]
+struct ShowArgs {
+    /// The run's id, or a unique prefix of it
+    run: String,
+    /// The result store
+    #[arg(long, value_name = "FILE")]
+    db: Option<PathBuf>,
+    /// Write its JSON report to FILE
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Write its HTML report to FILE
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct HistoryArgs {
+    /// The probe, e.g. cpu.primes
+    #[arg(long)]
+    probe: String,
+    /// The metric, e.g. events_per_sec
+    #[arg(long)]
+    metric: String,
+    /// Only hosts whose CPU model contains this text (case-insensitive), e.g. 8275CL
+    #[arg(long, value_name = "TEXT")]
+    cpu_model: Option<String>,
+    /// The result store
+    #[arg(long, value_name = "FILE")]
+    db: Option<PathBuf>,
+    /// How many of the most recent runs
+    #[arg(long, default_value_t = 50)]
+    limit: usize,
+}
+
+#[derive(Debug, Args)]
+struct ResumeArgs {
+    /// The interrupted run's id, or a unique prefix of it
+    run: String,
+    /// The result store
+    #[arg(long, value_name = "FILE")]
+    db: Option<PathBuf>,
+    /// Agents to use instead of the stored addresses (remote runs), in the same order
+    #[arg(long = "agent", value_name = "HOST:PORT")]
+    agents: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -142,6 +268,18 @@ struct RunArgs {
     /// rewritten after every trial so an interrupted run keeps what it measured
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Write a single-file HTML report with charts to FILE
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+    /// Write HdrHistogram interval logs (one per distribution metric) into DIR
+    #[arg(long, value_name = "DIR")]
+    hdr_log: Option<PathBuf>,
+    /// The result store [default: $XDG_DATA_HOME/quietbench/results.sqlite3]
+    #[arg(long, value_name = "FILE")]
+    db: Option<PathBuf>,
+    /// Keep no record in the result store
+    #[arg(long, conflicts_with = "db")]
+    no_store: bool,
 }
 
 #[derive(Debug, Args)]
@@ -210,6 +348,45 @@ pub fn main() -> ExitCode {
         Command::Host(args) => host_command(args),
         Command::Prepare(args) => prepare_command(args),
         Command::Restore(args) => restore_command(args),
+        Command::Compare(args) => match args.precision.filter(|p| !(*p > 0.0 && *p < 100.0)) {
+            Some(p) => Err(anyhow::anyhow!(
+                "--precision {p} must be a percentage between 0 and 100"
+            )),
+            None => crate::compare::run_compare(crate::compare::CompareRequest {
+                options: crate::compare::CompareOptions {
+                    a: args.a,
+                    b: args.b,
+                    shell: args.shell,
+                    cwd: args.cwd,
+                    aslr_off: args.aslr == "off",
+                },
+                local: args.local,
+                agents: args.agents,
+                rounds: args.rounds,
+                warmup: args.warmup,
+                duration_ms: args.duration.as_millis() as u64,
+                seed: args.seed.unwrap_or_else(fresh_seed),
+                precision: args.precision.map(|p| p / 100.0),
+                budget: args.budget,
+                fail_if_slower: args.fail_if_slower,
+                json: args.json,
+                html: args.html,
+                db: args.db,
+                no_store: args.no_store,
+            }),
+        },
+        Command::Runs(args) => crate::stored::list(args.db.as_deref(), args.limit),
+        Command::Show(args) => {
+            crate::stored::show(args.db.as_deref(), &args.run, args.json, args.html)
+        }
+        Command::History(args) => crate::stored::history(
+            args.db.as_deref(),
+            &args.probe,
+            &args.metric,
+            args.cpu_model.as_deref(),
+            args.limit,
+        ),
+        Command::Resume(args) => crate::stored::resume(args.db.as_deref(), &args.run, &args.agents),
     };
     match outcome {
         Ok(code) => code,
@@ -220,24 +397,8 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the controller's runtime")
-}
-
-fn local_target(agent: &LocalAgent) -> Target {
-    Target {
-        address: agent.addr().to_string(),
-        kind: HostKind::Local,
-        label: format!("{} (local agent, pid {})", agent.addr(), agent.pid()),
-        peer: None,
-    }
-}
-
 fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let settings = RunSettings {
+    let mut settings = RunSettings {
         probes: if args.probes.is_empty() {
             vec!["cpu.primes".to_string()]
         } else {
@@ -254,7 +415,6 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
         warmup: args.warmup,
         seed: args.seed.unwrap_or_else(fresh_seed),
     };
-    let mut settings = settings;
     settings.variants = settings
         .probes
         .iter()
@@ -264,151 +424,19 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
             params: settings.params.clone(),
         })
         .collect();
-    // Started on the main thread: the agent's parent-death signal follows this thread.
     let wants_peer = settings.probes.iter().any(|p| needs_peer(p));
-    if !args.peers.is_empty() && args.peers.len() != 1 && args.peers.len() != args.agents.len() {
-        anyhow::bail!(
-            "give one --peer for all agents or one per --agent ({} agents, {} peers)",
-            args.agents.len(),
-            args.peers.len()
-        );
-    }
-    let mut local = if args.local {
-        Some(LocalAgent::start()?)
-    } else {
-        None
-    };
-    // Network probes on this machine: a second local agent serves the other end (loopback).
-    let local_peer = if args.local && wants_peer {
-        Some(LocalAgent::start()?)
-    } else {
-        None
-    };
-    if local.is_some() {
-        keep_off_probe_cpus();
-    }
-    let targets: Vec<Target> = match &local {
-        Some(agent) => vec![Target {
-            peer: local_peer.as_ref().map(|p| {
-                let mut t = local_target(p);
-                t.label = format!("{} (local peer agent, pid {})", p.addr(), p.pid());
-                Box::new(t)
-            }),
-            ..local_target(agent)
-        }],
-        None => args
-            .agents
-            .iter()
-            .enumerate()
-            .map(|(i, a)| Target {
-                address: a.clone(),
-                kind: HostKind::Remote,
-                label: a.clone(),
-                peer: args.peers.get(i).or(args.peers.first()).map(|p| {
-                    Box::new(Target {
-                        address: p.clone(),
-                        kind: HostKind::Remote,
-                        label: format!("{p} (peer)"),
-                        peer: None,
-                    })
-                }),
-            })
-            .collect(),
-    };
-    let total = u64::from(settings.rounds + settings.warmup)
-        * settings.variants.len() as u64
-        * targets.len() as u64;
-    let mut run = new_record(settings);
-    let progress = Progress::new(total);
-    let rt = runtime()?;
-    let json_path = args.json.clone();
-    let mut save = |run: &crate::report::RunRecord, _: &crate::schedule::PlannedTrial| {
-        if let Some(path) = &json_path {
-            write_json(path, run)?;
-        }
-        Ok(Flow::Continue)
-    };
-    let outcome = rt.block_on(async {
-        tokio::select! {
-            result = execute(&targets, &mut run, &progress, &[], &mut save) => Some(result),
-            _ = tokio::signal::ctrl_c() => None,
-        }
-    });
-    // Restore whatever happened above: success, failure or Ctrl-C.
-    let restored = !run.settings.tune || rt.block_on(restore_all(&targets, &progress));
-    progress.finish();
-    run.finished_at = Some(SystemTime::now());
-    let code = match outcome {
-        Some(Ok(())) if !restored => {
-            run.error = Some("a host could not be restored after the run; see above".into());
-            ExitCode::FAILURE
-        }
-        Some(Ok(())) => ExitCode::SUCCESS,
-        Some(Err(err)) => {
-            let mut message = format!("{err:#}");
-            // A dead local agent explains the error better than the broken connection does.
-            if let Some(agent) = local.as_mut()
-                && let Some(status) = agent.wait_exit(Duration::from_millis(500))
-            {
-                message.push_str(&format!(
-                    " (the local agent, pid {}, {})",
-                    agent.pid(),
-                    describe_status(status)
-                ));
-            }
-            run.error = Some(message.clone());
-            eprintln!("quietbench: error: {message}");
-            ExitCode::FAILURE
-        }
-        None => {
-            run.error = Some("interrupted by the user".to_string());
-            eprintln!(
-                "quietbench: interrupted; {} finished trials kept",
-                run.trials.len()
-            );
-            ExitCode::from(EXIT_INTERRUPTED)
-        }
-    };
-    drop(local);
-    if !run.trials.is_empty() {
-        println!("{}", table::render(&run));
-    }
-    for warning in crate::warnings::run_warnings(&run) {
-        eprintln!("quietbench: warning: {warning}");
-    }
-    if let Some(path) = &args.json {
-        write_json(path, &run)?;
-        eprintln!("quietbench: JSON report written to {}", path.display());
-    }
+    let session = Session::start(args.local, &args.agents, &args.peers, wants_peer)?;
+    let outputs = Outputs::new(
+        args.json,
+        args.html,
+        args.hdr_log,
+        args.db.as_deref(),
+        args.no_store,
+    )?;
+    let (_run, code) = session.drive(new_record(settings), outputs, &[], &mut |_, _| {
+        Flow::Continue
+    })?;
     Ok(code)
-}
-
-/// Pins the controller (this thread, and so every thread it starts later: the runtime, the
-/// progress bar's ticker) to the lowest CPU it may use, the one the local agent keeps for
-/// housekeeping, so the controller never runs where a probe measures. Called after the agent
-/// started, so the agent keeps the full CPU set. (A few lines of nix rather than the probe
-/// crate's helpers: the controller links no probe code.)
-fn keep_off_probe_cpus() {
-    use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
-    use nix::unistd::Pid;
-    let Ok(allowed) = sched_getaffinity(Pid::from_raw(0)) else {
-        return;
-    };
-    let cpus: Vec<usize> = (0..CpuSet::count())
-        .filter(|&c| allowed.is_set(c).unwrap_or(false))
-        .collect();
-    if cpus.len() < 2 {
-        return; // one CPU: nowhere else to go
-    }
-    let mut housekeeping = CpuSet::new();
-    if housekeeping.set(cpus[0]).is_ok()
-        && let Err(err) = sched_setaffinity(Pid::from_raw(0), &housekeeping)
-    {
-        eprintln!(
-            "quietbench: warning: cannot pin the controller to CPU {}: {err}",
-            cpus[0]
-        );
-    }
 }
 
 fn prepare_command(args: PrepareArgs) -> anyhow::Result<ExitCode> {

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use quietbench_stats::{Verdict, VerdictKind};
 use serde::Serialize;
 
 use crate::report::{RunRecord, TrialRecord};
@@ -105,6 +106,258 @@ pub fn complete_rounds(obs: &[Observation]) -> usize {
         }
     }
     rounds.values().filter(|(a, b)| *a && *b).count()
+}
+
+/// The observations in the statistics crate's terms: "A" is the baseline, "B" the candidate.
+pub fn stats_observations(obs: &[Observation]) -> Vec<quietbench_stats::Observation> {
+    obs.iter()
+        .filter_map(|o| {
+            let variant = match o.variant.as_str() {
+                "A" => quietbench_stats::Variant::A,
+                "B" => quietbench_stats::Variant::B,
+                _ => return None,
+            };
+            Some(quietbench_stats::Observation {
+                host: o.host.clone(),
+                cpu_model: o.cpu_model.clone(),
+                round: o.round,
+                variant,
+                value: o.value_ns,
+            })
+        })
+        .collect()
+}
+
+/// The verdict in the `--json` file: a stable schema (docs/json-report.md, "compare").
+#[derive(Debug, Serialize)]
+pub struct VerdictJson {
+    /// Always "quietbench.compare.v1".
+    pub schema: &'static str,
+    /// "no_difference", "a_faster" or "b_faster".
+    pub verdict: &'static str,
+    /// B / A of the mean time per invocation (geometric mean of paired per-round ratios).
+    pub ratio: f64,
+    /// Lower end of the confidence interval of the ratio.
+    pub ci_low: f64,
+    /// Upper end.
+    pub ci_high: f64,
+    /// Confidence level, e.g. 0.95.
+    pub level: f64,
+    /// Smallest relative difference this run could detect (0.006 = 0.6%).
+    pub mde: f64,
+    /// Paired rounds used.
+    pub rounds: usize,
+    /// Hosts used.
+    pub hosts: usize,
+    /// How the interval was computed.
+    pub method: String,
+    /// The sentence the terminal prints.
+    pub sentence: String,
+    /// What to know before trusting it.
+    pub warnings: Vec<String>,
+    /// Commands compared.
+    pub a: String,
+    /// Commands compared.
+    pub b: String,
+    /// The run's id in the result store (null with --no-store).
+    pub run_id: String,
+    /// Why the run stopped (adaptive stopping), when it stopped early.
+    pub stopped: Option<String>,
+}
+
+/// The JSON form of a verdict.
+pub fn verdict_json(
+    v: &Verdict,
+    a: &str,
+    b: &str,
+    run_id: &str,
+    stopped: Option<String>,
+) -> VerdictJson {
+    VerdictJson {
+        schema: "quietbench.compare.v1",
+        verdict: match v.kind {
+            VerdictKind::NoDifference => "no_difference",
+            VerdictKind::AFaster => "a_faster",
+            VerdictKind::BFaster => "b_faster",
+        },
+        ratio: v.ratio,
+        ci_low: v.ci_low,
+        ci_high: v.ci_high,
+        level: v.level.get(),
+        mde: v.mde,
+        rounds: v.rounds,
+        hosts: v.hosts,
+        method: v.method.clone(),
+        sentence: v.to_string(),
+        warnings: v.warnings.clone(),
+        a: a.to_string(),
+        b: b.to_string(),
+        run_id: run_id.to_string(),
+        stopped,
+    }
+}
+
+/// Whether `--fail-if-slower PCT` fails: B significantly slower (the interval excludes 1) and
+/// slower by more than PCT percent at the point estimate.
+pub fn fails_slower(v: &Verdict, pct: f64) -> bool {
+    v.kind == VerdictKind::AFaster && (v.ratio - 1.0) * 100.0 > pct
+}
+
+/// Everything `quietbench compare` was asked.
+#[derive(Debug, Clone)]
+pub struct CompareRequest {
+    /// The commands and how they run.
+    pub options: CompareOptions,
+    /// Measure on this machine.
+    pub local: bool,
+    /// Or on these agents.
+    pub agents: Vec<String>,
+    /// Measured rounds (the maximum, with a precision target).
+    pub rounds: u32,
+    /// Warm-up rounds.
+    pub warmup: u32,
+    /// Time each trial times its command, ms.
+    pub duration_ms: u64,
+    /// Seed of the interleaved order and the bootstrap.
+    pub seed: u64,
+    /// Stop early once the interval's half-width is at most this fraction (0.005 = ±0.5%).
+    pub precision: Option<f64>,
+    /// Stop after this long, whatever the interval.
+    pub budget: Option<std::time::Duration>,
+    /// `--fail-if-slower PCT`.
+    pub fail_if_slower: Option<f64>,
+    /// The verdict's JSON file.
+    pub json: Option<PathBuf>,
+    /// The run's HTML report.
+    pub html: Option<PathBuf>,
+    /// The result store.
+    pub db: Option<PathBuf>,
+    /// Keep no record.
+    pub no_store: bool,
+}
+
+/// Runs an RMIT A/B of two commands and prints the verdict. Exit code: 0, 1 (error),
+/// 3 ([`EXIT_SLOWER`]: `--fail-if-slower` tripped), 130 (interrupted).
+pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode> {
+    use crate::run::Flow;
+    use crate::schedule::VariantSpec;
+    use crate::session::{Outputs, Session};
+
+    let variants = vec![
+        VariantSpec {
+            name: "A".into(),
+            probe: "exec".into(),
+            params: exec_params(&req.options, &req.options.a),
+        },
+        VariantSpec {
+            name: "B".into(),
+            probe: "exec".into(),
+            params: exec_params(&req.options, &req.options.b),
+        },
+    ];
+    let settings = crate::report::RunSettings {
+        probes: vec!["exec".into()],
+        params: BTreeMap::new(),
+        rounds: req.rounds,
+        duration_ms: req.duration_ms,
+        interval_ms: req.duration_ms.min(1000),
+        cpus: Vec::new(),
+        tune: false,
+        unpinned: false,
+        variants,
+        warmup: req.warmup,
+        seed: req.seed,
+    };
+    let config = quietbench_stats::VerdictConfig {
+        seed: quietbench_stats::Seed(req.seed),
+        ..Default::default()
+    };
+    let rule = match req.precision {
+        Some(target) => Some(quietbench_stats::StoppingRule::new(
+            target,
+            quietbench_stats::stopping::MIN_ROUNDS_BEFORE_FIRST_LOOK.min(req.rounds),
+            5,
+            req.rounds,
+            req.budget,
+        )?),
+        None => None,
+    };
+    let hosts = if req.local { 1 } else { req.agents.len() };
+    let started = std::time::Instant::now();
+    let mut stopped: Option<String> = None;
+    let mut stop = |run: &RunRecord, planned: &crate::schedule::PlannedTrial| -> Flow {
+        // Look only at the end of a round on the last host: every pair of that round is in.
+        let round_done = planned.host + 1 == hosts && {
+            let in_round = run
+                .trials
+                .iter()
+                .filter(|t| t.round == planned.round)
+                .count();
+            in_round == 2 * hosts
+        };
+        if !round_done || planned.warmup {
+            return Flow::Continue;
+        }
+        if req.budget.is_some_and(|b| started.elapsed() >= b) {
+            stopped = Some(format!(
+                "time budget of {:?} spent",
+                req.budget.unwrap_or_default()
+            ));
+            return Flow::Stop;
+        }
+        let Some(rule) = &rule else {
+            return Flow::Continue;
+        };
+        let obs = stats_observations(&observations(run));
+        match rule.decide_observations(&obs, started.elapsed(), &config) {
+            Ok(quietbench_stats::Decision::Stop(reason)) => {
+                stopped = Some(format!("{reason:?}"));
+                Flow::Stop
+            }
+            _ => Flow::Continue,
+        }
+    };
+    let session = Session::start(req.local, &req.agents, &[], false)?;
+    let outputs = Outputs::new(
+        None,
+        req.html.clone(),
+        None,
+        req.db.as_deref(),
+        req.no_store,
+    )?;
+    let (run, code) = session.drive(crate::run::new_record(settings), outputs, &[], &mut stop)?;
+    if code != std::process::ExitCode::SUCCESS {
+        return Ok(code);
+    }
+    let obs = stats_observations(&observations(&run));
+    let verdict =
+        quietbench_stats::judge(&obs, &config).map_err(|e| anyhow::anyhow!("no verdict: {e}"))?;
+    println!("{verdict}");
+    if let Some(reason) = &stopped {
+        println!("stopped early: {reason}");
+    }
+    if let Some(path) = &req.json {
+        let body = verdict_json(
+            &verdict,
+            &req.options.a,
+            &req.options.b,
+            &run.run_id,
+            stopped.clone(),
+        );
+        std::fs::write(path, serde_json::to_string_pretty(&body)? + "\n")
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+        eprintln!("quietbench: verdict written to {}", path.display());
+    }
+    if let Some(pct) = req.fail_if_slower
+        && fails_slower(&verdict, pct)
+    {
+        eprintln!(
+            "quietbench: B is slower than A by more than {pct}% (ratio {:.4}, CI [{:.4}, {:.4}]): failing",
+            verdict.ratio, verdict.ci_low, verdict.ci_high
+        );
+        return Ok(std::process::ExitCode::from(EXIT_SLOWER));
+    }
+    Ok(std::process::ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

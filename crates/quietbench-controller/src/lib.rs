@@ -13,4 +13,7 @@ pub mod local_agent;
 pub mod report;
 pub mod run;
 pub mod schedule;
+pub mod session;
+pub mod store;
+pub mod stored;
 pub mod warnings;

@@ -1,13 +1,739 @@
-//! (being written)
+//! `disk.seq` and `disk.rand`: sequential 128 KiB and random 16 KiB direct I/O at a queue depth,
+//! the two shapes by which clouds cap a disk (MB/s at 128 KiB, IOPS at 16 KiB; CONTEXT.md §2),
+//! compared with fio.
+//!
+//! Each probe thread owns a queue of `qd` requests (an io_uring ring, or helper threads where
+//! io_uring is refused; see `disk/engine.rs`) and its own region of the target. A step reaps
+//! whatever completed, records each request's submit-to-complete latency, and refills the queue
+//! at once, so `qd` requests stay at the device, as fio keeps its iodepth.
+//!
+//! A block device is opened read-only unless `destructive=true`: a write mode on a device
+//! without it is refused before anything is opened.
 
 use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::Arc;
 
-use crate::{ParamError, ProbeSpec};
+use crate::catalog::IntParam;
+use crate::{
+    Counter, Merge, ParamError, ProbeSpec, RateBasis, Samples, Step, Throughput, Variant, Workload,
+};
 
-/// Resolves this module's probes.
+pub(crate) mod aligned;
+pub(crate) mod engine;
+pub(crate) mod params;
+pub(crate) mod scan_state;
+pub(crate) mod target;
+
+use aligned::{ALIGN, Rng};
+use engine::{EngineChoice, EngineKind, IoQueue};
+use params::{Params, TextParam};
+use target::{TargetInfo, TargetKind};
+
+const MIB: u64 = 1 << 20;
+
+/// MB/s, decimal, as fio and the cloud providers' caps count.
+const MB_PER_SEC: Throughput = Throughput {
+    metric: "read_mb_per_sec",
+    unit: "MB/s",
+    bytes_per_unit: 1e6,
+};
+
+/// Reads.
+pub const READ: Variant = Variant {
+    rate_metric: "read_iops",
+    rate_unit: "IOPS",
+    latency_metric: "read_latency",
+    throughput: Some(MB_PER_SEC),
+};
+
+/// Writes.
+pub const WRITE: Variant = Variant {
+    rate_metric: "write_iops",
+    rate_unit: "IOPS",
+    latency_metric: "write_latency",
+    throughput: Some(Throughput {
+        metric: "write_mb_per_sec",
+        ..MB_PER_SEC
+    }),
+};
+
+const READS: &[Variant] = &[READ];
+const WRITES: &[Variant] = &[WRITE];
+const READS_AND_WRITES: &[Variant] = &[READ, WRITE];
+
+/// Integer parameters of disk.seq; disk.rand differs in its defaults only.
+const SEQ_INTS: &[IntParam] = &[
+    (
+        "size_mib",
+        1024,
+        1,
+        1 << 30,
+        "MiB of the target used: the file's size, or the first MiB of a device (default for a \
+         device: all of it)",
+    ),
+    (
+        "block_kib",
+        128,
+        4,
+        16 << 10,
+        "KiB per request, a multiple of 4",
+    ),
+    ("qd", 16, 1, 1024, "requests kept in flight by each thread"),
+    (
+        "read_pct",
+        70,
+        0,
+        100,
+        "percent of requests that read, in mode=mixed",
+    ),
+    (
+        "threads",
+        1,
+        1,
+        256,
+        "probe threads, each with its own queue and its own region of the target",
+    ),
+];
+
+const RAND_INTS: &[IntParam] = &[
+    SEQ_INTS[0],
+    (
+        "block_kib",
+        16,
+        4,
+        16 << 10,
+        "KiB per request, a multiple of 4",
+    ),
+    ("qd", 32, 1, 1024, "requests kept in flight by each thread"),
+    SEQ_INTS[3],
+    SEQ_INTS[4],
+];
+
+const TEXTS: &[TextParam] = &[
+    (
+        "path",
+        "",
+        "a file (created and filled with data if missing or short) or a block device",
+    ),
+    ("mode", "read", "read, write or mixed"),
+    (
+        "destructive",
+        "false",
+        "true to allow writing a block device (destroys its data)",
+    ),
+    (
+        "engine",
+        "auto",
+        "auto (io_uring, else threads), io_uring or threads",
+    ),
+];
+
+/// Read, write or both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Read,
+    Write,
+    Mixed { read_pct: u64 },
+}
+
+/// Everything a disk.seq/disk.rand thread needs, shared by the threads of a trial.
+#[derive(Debug)]
+struct Config {
+    probe: &'static str,
+    target: TargetInfo,
+    random: bool,
+    mode: Mode,
+    /// Bytes of the target used.
+    size: u64,
+    block: u64,
+    qd: usize,
+    threads: usize,
+    engine: EngineKind,
+    writable: bool,
+}
+
+/// Resolves disk.seq and disk.rand.
 pub fn resolve(
     probe: &'static str,
-    _params: &BTreeMap<String, String>,
+    params: &BTreeMap<String, String>,
 ) -> Result<ProbeSpec, ParamError> {
-    Err(ParamError::UnknownProbe(probe.to_string()))
+    let random = match probe {
+        "disk.seq" => false,
+        "disk.rand" => true,
+        other => return Err(ParamError::UnknownProbe(other.to_string())),
+    };
+    let p = Params::parse(
+        probe,
+        params,
+        if random { RAND_INTS } else { SEQ_INTS },
+        TEXTS,
+    )?;
+    let path = PathBuf::from(p.required("path", "a file to create and use, or a block device")?);
+    let mode = match p.choice("mode", &["read", "write", "mixed"])? {
+        "read" => Mode::Read,
+        "write" => Mode::Write,
+        _ => Mode::Mixed {
+            read_pct: p.int("read_pct"),
+        },
+    };
+    if p.given("read_pct") && !matches!(mode, Mode::Mixed { .. }) {
+        return Err(p.bad("read_pct", "applies to mode=mixed only"));
+    }
+    let destructive = p.flag("destructive")?;
+    let engine = EngineChoice::parse(&p.text("engine"))
+        .ok_or_else(|| p.bad("engine", "expected auto, io_uring or threads"))?
+        .resolve()
+        .map_err(|why| p.bad("engine", why))?;
+    let block_kib = p.int("block_kib");
+    if block_kib % 4 != 0 {
+        return Err(p.bad(
+            "block_kib",
+            "must be a multiple of 4 (direct I/O moves whole 4 KiB pages)",
+        ));
+    }
+    let block = block_kib << 10;
+    let target = target::inspect(&path).map_err(|why| p.bad("path", why))?;
+    let writes = mode != Mode::Read;
+    let size = match target.kind {
+        TargetKind::BlockDevice => {
+            if writes && !destructive {
+                return Err(ParamError::BadValue {
+                    probe,
+                    key: "mode".into(),
+                    value: p.text("mode"),
+                    why: format!(
+                        "{} is a block device: writing it destroys the data on it, so it is \
+                         opened read-only; pass destructive=true to write it",
+                        path.display()
+                    ),
+                });
+            }
+            let device = target::usable(target.size.unwrap_or(0));
+            if p.given("size_mib") {
+                let asked = p.int("size_mib") * MIB;
+                if asked > device {
+                    return Err(p.bad(
+                        "size_mib",
+                        format!("{} holds only {} MiB", path.display(), device / MIB),
+                    ));
+                }
+                asked
+            } else {
+                device
+            }
+        }
+        TargetKind::File => p.int("size_mib") * MIB,
+    };
+    let threads = p.int("threads") as usize;
+    if size / threads as u64 / block == 0 {
+        return Err(p.bad(
+            "size_mib",
+            format!(
+                "too small for {threads} thread(s) of {block_kib} KiB requests: each thread \
+                 needs a region of at least one request"
+            ),
+        ));
+    }
+    let mut resolved = crate::catalog::as_text(&p.ints);
+    if let Mode::Mixed { .. } = mode {
+    } else {
+        resolved.remove("read_pct");
+    }
+    resolved.insert("size_mib".into(), (size / MIB).to_string());
+    resolved.insert("path".into(), path.display().to_string());
+    resolved.insert("mode".into(), p.text("mode"));
+    resolved.insert("destructive".into(), destructive.to_string());
+    resolved.insert("engine".into(), engine.name().to_string());
+    let config = Arc::new(Config {
+        probe,
+        target,
+        random,
+        mode,
+        size,
+        block,
+        qd: p.int("qd") as usize,
+        threads,
+        engine,
+        writable: writes,
+    });
+    Ok(ProbeSpec {
+        name: probe,
+        threads,
+        resolved_params: resolved,
+        variants: match mode {
+            Mode::Read => READS,
+            Mode::Write => WRITES,
+            Mode::Mixed { .. } => READS_AND_WRITES,
+        },
+        basis: RateBasis::Elapsed,
+        work: crate::placement::WorkKind::Compute,
+        factory: Arc::new(move |thread| {
+            Ok(Box::new(RwWorkload::new(Arc::clone(&config), thread)?) as Box<dyn Workload>)
+        }),
+    })
+}
+
+/// The file a thread's queue works on: a file is laid out first (once, under a lock).
+fn open_target(
+    target: &TargetInfo,
+    size: u64,
+    write: bool,
+    seed: u64,
+) -> Result<Arc<File>, String> {
+    if target.kind == TargetKind::File {
+        target::prepare_file(&target.path, size, seed)?;
+    }
+    // The kind is re-read: the path may have changed since the parameters were checked, and a
+    // device must never be opened for writing on the strength of an old look.
+    let now = target::inspect(&target.path)?;
+    if now.kind != target.kind {
+        return Err(format!(
+            "{} changed from a {:?} to a {:?} since the probe was set up",
+            target.path.display(),
+            target.kind,
+            now.kind
+        ));
+    }
+    target::open_direct(&target.path, target.kind, write).map(Arc::new)
+}
+
+/// One thread of disk.seq or disk.rand.
+struct RwWorkload {
+    config: Arc<Config>,
+    queue: IoQueue,
+    region_start: u64,
+    region_blocks: u64,
+    next_block: u64,
+    rng: Rng,
+    slot_offset: Vec<u64>,
+    slot_write: Vec<bool>,
+    started: bool,
+    error: Option<String>,
+}
+
+impl RwWorkload {
+    fn new(config: Arc<Config>, thread: usize) -> Result<Self, String> {
+        let seed = 0x5157_6265_6e63_6800 ^ thread as u64;
+        let file = open_target(&config.target, config.size, config.writable, seed)?;
+        let (region_start, region_len) = stripe(config.size, config.threads, thread, config.block);
+        let queue = IoQueue::new(config.engine, file, config.qd, config.block as usize, seed)?;
+        let slots = queue.slots();
+        Ok(Self {
+            region_start,
+            region_blocks: region_len / config.block,
+            next_block: 0,
+            rng: Rng::new(seed),
+            slot_offset: vec![0; slots],
+            slot_write: vec![false; slots],
+            started: false,
+            error: None,
+            queue,
+            config,
+        })
+    }
+
+    /// Sends the next request on `slot`.
+    #[inline]
+    fn issue(&mut self, slot: usize) -> Result<(), String> {
+        let write = match self.config.mode {
+            Mode::Read => false,
+            Mode::Write => true,
+            Mode::Mixed { read_pct } => self.rng.below(100) >= read_pct,
+        };
+        let block = if self.config.random {
+            self.rng.below(self.region_blocks)
+        } else {
+            let b = self.next_block;
+            self.next_block = if b + 1 == self.region_blocks {
+                0
+            } else {
+                b + 1
+            };
+            b
+        };
+        let offset = self.region_start + block * self.config.block;
+        self.slot_offset[slot] = offset;
+        self.slot_write[slot] = write;
+        self.queue
+            .submit(slot, write, offset, self.config.block as usize)
+            .map_err(|e| self.io_error(write, offset, &e.to_string()))
+    }
+
+    fn io_error(&self, write: bool, offset: u64, why: &str) -> String {
+        format!(
+            "{}: {} of {} bytes at offset {offset} of {} failed: {why}",
+            self.config.probe,
+            if write { "write" } else { "read" },
+            self.config.block,
+            self.config.target.path.display()
+        )
+    }
+
+    fn fail(&mut self, message: String) -> Step {
+        self.error = Some(message);
+        Step::Failed
+    }
+}
+
+impl Workload for RwWorkload {
+    fn variants(&self) -> &'static [Variant] {
+        match self.config.mode {
+            Mode::Read => READS,
+            Mode::Write => WRITES,
+            Mode::Mixed { .. } => READS_AND_WRITES,
+        }
+    }
+
+    #[inline]
+    fn step(&mut self, samples: &mut Samples<'_>) -> Step {
+        if !self.started {
+            self.started = true;
+            for slot in 0..self.queue.slots() {
+                if let Err(message) = self.issue(slot) {
+                    return self.fail(message);
+                }
+            }
+        }
+        let n = match self.queue.reap(1) {
+            Ok(n) => n,
+            Err(e) => {
+                return self.fail(format!(
+                    "{}: waiting for I/O failed: {e}",
+                    self.config.probe
+                ));
+            }
+        };
+        let write_variant = usize::from(matches!(self.config.mode, Mode::Mixed { .. }));
+        for i in 0..n {
+            let c = self.queue.completion(i);
+            let write = self.slot_write[c.slot];
+            if c.result != self.config.block as i64 {
+                let why = if c.result < 0 {
+                    std::io::Error::from_raw_os_error(-c.result as i32).to_string()
+                } else {
+                    format!("only {} bytes transferred", c.result)
+                };
+                let message = self.io_error(write, self.slot_offset[c.slot], &why);
+                return self.fail(message);
+            }
+            let variant = if write { write_variant } else { 0 };
+            samples.record(variant, c.latency_ns, self.config.block);
+            if let Err(message) = self.issue(c.slot) {
+                return self.fail(message);
+            }
+        }
+        Step::Recorded
+    }
+
+    fn take_error(&mut self) -> Option<String> {
+        self.error.take()
+    }
+
+    fn finish(&mut self) {
+        self.queue.drain();
+    }
+
+    fn counters(&mut self) -> Vec<Counter> {
+        engine_counters(&self.queue)
+    }
+}
+
+/// Which engine ran, as counters (1 or 0; averaged over threads).
+pub(crate) fn engine_counters(queue: &IoQueue) -> Vec<Counter> {
+    vec![
+        Counter {
+            name: "engine_io_uring",
+            unit: "bool",
+            value: f64::from(u8::from(queue.kind() == EngineKind::IoUring)),
+            merge: Merge::Mean,
+        },
+        Counter {
+            name: "io_uring_fixed_buffers",
+            unit: "bool",
+            value: f64::from(u8::from(queue.fixed_buffers())),
+            merge: Merge::Mean,
+        },
+    ]
+}
+
+/// Thread `thread`'s region of a target of `size` bytes split `threads` ways: its start and
+/// length, both whole multiples of `unit` (the remainder past the last whole unit is unused).
+pub(crate) fn stripe(size: u64, threads: usize, thread: usize, unit: u64) -> (u64, u64) {
+    let units = size / unit;
+    let threads = threads.max(1) as u64;
+    let t = thread as u64;
+    let first = units * t / threads;
+    let end = units * (t + 1) / threads;
+    (first * unit, (end - first) * unit)
+}
+
+const _: () = assert!(ALIGN as u64 <= 4 << 10);
+
+/// A scratch directory for tests on the real disk (direct I/O does not work on tmpfs), removed
+/// when dropped. `QB_DISK_TEST_DIR` chooses where; the default is the temp directory.
+#[cfg(test)]
+pub(crate) struct ScratchDir(PathBuf);
+
+#[cfg(test)]
+impl ScratchDir {
+    pub(crate) fn new() -> Self {
+        static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let base = std::env::var_os("QB_DISK_TEST_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir);
+        let dir = base.join(format!(
+            "qb-disk-test-{}-{}",
+            std::process::id(),
+            SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+
+    pub(crate) fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+#[cfg(test)]
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs `spec` for `ms` milliseconds on one thread per CPU the placement gives, for tests.
+#[cfg(test)]
+pub(crate) fn run_for(spec: &ProbeSpec, ms: u64) -> Result<crate::TrialOutcome, crate::RunError> {
+    use std::sync::atomic::AtomicBool;
+    let allowed = crate::affinity::current_thread_affinity().unwrap();
+    let plan = crate::plan_placement(spec.threads, &allowed, &[]).unwrap();
+    let settings = crate::TrialSettings {
+        duration: std::time::Duration::from_millis(ms),
+        interval: std::time::Duration::from_millis(ms.min(250)),
+        plan,
+        unpinned: None,
+    };
+    crate::run_trial(
+        spec,
+        &settings,
+        &Arc::new(AtomicBool::new(false)),
+        &mut |_| true,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn counter(outcome: &crate::TrialOutcome, name: &str) -> f64 {
+        outcome
+            .counters
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap_or_else(|| panic!("no counter {name}: {:?}", outcome.counters))
+            .value
+    }
+
+    #[test]
+    fn applies_fio_like_defaults() {
+        let dir = ScratchDir::new();
+        let path = dir.path().join("d.dat");
+        let p = path.to_str().unwrap();
+        let seq = resolve("disk.seq", &params(&[("path", p)])).unwrap();
+        assert_eq!(seq.resolved_params["block_kib"], "128");
+        assert_eq!(seq.resolved_params["qd"], "16");
+        assert_eq!(seq.resolved_params["mode"], "read");
+        assert_eq!(seq.resolved_params["size_mib"], "1024");
+        assert!(!seq.resolved_params.contains_key("read_pct"));
+        assert!(["io_uring", "threads"].contains(&seq.resolved_params["engine"].as_str()));
+        assert_eq!(seq.variants, READS);
+        let rand = resolve("disk.rand", &params(&[("path", p), ("mode", "mixed")])).unwrap();
+        assert_eq!(rand.resolved_params["block_kib"], "16");
+        assert_eq!(rand.resolved_params["qd"], "32");
+        assert_eq!(rand.resolved_params["read_pct"], "70");
+        assert_eq!(rand.variants, READS_AND_WRITES);
+        // Resolving lays nothing out: that is the factory's work.
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn refuses_bad_parameters_with_clear_errors() {
+        let cases: &[(&[(&str, &str)], &str)] = &[
+            (&[], "path= is invalid: required"),
+            (
+                &[("path", "/tmp/x"), ("mode", "append")],
+                "read, write, mixed",
+            ),
+            (&[("path", "/tmp/x"), ("block_kib", "6")], "multiple of 4"),
+            (&[("path", "/tmp/x"), ("read_pct", "50")], "mode=mixed only"),
+            (
+                &[("path", "/tmp/x"), ("destructive", "sure")],
+                "true or false",
+            ),
+            (
+                &[("path", "/tmp/x"), ("engine", "aio")],
+                "auto, io_uring or threads",
+            ),
+            (&[("path", "/tmp/x"), ("qd", "0")], "from 1 to 1024"),
+            (
+                &[("path", "/tmp/x"), ("iodepth", "8")],
+                "block_kib, destructive, engine",
+            ),
+            (
+                &[
+                    ("path", "/tmp/x"),
+                    ("size_mib", "1"),
+                    ("threads", "16"),
+                    ("block_kib", "128"),
+                ],
+                "too small for 16 thread(s)",
+            ),
+            (
+                &[("path", "/proc")],
+                "neither a regular file nor a block device",
+            ),
+        ];
+        for (given, expected) in cases {
+            let err = resolve("disk.seq", &params(given)).unwrap_err().to_string();
+            assert!(err.contains(expected), "{given:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_block_device_is_never_opened_for_writes_without_destructive() {
+        // Every Linux machine has a block device node somewhere: make one of our own (as root),
+        // or use any found in /dev; the check happens before anything is opened.
+        let Some(dev) = std::fs::read_dir("/dev").ok().and_then(|entries| {
+            entries.flatten().map(|e| e.path()).find(|p| {
+                use std::os::unix::fs::FileTypeExt;
+                std::fs::metadata(p).is_ok_and(|m| m.file_type().is_block_device())
+            })
+        }) else {
+            panic!("no block device in /dev to test with");
+        };
+        let d = dev.to_str().unwrap();
+        for mode in ["write", "mixed"] {
+            let err = resolve("disk.seq", &params(&[("path", d), ("mode", mode)]))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("is a block device") && err.contains("destructive=true"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn stripes_are_disjoint_whole_blocks_covering_the_target() {
+        let unit = 16 << 10;
+        for threads in 1..=7 {
+            let size = 1_000 * unit + 123;
+            let mut next = 0;
+            for t in 0..threads {
+                let (start, len) = stripe(size, threads, t, unit);
+                assert_eq!(start, next);
+                assert_eq!(start % unit, 0);
+                assert_eq!(len % unit, 0);
+                assert!(len > 0);
+                next = start + len;
+            }
+            assert_eq!(next, 1_000 * unit);
+        }
+    }
+
+    fn run_probe(probe: &'static str, extra: &[(&str, &str)], ms: u64) -> crate::TrialOutcome {
+        let dir = ScratchDir::new();
+        let path = dir.path().join("probe.dat");
+        let mut given = params(&[("path", path.to_str().unwrap()), ("size_mib", "16")]);
+        given.extend(params(extra));
+        let spec = resolve(probe, &given).unwrap();
+        let outcome = run_for(&spec, ms).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 16 * MIB);
+        outcome
+    }
+
+    #[test]
+    fn random_reads_on_a_file_keep_the_queue_full() {
+        for engine in ["io_uring", "threads"] {
+            if engine == "io_uring" && engine::io_uring_available().is_err() {
+                continue;
+            }
+            let outcome = run_probe("disk.rand", &[("engine", engine), ("qd", "8")], 400);
+            let read = &outcome.total.variants[0];
+            assert_eq!(read.variant, READ);
+            assert!(read.events > 50, "{engine}: {} reads", read.events);
+            assert_eq!(read.bytes, read.events * (16 << 10));
+            assert!(read.events_per_sec > 0.0);
+            let mb = read.throughput.unwrap();
+            let expected = read.events_per_sec * 16384.0 / 1e6;
+            assert!((mb / expected - 1.0).abs() < 1e-6, "{mb} vs {expected}");
+            let uring = counter(&outcome, "engine_io_uring");
+            assert_eq!(uring, f64::from(u8::from(engine == "io_uring")), "{engine}");
+        }
+    }
+
+    #[test]
+    fn sequential_writes_and_mixed_io_record_both_variants() {
+        let outcome = run_probe("disk.seq", &[("mode", "write"), ("qd", "4")], 300);
+        assert_eq!(outcome.total.variants.len(), 1);
+        assert_eq!(outcome.total.variants[0].variant, WRITE);
+        assert!(outcome.total.variants[0].events > 10);
+
+        let outcome = run_probe(
+            "disk.rand",
+            &[("mode", "mixed"), ("read_pct", "50"), ("threads", "2")],
+            400,
+        );
+        let (reads, writes) = (&outcome.total.variants[0], &outcome.total.variants[1]);
+        assert_eq!((reads.variant, writes.variant), (READ, WRITE));
+        assert!(
+            reads.events > 20 && writes.events > 20,
+            "{} {}",
+            reads.events,
+            writes.events
+        );
+        let share = reads.events as f64 / (reads.events + writes.events) as f64;
+        assert!((0.35..0.65).contains(&share), "read share {share}");
+    }
+
+    #[test]
+    fn a_failing_device_is_an_error_not_a_number() {
+        // Reads past the end of a file that shrank under the probe come back short.
+        let dir = ScratchDir::new();
+        let path = dir.path().join("shrinks.dat");
+        let spec = resolve(
+            "disk.seq",
+            &params(&[("path", path.to_str().unwrap()), ("size_mib", "8")]),
+        )
+        .unwrap();
+        let mut workload = spec.workload(0).unwrap();
+        File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+        let mut rec = crate::worker::Recording::new(1);
+        let mut samples = Samples { rec: &mut rec };
+        let step = (0..100)
+            .map(|_| workload.step(&mut samples))
+            .find(|s| *s != Step::Recorded);
+        assert_eq!(step, Some(Step::Failed));
+        let error = workload.take_error().unwrap();
+        assert!(
+            error.contains("disk.seq: read of 131072 bytes at offset"),
+            "{error}"
+        );
+        assert!(error.contains("only 0 bytes transferred"), "{error}");
+    }
 }

@@ -1,9 +1,55 @@
 //! Pure statistics for quietbench, with no I/O: everything here is a function of numbers, so it
 //! can be tested on data with a known truth.
 //!
-//! Today: the per-metric summary every report prints (mean, median, standard deviation,
-//! coefficient of variation). Verdicts, bootstrap intervals and variance components build on it.
+//! Why a crate of its own: cloud machines lie. Two runs of the same command on the same VM can
+//! come out 9% apart, the CPU lottery puts a 6% gap between instances of one type, and a naive
+//! t-test calls noise "significant" far more often than its 5% promise. quietbench's verdicts
+//! are meant for release decisions, so every rule behind them lives here, documented with its
+//! reasoning and references in `docs/statistics.md`, and tested on simulated data:
+//!
+//! - [`summary`](summarize) and [`robust`]: summaries, median, MAD, trimmed mean, quantiles;
+//! - [`bootstrap`]: seeded percentile and BCa intervals, with validated [`Resamples`] and
+//!   [`ConfidenceLevel`];
+//! - [`paired`]: the A/B data model ([`Observation`]) and per-round pairing into log-ratios;
+//! - [`hierarchical`]: the hosts-then-rounds bootstrap interval of the B/A ratio;
+//! - [`components`]: variance between CPU models, between hosts, within a host;
+//! - [`outliers`]: outlier hosts by modified z-score;
+//! - [`power`](mod@power): minimum detectable effect, power, rounds and hosts needed;
+//! - [`verdict`]: the A/B [`Verdict`] and the sentence it prints;
+//! - [`stopping`]: the adaptive stopping rule.
 
+pub mod bootstrap;
+pub mod components;
+pub mod dist;
+mod error;
+pub mod hierarchical;
+pub mod outliers;
+pub mod paired;
+pub mod power;
+pub mod robust;
+pub mod stopping;
 mod summary;
+pub mod verdict;
 
+pub use bootstrap::{
+    BootstrapMethod, ConfidenceLevel, Interval, Resamples, Seed, bca_interval, bootstrap_interval,
+    mean_statistic, percentile_interval,
+};
+pub use components::{HostMean, ModelGroup, Shares, VarianceComponents, variance_components};
+pub use dist::{normal_cdf, normal_quantile, student_t_cdf, student_t_quantile};
+pub use error::StatsError;
+pub use hierarchical::{RatioInterval, Resampling, hierarchical_ratio_interval};
+pub use outliers::{HostScore, IGLEWICZ_HOAGLIN_THRESHOLD, OutlierScan, outlier_hosts};
+pub use paired::{
+    Direction, HostRounds, Observation, PairedRounds, Variant, pair_rounds, paired_t_interval,
+};
+pub use power::{
+    DEFAULT_POWER, Design, Mde, Noise, hosts_needed, minimum_detectable_effect, power,
+    rounds_needed, standard_error,
+};
+pub use robust::{MAD_NORMAL_SCALE, mad, mean, median, quantile, quantiles, stdev, trimmed_mean};
+pub use stopping::{Decision, StopReason, StoppingRule};
 pub use summary::{Summary, summarize};
+pub use verdict::{
+    MIN_PAIRED_ROUNDS, Verdict, VerdictConfig, VerdictKind, estimate_noise, judge, judge_paired,
+};

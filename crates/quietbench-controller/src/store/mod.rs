@@ -1,0 +1,265 @@
+//! The result store: every run, its hosts and finished trials, in one SQLite file under the
+//! user's data directory, so runs can be listed, reloaded, resumed and compared across days.
+//!
+//! Writes are incremental, one transaction each: the run when it begins, each host as it
+//! connects, each trial as it finishes, and the outcome at the end. A controller killed at any
+//! point leaves every finished trial behind, with the run still marked `running`. The file is in
+//! WAL mode, so reports and `history` can read it while a run writes, and two controllers can
+//! share it.
+//!
+//! The record types are the report's ([`RunRecord`] and friends): a stored run loads back into
+//! exactly the record it was written from, so everything that reports a live run reports a
+//! stored one. Protobuf values (fingerprints, placements, noise, host controls) are kept as
+//! their wire encoding and histograms as the HdrHistogram V2 bytes the agent sent.
+
+mod codec;
+mod error;
+mod history;
+mod read;
+mod schema;
+mod write;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use rusqlite::Connection;
+
+pub use error::StoreError;
+pub use schema::SCHEMA_VERSION;
+
+use crate::report::RunRecord;
+
+/// How long a write waits for another writer (another controller on the same file) before
+/// giving up. Transactions here last milliseconds, so this is only reached by a stuck process.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// An open result store.
+#[derive(Debug)]
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+/// How a stored run ended, or that it has not (yet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunStatus {
+    /// Begun and not finished: still running, or its controller died (it can be resumed).
+    Running,
+    /// Every planned trial ran.
+    Complete,
+    /// Stopped by an error.
+    Failed,
+    /// Stopped by the user.
+    Interrupted,
+}
+
+impl RunStatus {
+    /// The word stored in `runs.status` and shown to users.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Complete => "complete",
+            Self::Failed => "failed",
+            Self::Interrupted => "interrupted",
+        }
+    }
+
+    /// The inverse of [`RunStatus::as_str`].
+    pub fn parse(word: &str) -> Option<Self> {
+        [
+            Self::Running,
+            Self::Complete,
+            Self::Failed,
+            Self::Interrupted,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == word)
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One line of a run list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunSummary {
+    /// The run's id.
+    pub id: String,
+    /// When it started.
+    pub started_at: SystemTime,
+    /// When it finished, if it did.
+    pub finished_at: Option<SystemTime>,
+    /// How it ended.
+    pub status: RunStatus,
+    /// Why it stopped early, if it did.
+    pub error: Option<String>,
+    /// Its probes, as asked for.
+    pub probes: Vec<String>,
+    /// Hosts stored.
+    pub hosts: usize,
+    /// Trials stored, warm-ups included.
+    pub trials: usize,
+}
+
+/// A stored run with what the store knows beyond its record.
+#[derive(Debug, Clone)]
+pub struct StoredRun {
+    /// The run, exactly as written.
+    pub record: RunRecord,
+    /// How it ended.
+    pub status: RunStatus,
+    /// The plan it was begun with, if one was given.
+    pub plan_json: Option<String>,
+}
+
+/// A trial already stored, for resuming a run without repeating it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DoneTrial {
+    /// Its sequence number in the run's schedule.
+    pub seq: usize,
+    /// Variant name.
+    pub variant: String,
+    /// Round, from 1.
+    pub round: u32,
+    /// Index of its host.
+    pub host: usize,
+    /// Probe name.
+    pub probe: String,
+    /// A warm-up trial.
+    pub warmup: bool,
+}
+
+/// One trial's value of one metric, for comparing runs over time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoryPoint {
+    /// The run.
+    pub run_id: String,
+    /// When the run started.
+    pub started_at: SystemTime,
+    /// HOST:PORT of the agent.
+    pub host: String,
+    /// The host's CPU model name.
+    pub cpu_model: String,
+    /// Variant name (in an A/B run, "A" and "B" of one probe differ in parameters).
+    pub variant: String,
+    /// The trial's parameters.
+    pub params: std::collections::BTreeMap<String, String>,
+    /// Round, from 1.
+    pub round: u32,
+    /// The trial's sequence number in its run.
+    pub seq: usize,
+    /// The metric's value.
+    pub value: f64,
+}
+
+impl Store {
+    /// Opens the store at `path`, creating it (and its folder) if needed, and bringing an older
+    /// schema up to date. A file that is not a quietbench store, or one written by a newer
+    /// quietbench, is an error and is left untouched.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        let mut conn =
+            Connection::open(path).map_err(|e| schema::sql_error(path, "opening the file", e))?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(|e| schema::sql_error(path, "setting the busy timeout", e))?;
+        schema::prepare(&mut conn, path)?;
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// `$XDG_DATA_HOME/quietbench/results.sqlite3`, else
+    /// `~/.local/share/quietbench/results.sqlite3`.
+    pub fn default_path() -> PathBuf {
+        default_path_from(std::env::var_os("XDG_DATA_HOME"), std::env::home_dir())
+    }
+
+    /// The file this store is in.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn sql_error(&self, action: &str, err: rusqlite::Error) -> StoreError {
+        schema::sql_error(&self.path, action, err)
+    }
+
+    fn corrupt(&self, run_id: &str, what: &str, detail: impl ToString) -> StoreError {
+        StoreError::Corrupt {
+            path: self.path.clone(),
+            run_id: run_id.to_string(),
+            what: what.to_string(),
+            detail: detail.to_string(),
+        }
+    }
+}
+
+/// [`Store::default_path`] from the environment's values. The XDG base-directory spec says a
+/// relative `XDG_DATA_HOME` is invalid and must be ignored; without a home directory the store
+/// goes in the current directory.
+fn default_path_from(xdg_data_home: Option<OsString>, home: Option<PathBuf>) -> PathBuf {
+    let data = xdg_data_home
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .unwrap_or_else(|| home.unwrap_or_default().join(".local/share"));
+    data.join("quietbench").join("results.sqlite3")
+}
+
+/// A count or index as SQLite's INTEGER.
+fn sql_int<T: TryInto<i64> + Copy + std::fmt::Display>(
+    what: &str,
+    value: T,
+) -> Result<i64, StoreError> {
+    value.try_into().map_err(|_| StoreError::OutOfRange {
+        what: what.to_string(),
+        value: value.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_path_follows_xdg_and_ignores_a_relative_one() {
+        let home = Some(PathBuf::from("/home/u"));
+        assert_eq!(
+            default_path_from(Some("/data".into()), home.clone()),
+            PathBuf::from("/data/quietbench/results.sqlite3")
+        );
+        assert_eq!(
+            default_path_from(None, home.clone()),
+            PathBuf::from("/home/u/.local/share/quietbench/results.sqlite3")
+        );
+        assert_eq!(
+            default_path_from(Some("rel".into()), home),
+            PathBuf::from("/home/u/.local/share/quietbench/results.sqlite3")
+        );
+        assert_eq!(
+            default_path_from(Some("".into()), None),
+            PathBuf::from(".local/share/quietbench/results.sqlite3")
+        );
+    }
+
+    #[test]
+    fn statuses_round_trip() {
+        for s in [
+            RunStatus::Running,
+            RunStatus::Complete,
+            RunStatus::Failed,
+            RunStatus::Interrupted,
+        ] {
+            assert_eq!(RunStatus::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(RunStatus::parse("done"), None);
+    }
+}

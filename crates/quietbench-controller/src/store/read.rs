@@ -1,0 +1,584 @@
+//! Reading runs back: lists, whole records, and what a run has done.
+//!
+//! Rows are first read into raw column values, then converted, so a value that cannot be read
+//! back becomes a [`StoreError::Corrupt`] naming the run and the column instead of a panic.
+
+use std::collections::HashMap;
+
+use hdrhistogram::serialization::Deserializer;
+use prost::Message;
+use quietbench_proto::v1 as pb;
+use rusqlite::{OptionalExtension, Transaction, params};
+
+use super::{DoneTrial, RunStatus, RunSummary, Store, StoreError, StoredRun, codec, sql_int};
+use crate::report::record::{HistogramRecord, IntervalRecord};
+use crate::report::{HostKind, HostRecord, MetricRecord, RunRecord, TrialRecord};
+
+/// How many candidates an ambiguous prefix error lists.
+const CANDIDATES_SHOWN: usize = 5;
+
+struct RunRow {
+    started: i64,
+    finished: Option<i64>,
+    status: String,
+    error: Option<String>,
+    settings: String,
+    plan: Option<String>,
+}
+
+struct HostRow {
+    idx: i64,
+    address: String,
+    kind: String,
+    agent_version: String,
+    fingerprint: Vec<u8>,
+    tuning: Vec<u8>,
+}
+
+struct TrialRow {
+    rowid: i64,
+    seq: i64,
+    probe: String,
+    variant: String,
+    warmup: bool,
+    host: i64,
+    round: u32,
+    trial_id: String,
+    start: i64,
+    end: i64,
+    cancelled: bool,
+    params: String,
+    placement: Option<Vec<u8>>,
+    intervals: u32,
+    noise: Option<Vec<u8>>,
+    peer: Option<String>,
+}
+
+struct IntervalRow {
+    trial: i64,
+    pos: i64,
+    index: u32,
+    start: i64,
+    end: i64,
+    values: String,
+    noise: Option<Vec<u8>>,
+}
+
+struct IntervalHistogramRow {
+    trial: i64,
+    interval_pos: i64,
+    name: String,
+    histogram: Vec<u8>,
+}
+
+/// An interval's histograms: name and HdrHistogram V2 + DEFLATE bytes.
+type NamedHistograms = Vec<(String, Vec<u8>)>;
+
+struct MetricRow {
+    trial: i64,
+    name: String,
+    unit: String,
+    value: Option<f64>,
+    interval_values: String,
+    histogram: Option<Vec<u8>>,
+    clamped: Option<i64>,
+    dropped: Option<i64>,
+}
+
+impl Store {
+    /// A read transaction: everything one call reads comes from one snapshot, even while
+    /// another controller writes.
+    pub(super) fn read_tx(&self, action: &str) -> Result<Transaction<'_>, StoreError> {
+        self.conn
+            .unchecked_transaction()
+            .map_err(|e| self.sql_error(action, e))
+    }
+
+    /// The full id of the run whose id is `id_or_prefix` or starts with it.
+    pub fn resolve_run_id(&self, id_or_prefix: &str) -> Result<String, StoreError> {
+        let action = "looking up a run id";
+        let not_found = || StoreError::NotFound {
+            prefix: id_or_prefix.to_string(),
+        };
+        if id_or_prefix.is_empty() {
+            return Err(not_found());
+        }
+        let exact = self
+            .conn
+            .query_row("SELECT id FROM runs WHERE id = ?1", [id_or_prefix], |r| {
+                r.get::<_, String>(0)
+            })
+            .optional()
+            .map_err(|e| self.sql_error(action, e))?;
+        if let Some(id) = exact {
+            return Ok(id);
+        }
+        // substr rather than LIKE: LIKE folds case and gives '%' and '_' meaning.
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT id FROM runs WHERE substr(id, 1, length(?1)) = ?1 ORDER BY id LIMIT ?2",
+            )
+            .map_err(|e| self.sql_error(action, e))?;
+        let mut ids: Vec<String> = stmt
+            .query_map(
+                params![id_or_prefix, sql_int("a limit", CANDIDATES_SHOWN + 1)?],
+                |r| r.get(0),
+            )
+            .and_then(|rows| rows.collect())
+            .map_err(|e| self.sql_error(action, e))?;
+        match ids.len() {
+            0 => Err(not_found()),
+            1 => Ok(ids.remove(0)),
+            _ => {
+                ids.truncate(CANDIDATES_SHOWN);
+                Err(StoreError::Ambiguous {
+                    prefix: id_or_prefix.to_string(),
+                    candidates: ids,
+                })
+            }
+        }
+    }
+
+    /// The `limit` most recently started runs, newest first.
+    pub fn list_runs(&self, limit: usize) -> Result<Vec<RunSummary>, StoreError> {
+        let action = "listing runs";
+        let tx = self.read_tx(action)?;
+        let mut stmt = tx
+            .prepare_cached(
+                "SELECT r.id, r.started_at_unix_ns, r.finished_at_unix_ns, r.status, r.error,
+                        r.settings_json,
+                        (SELECT count(*) FROM hosts h WHERE h.run_id = r.id),
+                        (SELECT count(*) FROM trials t WHERE t.run_id = r.id)
+                 FROM runs r
+                 ORDER BY r.started_at_unix_ns DESC, r.id DESC
+                 LIMIT ?1",
+            )
+            .map_err(|e| self.sql_error(action, e))?;
+        let rows = stmt
+            .query_map([i64::try_from(limit).unwrap_or(i64::MAX)], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    RunRow {
+                        started: r.get(1)?,
+                        finished: r.get(2)?,
+                        status: r.get(3)?,
+                        error: r.get(4)?,
+                        settings: r.get(5)?,
+                        plan: None,
+                    },
+                    r.get::<_, i64>(6)?,
+                    r.get::<_, i64>(7)?,
+                ))
+            })
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| self.sql_error(action, e))?;
+        rows.into_iter()
+            .map(|(id, run, hosts, trials)| {
+                Ok(RunSummary {
+                    probes: codec::parse_probes(&run.settings)
+                        .map_err(|e| self.corrupt(&id, "settings", e))?,
+                    status: self.status(&id, &run.status)?,
+                    started_at: codec::from_unix_ns(run.started),
+                    finished_at: run.finished.map(codec::from_unix_ns),
+                    error: run.error,
+                    hosts: usize::try_from(hosts).unwrap_or(0),
+                    trials: usize::try_from(trials).unwrap_or(0),
+                    id,
+                })
+            })
+            .collect()
+    }
+
+    fn status(&self, run_id: &str, word: &str) -> Result<RunStatus, StoreError> {
+        RunStatus::parse(word).ok_or_else(|| self.corrupt(run_id, "status", format!("{word:?}")))
+    }
+
+    /// The run whose id is `id_or_prefix` or starts with it, exactly as it was written: hosts
+    /// in index order, trials (warm-ups included) in sequence order.
+    pub fn load_run(&self, id_or_prefix: &str) -> Result<RunRecord, StoreError> {
+        self.load_stored_run(id_or_prefix).map(|s| s.record)
+    }
+
+    /// [`Store::load_run`] with the run's status and plan.
+    pub fn load_stored_run(&self, id_or_prefix: &str) -> Result<StoredRun, StoreError> {
+        let action = "loading a run";
+        let tx = self.read_tx(action)?;
+        let id = self.resolve_run_id(id_or_prefix)?;
+        let err = |e| self.sql_error(action, e);
+        let run = tx
+            .query_row(
+                "SELECT started_at_unix_ns, finished_at_unix_ns, status, error, settings_json,
+                        plan_json
+                 FROM runs WHERE id = ?1",
+                [&id],
+                |r| {
+                    Ok(RunRow {
+                        started: r.get(0)?,
+                        finished: r.get(1)?,
+                        status: r.get(2)?,
+                        error: r.get(3)?,
+                        settings: r.get(4)?,
+                        plan: r.get(5)?,
+                    })
+                },
+            )
+            .map_err(err)?;
+
+        let host_rows: Vec<HostRow> = tx
+            .prepare_cached(
+                "SELECT idx, address, kind, agent_version, fingerprint, tuning
+                 FROM hosts WHERE run_id = ?1 ORDER BY idx",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([&id], |r| {
+                    Ok(HostRow {
+                        idx: r.get(0)?,
+                        address: r.get(1)?,
+                        kind: r.get(2)?,
+                        agent_version: r.get(3)?,
+                        fingerprint: r.get(4)?,
+                        tuning: r.get(5)?,
+                    })
+                })?
+                .collect()
+            })
+            .map_err(err)?;
+
+        let trial_rows: Vec<TrialRow> = tx
+            .prepare_cached(
+                "SELECT id, seq, probe, variant, warmup, host_idx, round, trial_id, start_unix_ns,
+                        end_unix_ns, cancelled, params_json, placement, intervals, noise, peer
+                 FROM trials WHERE run_id = ?1 ORDER BY seq",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([&id], |r| {
+                    Ok(TrialRow {
+                        rowid: r.get(0)?,
+                        seq: r.get(1)?,
+                        probe: r.get(2)?,
+                        variant: r.get(3)?,
+                        warmup: r.get(4)?,
+                        host: r.get(5)?,
+                        round: r.get(6)?,
+                        trial_id: r.get(7)?,
+                        start: r.get(8)?,
+                        end: r.get(9)?,
+                        cancelled: r.get(10)?,
+                        params: r.get(11)?,
+                        placement: r.get(12)?,
+                        intervals: r.get(13)?,
+                        noise: r.get(14)?,
+                        peer: r.get(15)?,
+                    })
+                })?
+                .collect()
+            })
+            .map_err(err)?;
+
+        let metric_rows: Vec<MetricRow> = tx
+            .prepare_cached(
+                "SELECT m.trial, m.name, m.unit, m.value, m.interval_values_json, m.histogram,
+                        m.clamped, m.dropped
+                 FROM metrics m JOIN trials t ON t.id = m.trial
+                 WHERE t.run_id = ?1 ORDER BY m.trial, m.idx",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([&id], |r| {
+                    Ok(MetricRow {
+                        trial: r.get(0)?,
+                        name: r.get(1)?,
+                        unit: r.get(2)?,
+                        value: r.get(3)?,
+                        interval_values: r.get(4)?,
+                        histogram: r.get(5)?,
+                        clamped: r.get(6)?,
+                        dropped: r.get(7)?,
+                    })
+                })?
+                .collect()
+            })
+            .map_err(err)?;
+        let interval_rows: Vec<IntervalRow> = tx
+            .prepare_cached(
+                "SELECT i.trial, i.pos, i.idx, i.start_unix_ns, i.end_unix_ns, i.values_json,
+                        i.noise
+                 FROM intervals i JOIN trials t ON t.id = i.trial
+                 WHERE t.run_id = ?1 ORDER BY i.trial, i.pos",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([&id], |r| {
+                    Ok(IntervalRow {
+                        trial: r.get(0)?,
+                        pos: r.get(1)?,
+                        index: r.get(2)?,
+                        start: r.get(3)?,
+                        end: r.get(4)?,
+                        values: r.get(5)?,
+                        noise: r.get(6)?,
+                    })
+                })?
+                .collect()
+            })
+            .map_err(err)?;
+
+        let histogram_rows: Vec<IntervalHistogramRow> = tx
+            .prepare_cached(
+                "SELECT h.trial, h.interval_pos, h.name, h.histogram
+                 FROM interval_histograms h JOIN trials t ON t.id = h.trial
+                 WHERE t.run_id = ?1 ORDER BY h.trial, h.interval_pos, h.pos",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([&id], |r| {
+                    Ok(IntervalHistogramRow {
+                        trial: r.get(0)?,
+                        interval_pos: r.get(1)?,
+                        name: r.get(2)?,
+                        histogram: r.get(3)?,
+                    })
+                })?
+                .collect()
+            })
+            .map_err(err)?;
+        drop(tx);
+
+        let mut interval_histograms: HashMap<(i64, i64), NamedHistograms> = HashMap::new();
+        for row in histogram_rows {
+            interval_histograms
+                .entry((row.trial, row.interval_pos))
+                .or_default()
+                .push((row.name, row.histogram));
+        }
+        let mut intervals: HashMap<i64, Vec<IntervalRecord>> = HashMap::new();
+        for row in interval_rows {
+            let histograms = interval_histograms
+                .remove(&(row.trial, row.pos))
+                .unwrap_or_default();
+            intervals
+                .entry(row.trial)
+                .or_default()
+                .push(self.interval(&id, row, histograms)?);
+        }
+
+        let mut metrics: HashMap<i64, Vec<MetricRecord>> = HashMap::new();
+        for row in metric_rows {
+            let trial = row.trial;
+            metrics
+                .entry(trial)
+                .or_default()
+                .push(self.metric(&id, row)?);
+        }
+        let hosts = host_rows
+            .into_iter()
+            .enumerate()
+            .map(|(position, row)| self.host(&id, position, row))
+            .collect::<Result<Vec<_>, _>>()?;
+        let trials = trial_rows
+            .into_iter()
+            .map(|row| {
+                let metrics = metrics.remove(&row.rowid).unwrap_or_default();
+                let intervals = intervals.remove(&row.rowid).unwrap_or_default();
+                self.trial(&id, hosts.len(), row, metrics, intervals)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+
+        Ok(StoredRun {
+            status: self.status(&id, &run.status)?,
+            plan_json: run.plan,
+            record: RunRecord {
+                settings: codec::parse_settings(&run.settings)
+                    .map_err(|e| self.corrupt(&id, "settings", e))?,
+                started_at: codec::from_unix_ns(run.started),
+                finished_at: run.finished.map(codec::from_unix_ns),
+                hosts,
+                trials,
+                error: run.error,
+                run_id: id,
+            },
+        })
+    }
+
+    fn host(&self, run_id: &str, position: usize, row: HostRow) -> Result<HostRecord, StoreError> {
+        // Trials refer to hosts by index into the list, so a gap would shift every later host.
+        if usize::try_from(row.idx).ok() != Some(position) {
+            return Err(self.corrupt(
+                run_id,
+                "hosts",
+                format!(
+                    "host indexes are not 0, 1, 2…: found {} at position {position}",
+                    row.idx
+                ),
+            ));
+        }
+        let what = |field: &str| format!("host {position}: {field}");
+        Ok(HostRecord {
+            kind: match row.kind.as_str() {
+                "local" => HostKind::Local,
+                "remote" => HostKind::Remote,
+                other => return Err(self.corrupt(run_id, &what("kind"), format!("{other:?}"))),
+            },
+            fingerprint: pb::Fingerprint::decode(row.fingerprint.as_slice())
+                .map_err(|e| self.corrupt(run_id, &what("fingerprint"), e))?,
+            tuning: codec::decode_tuning(&row.tuning)
+                .map_err(|e| self.corrupt(run_id, &what("tuning"), e))?,
+            address: row.address,
+            agent_version: row.agent_version,
+        })
+    }
+
+    fn trial(
+        &self,
+        run_id: &str,
+        hosts: usize,
+        row: TrialRow,
+        metrics: Vec<MetricRecord>,
+        interval_records: Vec<IntervalRecord>,
+    ) -> Result<TrialRecord, StoreError> {
+        let what = |field: &str| format!("trial {}: {field}", row.seq);
+        let host = usize::try_from(row.host)
+            .ok()
+            .filter(|&h| h < hosts)
+            .ok_or_else(|| {
+                self.corrupt(
+                    run_id,
+                    &what("host"),
+                    format!("{} of {hosts} hosts", row.host),
+                )
+            })?;
+        let ns = |field: &str, v: i64| {
+            u64::try_from(v).map_err(|_| self.corrupt(run_id, &what(field), v))
+        };
+        Ok(TrialRecord {
+            host,
+            start_unix_ns: ns("start", row.start)?,
+            end_unix_ns: ns("end", row.end)?,
+            params: codec::parse_params(&row.params)
+                .map_err(|e| self.corrupt(run_id, &what("params"), e))?,
+            placement: row
+                .placement
+                .map(|b| pb::Placement::decode(b.as_slice()))
+                .transpose()
+                .map_err(|e| self.corrupt(run_id, &what("placement"), e))?,
+            noise: row
+                .noise
+                .map(|b| pb::NoiseSample::decode(b.as_slice()))
+                .transpose()
+                .map_err(|e| self.corrupt(run_id, &what("noise"), e))?,
+            probe: row.probe,
+            variant: row.variant,
+            warmup: row.warmup,
+            round: row.round,
+            trial_id: row.trial_id,
+            cancelled: row.cancelled,
+            intervals: row.intervals,
+            metrics,
+            peer: row.peer,
+            interval_records,
+        })
+    }
+
+    fn interval(
+        &self,
+        run_id: &str,
+        row: IntervalRow,
+        histograms: NamedHistograms,
+    ) -> Result<IntervalRecord, StoreError> {
+        let what = |field: &str| format!("interval {} of a trial: {field}", row.index);
+        let ns = |field: &str, v: i64| {
+            u64::try_from(v).map_err(|_| self.corrupt(run_id, &what(field), v))
+        };
+        Ok(IntervalRecord {
+            index: row.index,
+            start_unix_ns: ns("start", row.start)?,
+            end_unix_ns: ns("end", row.end)?,
+            values: codec::parse_named_values(&row.values)
+                .map_err(|e| self.corrupt(run_id, &what("values"), e))?,
+            histograms,
+            noise: row
+                .noise
+                .map(|b| pb::NoiseSample::decode(b.as_slice()))
+                .transpose()
+                .map_err(|e| self.corrupt(run_id, &what("noise"), e))?,
+        })
+    }
+
+    fn metric(&self, run_id: &str, row: MetricRow) -> Result<MetricRecord, StoreError> {
+        let what = |field: &str| format!("metric {}: {field}", row.name);
+        let histogram = match (row.histogram, row.clamped, row.dropped) {
+            (None, _, _) => None,
+            (Some(encoded), Some(clamped), Some(dropped)) => {
+                let count = |field: &str, v: i64| {
+                    u64::try_from(v).map_err(|_| self.corrupt(run_id, &what(field), v))
+                };
+                Some(HistogramRecord {
+                    hist: Deserializer::new()
+                        .deserialize(&mut encoded.as_slice())
+                        .map_err(|e| self.corrupt(run_id, &what("histogram"), format!("{e:?}")))?,
+                    clamped: count("clamped", clamped)?,
+                    dropped: count("dropped", dropped)?,
+                    encoded,
+                })
+            }
+            (Some(_), _, _) => {
+                return Err(self.corrupt(run_id, &what("histogram"), "counts missing"));
+            }
+        };
+        Ok(MetricRecord {
+            interval_values: codec::parse_interval_values(&row.interval_values)
+                .map_err(|e| self.corrupt(run_id, &what("interval values"), e))?,
+            name: row.name,
+            unit: row.unit,
+            value: row.value,
+            histogram,
+        })
+    }
+
+    /// The trials stored for a run (its full id), in sequence order: what a resumed run skips.
+    pub fn trials_done(&self, run_id: &str) -> Result<Vec<DoneTrial>, StoreError> {
+        let action = "listing a run's trials";
+        let tx = self.read_tx(action)?;
+        let exists = tx
+            .query_row("SELECT 1 FROM runs WHERE id = ?1", [run_id], |_| Ok(()))
+            .optional()
+            .map_err(|e| self.sql_error(action, e))?;
+        if exists.is_none() {
+            return Err(StoreError::NotFound {
+                prefix: run_id.to_string(),
+            });
+        }
+        let rows: Vec<(i64, String, u32, i64, String, bool)> = tx
+            .prepare_cached(
+                "SELECT seq, variant, round, host_idx, probe, warmup
+                 FROM trials WHERE run_id = ?1 ORDER BY seq",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([run_id], |r| {
+                    Ok((
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                        r.get(5)?,
+                    ))
+                })?
+                .collect()
+            })
+            .map_err(|e| self.sql_error(action, e))?;
+        rows.into_iter()
+            .map(|(seq, variant, round, host, probe, warmup)| {
+                let index = |v: i64| {
+                    usize::try_from(v).map_err(|_| self.corrupt(run_id, "trial indexes", v))
+                };
+                Ok(DoneTrial {
+                    seq: index(seq)?,
+                    host: index(host)?,
+                    variant,
+                    round,
+                    probe,
+                    warmup,
+                })
+            })
+            .collect()
+    }
+}

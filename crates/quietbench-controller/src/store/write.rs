@@ -1,0 +1,324 @@
+//! Writing a run as it happens: each call is one IMMEDIATE transaction, committed before it
+//! returns, so whatever a call stored survives the controller being killed right after.
+
+use prost::Message;
+use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
+
+use super::{RunStatus, Store, StoreError, codec, sql_int};
+use crate::report::{HostRecord, RunRecord, TrialRecord};
+
+impl Store {
+    /// One write transaction. IMMEDIATE takes the write lock up front: a DEFERRED transaction
+    /// that reads first and then writes can fail at once with SQLITE_BUSY when another
+    /// controller committed in between, instead of waiting for the lock.
+    fn write_tx(&self, action: &str) -> Result<Transaction<'_>, StoreError> {
+        Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
+            .map_err(|e| self.sql_error(action, e))
+    }
+
+    fn run_exists(&self, tx: &Transaction<'_>, run_id: &str) -> Result<bool, StoreError> {
+        tx.query_row("SELECT 1 FROM runs WHERE id = ?1", [run_id], |_| Ok(()))
+            .optional()
+            .map(|found| found.is_some())
+            .map_err(|e| self.sql_error("looking up a run", e))
+    }
+
+    /// Stores a new run, marked `running`, with its settings (the seed included) and the plan it
+    /// was made from, if any. Only the run itself: its hosts and trials are added with
+    /// [`Store::add_host`] and [`Store::add_trial`] as they come.
+    pub fn begin_run(&self, run: &RunRecord, plan_json: Option<&str>) -> Result<(), StoreError> {
+        let action = "storing a new run";
+        let started = time_ns("the run's start time", run.started_at)?;
+        let tx = self.write_tx(action)?;
+        if self.run_exists(&tx, &run.run_id)? {
+            return Err(StoreError::RunExists {
+                run_id: run.run_id.clone(),
+            });
+        }
+        tx.execute(
+            "INSERT INTO runs (id, started_at_unix_ns, finished_at_unix_ns, status, error,
+                               settings_json, plan_json, seed)
+             VALUES (?1, ?2, NULL, ?3, NULL, ?4, ?5, ?6)",
+            params![
+                run.run_id,
+                started,
+                RunStatus::Running.as_str(),
+                codec::settings_json(&run.settings),
+                plan_json,
+                run.settings.seed.to_string(),
+            ],
+        )
+        .map_err(|e| self.sql_error(action, e))?;
+        tx.commit().map_err(|e| self.sql_error(action, e))
+    }
+
+    /// Stores host `idx` of a run (its index in [`RunRecord::hosts`]).
+    pub fn add_host(&self, run_id: &str, idx: usize, host: &HostRecord) -> Result<(), StoreError> {
+        let action = "storing a host";
+        let idx_sql = sql_int("the host index", idx)?;
+        let fp = &host.fingerprint;
+        let tx = self.write_tx(action)?;
+        if !self.run_exists(&tx, run_id)? {
+            return Err(StoreError::NoSuchRun {
+                run_id: run_id.to_string(),
+            });
+        }
+        let exists = tx
+            .query_row(
+                "SELECT 1 FROM hosts WHERE run_id = ?1 AND idx = ?2",
+                params![run_id, idx_sql],
+                |_| Ok(()),
+            )
+            .optional()
+            .map_err(|e| self.sql_error(action, e))?;
+        if exists.is_some() {
+            return Err(StoreError::HostExists {
+                run_id: run_id.to_string(),
+                idx,
+            });
+        }
+        tx.execute(
+            "INSERT INTO hosts (run_id, idx, address, kind, agent_version, fingerprint,
+                                cpu_model_name, hostname, instance_type, tuning)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            params![
+                run_id,
+                idx_sql,
+                host.address,
+                host.kind.as_str(),
+                host.agent_version,
+                fp.encode_to_vec(),
+                fp.cpu.as_ref().map(|c| c.model_name.as_str()).unwrap_or(""),
+                fp.hostname,
+                fp.instance
+                    .as_ref()
+                    .and_then(|i| i.instance_type.as_deref()),
+                codec::encode_tuning(&host.tuning),
+            ],
+        )
+        .map_err(|e| self.sql_error(action, e))?;
+        tx.commit().map_err(|e| self.sql_error(action, e))
+    }
+
+    /// Stores a finished trial and its metrics, committed before returning: call it as each
+    /// trial finishes. `seq` is the trial's place in the run's schedule, unique within the run
+    /// (resuming uses it to skip what is done); its host must have been added.
+    pub fn add_trial(
+        &self,
+        run_id: &str,
+        seq: usize,
+        trial: &TrialRecord,
+    ) -> Result<(), StoreError> {
+        let action = "storing a trial";
+        let seq_sql = sql_int("the trial's sequence number", seq)?;
+        let host_sql = sql_int("the trial's host index", trial.host)?;
+        let start = sql_int(
+            "the trial's start (ns since the epoch)",
+            trial.start_unix_ns,
+        )?;
+        let end = sql_int("the trial's end (ns since the epoch)", trial.end_unix_ns)?;
+        let mut metrics = Vec::with_capacity(trial.metrics.len());
+        for m in &trial.metrics {
+            let counts = match &m.histogram {
+                Some(h) => Some((
+                    sql_int(&format!("metric {}: clamped samples", m.name), h.clamped)?,
+                    sql_int(&format!("metric {}: dropped samples", m.name), h.dropped)?,
+                )),
+                None => None,
+            };
+            metrics.push((m, codec::interval_values_json(&m.interval_values), counts));
+        }
+        let mut intervals = Vec::with_capacity(trial.interval_records.len());
+        for i in &trial.interval_records {
+            intervals.push((
+                i,
+                sql_int("an interval's start (ns since the epoch)", i.start_unix_ns)?,
+                sql_int("an interval's end (ns since the epoch)", i.end_unix_ns)?,
+                codec::named_values_json(&i.values),
+            ));
+        }
+
+        let tx = self.write_tx(action)?;
+        if !self.run_exists(&tx, run_id)? {
+            return Err(StoreError::NoSuchRun {
+                run_id: run_id.to_string(),
+            });
+        }
+        let host_known = tx
+            .query_row(
+                "SELECT 1 FROM hosts WHERE run_id = ?1 AND idx = ?2",
+                params![run_id, host_sql],
+                |_| Ok(()),
+            )
+            .optional()
+            .map_err(|e| self.sql_error(action, e))?;
+        if host_known.is_none() {
+            return Err(StoreError::NoSuchHost {
+                run_id: run_id.to_string(),
+                seq,
+                host: trial.host,
+            });
+        }
+        let seq_taken = tx
+            .query_row(
+                "SELECT 1 FROM trials WHERE run_id = ?1 AND seq = ?2",
+                params![run_id, seq_sql],
+                |_| Ok(()),
+            )
+            .optional()
+            .map_err(|e| self.sql_error(action, e))?;
+        if seq_taken.is_some() {
+            return Err(StoreError::TrialExists {
+                run_id: run_id.to_string(),
+                seq,
+            });
+        }
+        tx.execute(
+            "INSERT INTO trials (run_id, seq, probe, variant, warmup, host_idx, round, trial_id,
+                                 start_unix_ns, end_unix_ns, cancelled, params_json, placement,
+                                 intervals, noise, peer)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+            params![
+                run_id,
+                seq_sql,
+                trial.probe,
+                trial.variant,
+                trial.warmup,
+                host_sql,
+                trial.round,
+                trial.trial_id,
+                start,
+                end,
+                trial.cancelled,
+                codec::params_json(&trial.params),
+                trial.placement.as_ref().map(Message::encode_to_vec),
+                trial.intervals,
+                trial.noise.as_ref().map(Message::encode_to_vec),
+                trial.peer,
+            ],
+        )
+        .map_err(|e| self.sql_error(action, e))?;
+        let trial_row = tx.last_insert_rowid();
+        {
+            let mut insert = tx
+                .prepare_cached(
+                    "INSERT INTO metrics (trial, idx, name, unit, value, interval_values_json,
+                                          histogram, clamped, dropped)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                )
+                .map_err(|e| self.sql_error(action, e))?;
+            for (idx, (m, interval_values, counts)) in metrics.iter().enumerate() {
+                insert
+                    .execute(params![
+                        trial_row,
+                        sql_int("the metric index", idx)?,
+                        m.name,
+                        m.unit,
+                        m.value,
+                        interval_values,
+                        m.histogram.as_ref().map(|h| h.encoded.as_slice()),
+                        counts.map(|c| c.0),
+                        counts.map(|c| c.1),
+                    ])
+                    .map_err(|e| self.sql_error(action, e))?;
+            }
+            let mut insert_interval = tx
+                .prepare_cached(
+                    "INSERT INTO intervals (trial, pos, idx, start_unix_ns, end_unix_ns,
+                                            values_json, noise)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )
+                .map_err(|e| self.sql_error(action, e))?;
+            let mut insert_histogram = tx
+                .prepare_cached(
+                    "INSERT INTO interval_histograms (trial, interval_pos, pos, name, histogram)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
+                .map_err(|e| self.sql_error(action, e))?;
+            for (pos, (i, start, end, values)) in intervals.iter().enumerate() {
+                let pos = sql_int("the interval's position", pos)?;
+                insert_interval
+                    .execute(params![
+                        trial_row,
+                        pos,
+                        i.index,
+                        start,
+                        end,
+                        values,
+                        i.noise.as_ref().map(Message::encode_to_vec),
+                    ])
+                    .map_err(|e| self.sql_error(action, e))?;
+                for (hpos, (name, bytes)) in i.histograms.iter().enumerate() {
+                    insert_histogram
+                        .execute(params![
+                            trial_row,
+                            pos,
+                            sql_int("the histogram's position", hpos)?,
+                            name,
+                            bytes,
+                        ])
+                        .map_err(|e| self.sql_error(action, e))?;
+                }
+            }
+        }
+        tx.commit().map_err(|e| self.sql_error(action, e))
+    }
+
+    /// Records how a run ended: `status`, with the record's `finished_at` (now, if unset) and
+    /// `error`. Calling it again overwrites the outcome.
+    pub fn finish_run(&self, run: &RunRecord, status: RunStatus) -> Result<(), StoreError> {
+        let action = "storing the run's outcome";
+        let finished = match run.finished_at {
+            Some(t) => time_ns("the run's finish time", t)?,
+            None => codec::now_unix_ns(),
+        };
+        self.set_outcome(
+            &run.run_id,
+            status,
+            Some(finished),
+            run.error.as_deref(),
+            action,
+        )
+    }
+
+    /// Marks a stored run `running` again (no finish time, no error) before resuming it.
+    pub fn resume_run(&self, run_id: &str) -> Result<(), StoreError> {
+        self.set_outcome(
+            run_id,
+            RunStatus::Running,
+            None,
+            None,
+            "marking the run as resumed",
+        )
+    }
+
+    fn set_outcome(
+        &self,
+        run_id: &str,
+        status: RunStatus,
+        finished: Option<i64>,
+        error: Option<&str>,
+        action: &str,
+    ) -> Result<(), StoreError> {
+        let tx = self.write_tx(action)?;
+        let changed = tx
+            .execute(
+                "UPDATE runs SET status = ?2, finished_at_unix_ns = ?3, error = ?4 WHERE id = ?1",
+                params![run_id, status.as_str(), finished, error],
+            )
+            .map_err(|e| self.sql_error(action, e))?;
+        if changed == 0 {
+            return Err(StoreError::NoSuchRun {
+                run_id: run_id.to_string(),
+            });
+        }
+        tx.commit().map_err(|e| self.sql_error(action, e))
+    }
+}
+
+fn time_ns(what: &str, t: std::time::SystemTime) -> Result<i64, StoreError> {
+    codec::unix_ns(t).ok_or_else(|| StoreError::OutOfRange {
+        what: what.to_string(),
+        value: format!("{t:?}"),
+    })
+}

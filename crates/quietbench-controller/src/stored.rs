@@ -1,0 +1,210 @@
+//! Commands over the result store: `runs`, `show`, `history` and `resume`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use crate::report::{HostKind, json, table};
+use crate::run::Flow;
+use crate::schedule::PlannedTrial;
+use crate::session::{Outputs, Session};
+use crate::store::{RunStatus, Store};
+
+fn open(db: Option<&Path>) -> anyhow::Result<Store> {
+    let path = db
+        .map(Path::to_path_buf)
+        .unwrap_or_else(Store::default_path);
+    Store::open(&path).with_context(|| format!("cannot open the result store {}", path.display()))
+}
+
+/// `quietbench runs`: the newest runs, one line each.
+pub fn list(db: Option<&Path>, limit: usize) -> anyhow::Result<ExitCode> {
+    let store = open(db)?;
+    let runs = store.list_runs(limit)?;
+    if runs.is_empty() {
+        println!("no runs stored in {}", store.path().display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{:<36}  {:<24}  {:<11}  {:>5}  {:>6}  probes",
+        "run", "started", "status", "hosts", "trials"
+    );
+    for r in runs {
+        println!(
+            "{:<36}  {:<24}  {:<11}  {:>5}  {:>6}  {}",
+            r.id,
+            json::rfc3339(r.started_at),
+            r.status.as_str(),
+            r.hosts,
+            r.trials,
+            r.probes.join(",")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `quietbench show RUN`: a stored run's table, and its reports on request.
+pub fn show(
+    db: Option<&Path>,
+    run: &str,
+    json_out: Option<PathBuf>,
+    html: Option<PathBuf>,
+) -> anyhow::Result<ExitCode> {
+    let store = open(db)?;
+    let stored = store.load_stored_run(run)?;
+    let record = stored.record;
+    println!(
+        "run {} ({}), started {}",
+        record.run_id,
+        stored.status.as_str(),
+        json::rfc3339(record.started_at)
+    );
+    if let Some(error) = &record.error {
+        println!("stopped early: {error}");
+    }
+    for host in &record.hosts {
+        println!("{}", table::host_line(host));
+    }
+    println!("{}", table::render(&record));
+    if let Some(path) = json_out {
+        crate::run::write_json(&path, &record)?;
+        eprintln!("quietbench: JSON report written to {}", path.display());
+    }
+    if let Some(path) = html {
+        std::fs::write(&path, crate::report::html::render_html(&record))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("quietbench: HTML report written to {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `quietbench history`: one metric across stored runs, oldest first, filterable by CPU model.
+pub fn history(
+    db: Option<&Path>,
+    probe: &str,
+    metric: &str,
+    cpu_model: Option<&str>,
+    limit: usize,
+) -> anyhow::Result<ExitCode> {
+    let store = open(db)?;
+    let points = store.history(probe, metric, cpu_model, limit)?;
+    if points.is_empty() {
+        println!(
+            "no stored trial of {probe} has the metric {metric}{}",
+            cpu_model
+                .map(|m| format!(" on a CPU matching '{m}'"))
+                .unwrap_or_default()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{:<24}  {:<8}  {:<22}  {:<40}  {:<8}  {:>5}  {:>14}",
+        "started", "run", "host", "CPU model", "variant", "round", metric
+    );
+    for p in &points {
+        println!(
+            "{:<24}  {:<8}  {:<22}  {:<40}  {:<8}  {:>5}  {:>14.3}",
+            json::rfc3339(p.started_at),
+            &p.run_id[..p.run_id.len().min(8)],
+            p.host,
+            p.cpu_model,
+            p.variant,
+            p.round,
+            p.value
+        );
+    }
+    // Per CPU model, the spread the CPU lottery makes visible.
+    let mut models: Vec<&str> = points.iter().map(|p| p.cpu_model.as_str()).collect();
+    models.sort_unstable();
+    models.dedup();
+    for model in models {
+        let values: Vec<f64> = points
+            .iter()
+            .filter(|p| p.cpu_model == model)
+            .map(|p| p.value)
+            .collect();
+        if let Some(s) = quietbench_stats::summarize(&values) {
+            println!(
+                "{model}: n={} median {:.3} CV {}",
+                s.n,
+                s.median,
+                s.cv.map_or("-".into(), |c| format!("{:.2}%", c * 100.0))
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `quietbench resume RUN`: runs the trials an interrupted run had not finished, on the same
+/// hosts (a fresh local agent for a local run, or `agents` instead of the stored addresses).
+pub fn resume(db: Option<&Path>, run: &str, agents: &[String]) -> anyhow::Result<ExitCode> {
+    let store = open(db)?;
+    let stored = store.load_stored_run(run)?;
+    if stored.status == RunStatus::Complete {
+        anyhow::bail!(
+            "run {} is already complete: nothing to resume",
+            stored.record.run_id
+        );
+    }
+    let mut record = stored.record;
+    let run_id = record.run_id.clone();
+    let done: Vec<PlannedTrial> = store
+        .trials_done(&run_id)?
+        .into_iter()
+        .filter_map(|d| {
+            let variant = record
+                .settings
+                .variants
+                .iter()
+                .position(|v| v.name == d.variant)?;
+            Some(PlannedTrial {
+                round: d.round,
+                warmup: d.warmup,
+                variant,
+                host: d.host,
+            })
+        })
+        .collect();
+    let local = record
+        .hosts
+        .first()
+        .is_some_and(|h| h.kind == HostKind::Local);
+    let addresses: Vec<String> = if agents.is_empty() {
+        record.hosts.iter().map(|h| h.address.clone()).collect()
+    } else {
+        agents.to_vec()
+    };
+    if !local && addresses.is_empty() {
+        anyhow::bail!("run {run_id} recorded no host: give --agent HOST:PORT");
+    }
+    let wants_peer = record
+        .settings
+        .variants
+        .iter()
+        .any(|v| crate::run::needs_peer(&v.probe));
+    if wants_peer && !local {
+        anyhow::bail!(
+            "resuming a remote network run needs its peers, which the store does not keep; start it again"
+        );
+    }
+    eprintln!(
+        "quietbench: resuming run {run_id}: {} trials done, {} to go",
+        done.len(),
+        (record.settings.rounds + record.settings.warmup) as usize
+            * record.settings.variants.len()
+            * addresses.len().max(1)
+            - done.len()
+    );
+    store.resume_run(&run_id)?;
+    let stored_hosts = record.hosts.len();
+    // The session connects to the hosts again and records them in the same order.
+    record.hosts.clear();
+    record.finished_at = None;
+    record.error = None;
+    let session = Session::start(local, if local { &[] } else { &addresses }, &[], wants_peer)?;
+    let outputs = Outputs::new(None, None, None, Some(store.path()), false)?.resuming(stored_hosts);
+    drop(store);
+    let (_, code) = session.drive(record, outputs, &done, &mut |_, _| Flow::Continue)?;
+    Ok(code)
+}

@@ -1,0 +1,379 @@
+//! The peer server: the far end of net.throughput and net.rr, run by the peer agent.
+//!
+//! Plain threads, like the probes: an accept thread, one thread per connection pinned in turn
+//! to the CPUs it was given (the NIC's RSS CPUs, so the receiving side is placed as carefully
+//! as the sending side), and one UDP echo thread. Each connection allocates its buffers once,
+//! after its header, within the protocol's bounds; nothing is allocated per byte or per
+//! message. Every blocking call has a timeout or is woken by `shutdown`, so [`PeerServer::stop`]
+//! returns within a fraction of a second with no thread left behind.
+
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::sys;
+use super::wire::{self, HEADER_LEN, Header, Mode, Trailer};
+use crate::affinity::pin_current_thread;
+
+/// Connections served at once; more are closed on accept.
+pub const MAX_CONNECTIONS: usize = 512;
+/// How often blocked threads look at the stop flag (their sockets' timeouts).
+const POLL: Duration = Duration::from_millis(100);
+/// A client must send its header within this time.
+const HEADER_DEADLINE: Duration = Duration::from_secs(5);
+/// A sink reads into a buffer this large: fewer system calls than the client's writes.
+const SINK_BUFFER: usize = 1 << 20;
+/// A source looks for the client's half-close every this many writes.
+const FIN_CHECK_EVERY: u32 = 8;
+
+/// The server side of the network probes: TCP sink, source and echo on one port, UDP echo on
+/// another. Stops, and joins every thread it started, on [`PeerServer::stop`] or drop.
+pub struct PeerServer {
+    tcp_port: u16,
+    udp_port: u16,
+    shared: Arc<Shared>,
+    accept: Option<JoinHandle<()>>,
+    udp: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for PeerServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerServer")
+            .field("tcp_port", &self.tcp_port)
+            .field("udp_port", &self.udp_port)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Shared {
+    stop: AtomicBool,
+    /// Live connections: a handle to shut the socket down, and the thread to join.
+    connections: Mutex<Vec<(TcpStream, JoinHandle<()>)>>,
+}
+
+impl Shared {
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+}
+
+impl PeerServer {
+    /// Listens on `bind` (TCP and UDP, ephemeral ports). Connection threads are pinned to
+    /// `cpus` in turn (the UDP thread to the first); left unpinned when `cpus` is empty.
+    pub fn start(bind: IpAddr, cpus: &[u32]) -> io::Result<PeerServer> {
+        let listener = TcpListener::bind(SocketAddr::new(bind, 0))?;
+        listener.set_nonblocking(true)?;
+        let udp = UdpSocket::bind(SocketAddr::new(bind, 0))?;
+        udp.set_read_timeout(Some(POLL))?;
+        let tcp_port = listener.local_addr()?.port();
+        let udp_port = udp.local_addr()?.port();
+        let shared = Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            connections: Mutex::new(Vec::new()),
+        });
+        let cpus = cpus.to_vec();
+        let udp_cpu = cpus.first().copied();
+        let udp_shared = Arc::clone(&shared);
+        let udp = std::thread::Builder::new()
+            .name("qb-peer-udp".into())
+            .spawn(move || {
+                if let Some(cpu) = udp_cpu {
+                    let _ = pin_current_thread(&[cpu]);
+                }
+                serve_udp(&udp, &udp_shared);
+            })?;
+        let accept_shared = Arc::clone(&shared);
+        let accept = std::thread::Builder::new()
+            .name("qb-peer-accept".into())
+            .spawn(move || accept_loop(&listener, &cpus, &accept_shared));
+        let accept = match accept {
+            Ok(handle) => handle,
+            Err(err) => {
+                shared.stop.store(true, Ordering::Relaxed);
+                let _ = udp.join();
+                return Err(err);
+            }
+        };
+        Ok(PeerServer {
+            tcp_port,
+            udp_port,
+            shared,
+            accept: Some(accept),
+            udp: Some(udp),
+        })
+    }
+
+    /// The TCP port (throughput flows and TCP round trips).
+    pub fn tcp_port(&self) -> u16 {
+        self.tcp_port
+    }
+
+    /// The UDP port (UDP round trips).
+    pub fn udp_port(&self) -> u16 {
+        self.udp_port
+    }
+
+    /// Stops serving: closes every connection and joins every thread.
+    pub fn stop(mut self) {
+        self.shut_down();
+    }
+
+    fn shut_down(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        // The accept thread first, so no connection is added after the list is taken.
+        if let Some(accept) = self.accept.take() {
+            let _ = accept.join();
+        }
+        let connections = std::mem::take(
+            &mut *self
+                .shared
+                .connections
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        // Wakes reads and writes blocked on the socket at once, rather than at their timeout.
+        for (stream, _) in &connections {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+        for (_, handle) in connections {
+            let _ = handle.join();
+        }
+        if let Some(udp) = self.udp.take() {
+            let _ = udp.join();
+        }
+    }
+}
+
+impl Drop for PeerServer {
+    fn drop(&mut self) {
+        self.shut_down();
+    }
+}
+
+fn accept_loop(listener: &TcpListener, cpus: &[u32], shared: &Arc<Shared>) {
+    let mut accepted = 0usize;
+    while !shared.stopping() {
+        let readable = sys::poll_readable(listener.as_raw_fd(), POLL);
+        reap(shared);
+        match readable {
+            Ok(true) => {}
+            Ok(false) => continue,
+            // EBADF and the like cannot heal: stop accepting rather than spin.
+            Err(_) => return,
+        }
+        let stream = match listener.accept() {
+            Ok((stream, _)) => stream,
+            Err(err) if transient(&err) => continue,
+            // Out of descriptors or memory: back off instead of spinning on a ready listener.
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        let mut connections = shared.connections.lock().unwrap_or_else(|e| e.into_inner());
+        if connections.len() >= MAX_CONNECTIONS {
+            continue; // dropping the stream closes it
+        }
+        let Ok(handle_copy) = stream.try_clone() else {
+            continue;
+        };
+        let cpu = (!cpus.is_empty()).then(|| cpus[accepted % cpus.len()]);
+        accepted += 1;
+        let conn_shared = Arc::clone(shared);
+        let spawned = std::thread::Builder::new()
+            .name("qb-peer-conn".into())
+            .spawn(move || {
+                if let Some(cpu) = cpu {
+                    let _ = pin_current_thread(&[cpu]);
+                }
+                // Any error ends this connection only. The accept thread holds a second
+                // descriptor of the socket (to shut it down on stop): shut it down here, so
+                // the client sees the end now rather than when that descriptor is reaped.
+                let _ = serve_connection(&stream, &conn_shared);
+                let _ = stream.shutdown(Shutdown::Both);
+            });
+        if let Ok(handle) = spawned {
+            connections.push((handle_copy, handle));
+        }
+    }
+}
+
+/// Joins finished connection threads and closes their sockets' last descriptors, so the list
+/// holds live connections only.
+fn reap(shared: &Shared) {
+    let mut connections = shared.connections.lock().unwrap_or_else(|e| e.into_inner());
+    let mut i = 0;
+    while i < connections.len() {
+        if connections[i].1.is_finished() {
+            let (_, handle) = connections.swap_remove(i);
+            let _ = handle.join();
+        } else {
+            i += 1;
+        }
+    }
+}
+
+/// Whether an I/O error only means "timed out, look at the stop flag and go on".
+fn transient(err: &io::Error) -> bool {
+    matches!(
+        err.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
+}
+
+/// Fills `buf` completely. Ok(false) at end of stream or on stop; `deadline` bounds the wait.
+fn read_full(
+    mut stream: &TcpStream,
+    buf: &mut [u8],
+    shared: &Shared,
+    deadline: Option<Instant>,
+) -> io::Result<bool> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        if shared.stopping() || deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(false);
+        }
+        match stream.read(&mut buf[filled..]) {
+            Ok(0) => return Ok(false),
+            Ok(n) => filled += n,
+            Err(err) if transient(&err) => {}
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(true)
+}
+
+/// Writes all of `buf`. Ok(false) on stop.
+fn write_full(mut stream: &TcpStream, buf: &[u8], shared: &Shared) -> io::Result<bool> {
+    let mut written = 0;
+    while written < buf.len() {
+        if shared.stopping() {
+            return Ok(false);
+        }
+        match stream.write(&buf[written..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => written += n,
+            Err(err) if transient(&err) => {}
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(true)
+}
+
+fn serve_connection(stream: &TcpStream, shared: &Shared) -> io::Result<()> {
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(POLL))?;
+    stream.set_write_timeout(Some(POLL))?;
+    let mut raw = [0u8; HEADER_LEN];
+    if !read_full(
+        stream,
+        &mut raw,
+        shared,
+        Some(Instant::now() + HEADER_DEADLINE),
+    )? {
+        return Ok(());
+    }
+    // A bad header closes the connection: nothing was allocated for it yet.
+    let header = Header::decode(&raw).map_err(io::Error::other)?;
+    if header.buffer_bytes > 0 {
+        sys::set_buffer(stream, true, header.buffer_bytes)?;
+        sys::set_buffer(stream, false, header.buffer_bytes)?;
+    }
+    match header.mode {
+        Mode::Sink => sink(stream, shared),
+        Mode::Source => {
+            if header.pacing_mbit > 0 {
+                sys::set_pacing(stream, header.pacing_mbit)?;
+            }
+            source(stream, header.response_bytes as usize, shared)
+        }
+        Mode::Echo => {
+            stream.set_nodelay(true)?;
+            echo(stream, &header, shared)
+        }
+    }
+}
+
+fn sink(mut stream: &TcpStream, shared: &Shared) -> io::Result<()> {
+    let mut buf = vec![0u8; SINK_BUFFER];
+    while !shared.stopping() {
+        match stream.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(err) if transient(&err) => {}
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(())
+}
+
+/// Writes until the client half-closes, then sends the [`Trailer`] (this socket's TCP_INFO:
+/// only the sender knows its retransmits) and ends the stream.
+fn source(mut stream: &TcpStream, write_bytes: usize, shared: &Shared) -> io::Result<()> {
+    let buf = vec![0u8; write_bytes];
+    let mut scratch = [0u8; 64];
+    let mut writes = 0u32;
+    loop {
+        if shared.stopping() {
+            return Ok(());
+        }
+        let check_fin = match stream.write(&buf) {
+            Ok(_) => {
+                writes = writes.wrapping_add(1);
+                writes.is_multiple_of(FIN_CHECK_EVERY)
+            }
+            // Blocked for a whole timeout: the client may have stopped reading to half-close.
+            Err(err) if transient(&err) => true,
+            Err(err) => return Err(err),
+        };
+        // The client sends nothing after its header but its FIN; anything else is dropped.
+        if check_fin && sys::recv_nowait(stream, &mut scratch)? == Some(0) {
+            break;
+        }
+    }
+    let stats = sys::tcp_stats(stream)?;
+    let trailer = Trailer {
+        total_retrans: stats.total_retrans,
+        rtt_us: stats.rtt_us,
+    };
+    if write_full(stream, &trailer.encode(), shared)? {
+        stream.shutdown(Shutdown::Write)?;
+    }
+    Ok(())
+}
+
+fn echo(stream: &TcpStream, header: &Header, shared: &Shared) -> io::Result<()> {
+    let mut request = vec![0u8; header.request_bytes as usize];
+    let response = vec![0u8; header.response_bytes as usize];
+    while read_full(stream, &mut request, shared, None)? {
+        if !write_full(stream, &response, shared)? {
+            break;
+        }
+    }
+    Ok(())
+}
+
+fn serve_udp(socket: &UdpSocket, shared: &Shared) {
+    let mut request = vec![0u8; wire::UDP_MAX as usize + 1];
+    let mut response = vec![0u8; wire::UDP_MAX as usize];
+    while !shared.stopping() {
+        let (n, from) = match socket.recv_from(&mut request) {
+            Ok(got) => got,
+            Err(err) if transient(&err) => continue,
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        let Some(len) = wire::udp_response_len(&request[..n]) else {
+            continue;
+        };
+        // Magic and sequence number back, so the client matches the response to its request.
+        response[..8].copy_from_slice(&request[..8]);
+        let _ = socket.send_to(&response[..len], from);
+    }
+}

@@ -1,0 +1,434 @@
+//! The network probes end to end on loopback: a real [`PeerServer`], real sockets, the real
+//! harness (`run_trial`).
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use super::wire::{self, Header, Mode};
+use super::*;
+use crate::affinity::current_thread_affinity;
+use crate::{Counter, TrialOutcome, TrialSettings, plan_placement, resolve_probe, run_trial};
+
+const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+fn server() -> PeerServer {
+    PeerServer::start(LOOPBACK, &[]).unwrap()
+}
+
+fn params(server: &PeerServer, pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    let mut params: BTreeMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    params.insert("peer".into(), format!("127.0.0.1:{}", server.tcp_port()));
+    params.insert("peer_udp".into(), server.udp_port().to_string());
+    params
+}
+
+fn run(probe: &str, params: &BTreeMap<String, String>, millis: u64) -> TrialOutcome {
+    let spec = resolve_probe(probe, params).unwrap();
+    let allowed = current_thread_affinity().unwrap();
+    let settings = TrialSettings {
+        duration: Duration::from_millis(millis),
+        interval: Duration::from_millis(100),
+        plan: plan_placement(spec.threads, &allowed, &[]).unwrap(),
+        unpinned: None,
+    };
+    let cancel = Arc::new(AtomicBool::new(false));
+    run_trial(&spec, &settings, &cancel, &mut |_| true).unwrap()
+}
+
+fn counter<'a>(outcome: &'a TrialOutcome, name: &str) -> &'a Counter {
+    outcome
+        .counters
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no counter {name} in {:?}", outcome.counters))
+}
+
+fn gbit(outcome: &TrialOutcome, variant: usize) -> f64 {
+    outcome.total.variants[variant].throughput.unwrap()
+}
+
+#[test]
+fn throughput_moves_bytes_each_way_and_reports_tcp_info() {
+    let server = server();
+    for (mode, variants) in [("send", 1), ("reverse", 1), ("bidir", 2)] {
+        let outcome = run(
+            "net.throughput",
+            &params(&server, &[("mode", mode), ("threads", "2")]),
+            300,
+        );
+        assert_eq!(outcome.total.variants.len(), variants, "{mode}");
+        for v in 0..variants {
+            let report = &outcome.total.variants[v];
+            assert!(report.events > 0 && report.bytes > 0, "{mode}: {report:?}");
+            assert!(gbit(&outcome, v) > 0.0, "{mode}");
+        }
+        // Reverse flows' figures come from the server's trailer: present means it arrived.
+        assert!(counter(&outcome, "tcp_retransmits").value >= 0.0, "{mode}");
+        assert!(counter(&outcome, "tcp_rtt_us").value > 0.0, "{mode}");
+    }
+    server.stop();
+}
+
+#[test]
+fn paced_flows_say_whether_fq_paces_them() {
+    let server = server();
+    let outcome = run(
+        "net.throughput",
+        &params(&server, &[("pacing_mbit", "200"), ("buffer_kib", "0")]),
+        300,
+    );
+    let rate = gbit(&outcome, 0);
+    // Paced to 0.2 Gbit/s; what sits in the socket buffer at the end is counted as sent.
+    assert!(rate > 0.0 && rate < 0.4, "{rate} Gbit/s paced to 0.2");
+    assert!((0.0..=1.0).contains(&counter(&outcome, "fq_qdisc").value));
+}
+
+#[test]
+fn round_trips_over_tcp_and_udp() {
+    let server = server();
+    for protocol in ["tcp", "udp"] {
+        let outcome = run("net.rr", &params(&server, &[("protocol", protocol)]), 300);
+        let report = &outcome.total.variants[0];
+        assert!(
+            report.events > 100,
+            "{protocol}: {} round trips",
+            report.events
+        );
+        let p50 = report.latency_ns.value_at_quantile(0.5);
+        assert!(
+            (1_000..50_000_000).contains(&p50),
+            "{protocol} p50 {p50} ns"
+        );
+        if protocol == "tcp" {
+            assert!(counter(&outcome, "tcp_retransmits").value >= 0.0);
+            assert!(counter(&outcome, "tcp_rtt_us").value > 0.0);
+        } else {
+            assert_eq!(counter(&outcome, "udp_lost").value, 0.0);
+        }
+    }
+}
+
+#[test]
+fn open_loop_keeps_its_schedule_and_counts_late_sends() {
+    let server = server();
+    let outcome = run(
+        "net.rr",
+        &params(
+            &server,
+            &[
+                ("rate", "2000"),
+                ("request_bytes", "64"),
+                ("response_bytes", "1000"),
+            ],
+        ),
+        400,
+    );
+    let report = &outcome.total.variants[0];
+    // 2000/s for 0.4 s.
+    assert!(
+        (600..=900).contains(&report.events),
+        "{} requests",
+        report.events
+    );
+    assert_eq!(report.bytes, report.events * 1064);
+    let late = counter(&outcome, "late_sends").value;
+    assert!(late < report.events as f64, "{late} late");
+}
+
+fn bad(probe: &str, pairs: &[(&str, &str)]) -> String {
+    let params = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    resolve_probe(probe, &params).unwrap_err().to_string()
+}
+
+#[test]
+fn bad_parameters_are_clear_errors() {
+    let peer = ("peer", "127.0.0.1:9");
+    let err = bad("net.throughput", &[]);
+    assert!(err.contains("peer") && err.contains("required"), "{err}");
+    let err = bad("net.throughput", &[("peer", "nonsense")]);
+    assert!(err.contains("HOST:PORT"), "{err}");
+    let err = bad("net.throughput", &[("peer", "127.0.0.1:0")]);
+    assert!(err.contains("port"), "{err}");
+    let err = bad("net.throughput", &[peer, ("mode", "sideways")]);
+    assert!(err.contains("send, reverse or bidir"), "{err}");
+    let err = bad("net.throughput", &[peer, ("write_kib", "1000000")]);
+    assert!(err.contains("write_kib") && err.contains("1024"), "{err}");
+    let err = bad("net.throughput", &[peer, ("buffer_kib", "99999999999")]);
+    assert!(err.contains("buffer_kib"), "{err}");
+    let err = bad("net.throughput", &[peer, ("protocol", "udp")]);
+    assert!(err.contains("mode") && err.contains("peer_udp"), "{err}");
+    let err = bad("net.rr", &[peer, ("request_bytes", "4294967296")]);
+    assert!(err.contains("request_bytes"), "{err}");
+    let err = bad("net.rr", &[peer, ("protocol", "sctp")]);
+    assert!(err.contains("tcp or udp"), "{err}");
+    let err = bad("net.rr", &[peer, ("protocol", "udp")]);
+    assert!(err.contains("peer_udp"), "{err}");
+    let udp = [peer, ("protocol", "udp"), ("peer_udp", "9")];
+    let err = bad("net.rr", &[udp[0], udp[1], udp[2], ("request_bytes", "1")]);
+    assert!(err.contains("16..=65507"), "{err}");
+    let err = bad(
+        "net.rr",
+        &[udp[0], udp[1], udp[2], ("response_bytes", "70000")],
+    );
+    assert!(err.contains("response_bytes"), "{err}");
+
+    let params = udp
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let spec = resolve_probe("net.rr", &params).unwrap();
+    assert_eq!(spec.resolved_params["request_bytes"], "16");
+    assert_eq!(spec.work, crate::placement::WorkKind::Network);
+}
+
+#[test]
+fn an_unreachable_peer_fails_the_trial_with_its_address() {
+    // A port nobody listens on: bind one, note it, close it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let params = [("peer".to_string(), format!("127.0.0.1:{port}"))].into();
+    let spec = resolve_probe("net.throughput", &params).unwrap();
+    let err = spec.workload(0).err().unwrap();
+    assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
+}
+
+fn echo_round_trip(server: &PeerServer) {
+    let mut stream = TcpStream::connect((LOOPBACK, server.tcp_port())).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let header = Header {
+        mode: Mode::Echo,
+        request_bytes: 3,
+        response_bytes: 5,
+        buffer_bytes: 0,
+        pacing_mbit: 0,
+    };
+    stream.write_all(&header.encode()).unwrap();
+    stream.write_all(b"abc").unwrap();
+    let mut response = [0u8; 5];
+    stream.read_exact(&mut response).unwrap();
+}
+
+#[test]
+fn garbage_is_refused_and_the_server_still_serves() {
+    let server = server();
+    let garbage: [&[u8]; 4] = [
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+        &[0xff; 24],
+        // Our header, asking for a 4 GiB request.
+        &Header {
+            mode: Mode::Echo,
+            request_bytes: u32::MAX,
+            response_bytes: 1,
+            buffer_bytes: 0,
+            pacing_mbit: 0,
+        }
+        .encode(),
+        b"QB",
+    ];
+    for bytes in garbage {
+        let mut stream = TcpStream::connect((LOOPBACK, server.tcp_port())).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        stream.write_all(bytes).unwrap();
+        if bytes.len() >= wire::HEADER_LEN {
+            // Closed by the server at once: end of stream (or a reset, the bytes it did not
+            // read), never a response and never the 5 s timeout.
+            let mut buf = [0u8; 16];
+            match stream.read(&mut buf) {
+                Ok(0) => {}
+                Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset),
+                Ok(n) => panic!("{n} bytes of response to garbage"),
+            }
+        }
+    }
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.send_to(b"not ours", (LOOPBACK, server.udp_port()))
+        .unwrap();
+    let mut short = [0u8; 16];
+    wire::encode_udp_request(&mut short, 1, u32::MAX);
+    udp.send_to(&short, (LOOPBACK, server.udp_port())).unwrap();
+    echo_round_trip(&server);
+    let outcome = run("net.rr", &params(&server, &[("protocol", "udp")]), 100);
+    assert!(outcome.total.events() > 0);
+}
+
+#[test]
+fn stop_returns_promptly_with_connections_open() {
+    let server = server();
+    let addr = SocketAddr::new(LOOPBACK, server.tcp_port());
+    // An idle connection without a header, a source nobody reads, an echo mid-request.
+    let idle = TcpStream::connect(addr).unwrap();
+    let source = super::throughput::connect(
+        addr,
+        &Header {
+            mode: Mode::Source,
+            request_bytes: 0,
+            response_bytes: 1 << 20,
+            buffer_bytes: 0,
+            pacing_mbit: 0,
+        },
+    )
+    .unwrap();
+    let echo = super::throughput::connect(
+        addr,
+        &Header {
+            mode: Mode::Echo,
+            request_bytes: 1000,
+            response_bytes: 1,
+            buffer_bytes: 0,
+            pacing_mbit: 0,
+        },
+    )
+    .unwrap();
+    (&echo).write_all(&[1; 10]).unwrap();
+    echo_round_trip(&server);
+    std::thread::sleep(Duration::from_millis(100));
+    let started = Instant::now();
+    server.stop();
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "stop took {:?}",
+        started.elapsed()
+    );
+    // Every connection was closed by the server.
+    for mut stream in [&idle, &echo] {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(1)))
+            .unwrap();
+        let mut buf = [0u8; 4];
+        match stream.read(&mut buf) {
+            Ok(0) => {}
+            Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset),
+            Ok(n) => panic!("{n} bytes after stop"),
+        }
+    }
+    drop(source);
+}
+
+#[test]
+fn dropping_the_server_stops_it() {
+    let server = server();
+    let port = server.tcp_port();
+    let _conn = TcpStream::connect((LOOPBACK, port)).unwrap();
+    let started = Instant::now();
+    drop(server);
+    assert!(started.elapsed() < Duration::from_millis(500));
+    assert!(TcpStream::connect((LOOPBACK, port)).is_err());
+}
+
+/// Loopback figures to compare by hand with iperf3 and sockperf, printed with `--nocapture`
+/// (benches/peer/*.sh run it when the agents cannot pair yet). The server's threads on the first
+/// allowed CPU, the client on the last, as two hosts would have them; QB_NET_FIGURES_MS sets
+/// each measurement's length (default 300 ms, a smoke test).
+#[test]
+fn loopback_figures() {
+    let millis = std::env::var("QB_NET_FIGURES_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
+    let allowed = current_thread_affinity().unwrap();
+    let server = PeerServer::start(LOOPBACK, &allowed[..1]).unwrap();
+    let client = *allowed.last().unwrap();
+    let measure = |probe: &str, pairs: &[(&str, &str)]| {
+        let spec = resolve_probe(probe, &params(&server, pairs)).unwrap();
+        let settings = TrialSettings {
+            duration: Duration::from_millis(millis),
+            interval: Duration::from_millis(100),
+            plan: plan_placement(spec.threads, &allowed, &vec![client; spec.threads]).unwrap(),
+            unpinned: None,
+        };
+        let cancel = Arc::new(AtomicBool::new(false));
+        run_trial(&spec, &settings, &cancel, &mut |_| true).unwrap()
+    };
+    let flow = measure("net.throughput", &[]);
+    println!(
+        "loopback net.throughput: {:.2} Gbit/s (server CPU {}, client CPU {client})",
+        gbit(&flow, 0),
+        allowed[0]
+    );
+    for protocol in ["tcp", "udp"] {
+        let rr = measure(
+            "net.rr",
+            &[
+                ("protocol", protocol),
+                ("request_bytes", "16"),
+                ("response_bytes", "16"),
+            ],
+        );
+        let p50 = rr.total.variants[0].latency_ns.value_at_quantile(0.5);
+        println!(
+            "loopback net.rr {protocol}: median round trip {:.2} us",
+            p50 as f64 / 1e3
+        );
+    }
+}
+#[test]
+fn scratch_measure() {
+    let Ok(spec) = std::env::var("QB_SCRATCH") else {
+        return;
+    };
+    // server_cpu;client_cpu;ms;probe;k=v,k=v
+    let parts: Vec<&str> = spec.split(';').collect();
+    let server_cpus: Vec<u32> = parts[0]
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(|c| c.parse().unwrap())
+        .collect();
+    let client_cpus: Vec<u32> = parts[1].split(',').map(|c| c.parse().unwrap()).collect();
+    let ms: u64 = parts[2].parse().unwrap();
+    let server = PeerServer::start(LOOPBACK, &server_cpus).unwrap();
+    let kv: Vec<(&str, &str)> = parts[4]
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(|p| p.split_once('=').unwrap())
+        .collect();
+    let p = params(&server, &kv);
+    let spec = resolve_probe(parts[3], &p).unwrap();
+    let settings = TrialSettings {
+        duration: Duration::from_millis(ms),
+        interval: Duration::from_millis(1000),
+        plan: plan_placement(
+            spec.threads,
+            &current_thread_affinity().unwrap(),
+            &client_cpus,
+        )
+        .unwrap(),
+        unpinned: None,
+    };
+    let cancel = Arc::new(AtomicBool::new(false));
+    let o = run_trial(&spec, &settings, &cancel, &mut |_| true).unwrap();
+    for v in &o.total.variants {
+        println!(
+            "SCRATCH {} events {} rate {:.0} gbit {:?} p50 {:.2}us p99 {:.2}us",
+            v.variant.rate_metric,
+            v.events,
+            v.events_per_sec,
+            v.throughput,
+            v.latency_ns.value_at_quantile(0.5) as f64 / 1e3,
+            v.latency_ns.value_at_quantile(0.99) as f64 / 1e3
+        );
+    }
+    println!(
+        "SCRATCH counters {:?}",
+        o.counters
+            .iter()
+            .map(|c| (c.name, c.value))
+            .collect::<Vec<_>>()
+    );
+}

@@ -1,0 +1,400 @@
+//! net.throughput's client: one TCP flow per probe thread (two with mode=bidir), one system
+//! call per step, as iperf3 does, so the harness's per-thread intervals are per-flow Gbit/s.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use nix::libc;
+
+use super::sys::{self, TcpStats};
+use super::wire::{Header, Mode, Tail, Trailer};
+use crate::{Counter, Merge, Samples, Step, Throughput, Variant, Workload};
+
+/// A flow that moves nothing for this long fails the trial rather than hanging it.
+pub const STALL: Duration = Duration::from_secs(5);
+/// Connecting to the peer may take this long.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Draining a reverse flow at the end (to read the server's trailer) may take this long.
+const DRAIN_DEADLINE: Duration = Duration::from_secs(3);
+
+const GBIT: Throughput = Throughput {
+    metric: "gbit_per_sec",
+    unit: "Gbit/s",
+    bytes_per_unit: 1.25e8,
+};
+
+/// mode=send: the probe thread writes.
+pub const SEND: &[Variant] = &[Variant {
+    rate_metric: "writes_per_sec",
+    rate_unit: "writes/s",
+    latency_metric: "write_latency",
+    throughput: Some(GBIT),
+}];
+
+/// mode=reverse: the probe thread reads what the peer sends.
+pub const REVERSE: &[Variant] = &[Variant {
+    rate_metric: "reads_per_sec",
+    rate_unit: "reads/s",
+    latency_metric: "read_latency",
+    throughput: Some(GBIT),
+}];
+
+/// mode=bidir: writes on one socket, reads on another, both directions at once.
+pub const BIDIR: &[Variant] = &[
+    Variant {
+        rate_metric: "writes_per_sec",
+        rate_unit: "writes/s",
+        latency_metric: "write_latency",
+        throughput: Some(Throughput {
+            metric: "gbit_per_sec_tx",
+            ..GBIT
+        }),
+    },
+    Variant {
+        rate_metric: "reads_per_sec",
+        rate_unit: "reads/s",
+        latency_metric: "read_latency",
+        throughput: Some(Throughput {
+            metric: "gbit_per_sec_rx",
+            ..GBIT
+        }),
+    },
+];
+
+/// Which way the bytes go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// This host sends (iperf3's default).
+    Send,
+    /// The peer sends (iperf3 -R).
+    Reverse,
+    /// Both at once, on two sockets (iperf3 --bidir).
+    Bidir,
+}
+
+impl Direction {
+    /// The variants of the direction's samples.
+    pub fn variants(self) -> &'static [Variant] {
+        match self {
+            Direction::Send => SEND,
+            Direction::Reverse => REVERSE,
+            Direction::Bidir => BIDIR,
+        }
+    }
+}
+
+/// One thread's flow settings, checked by `resolve`.
+#[derive(Debug, Clone, Copy)]
+pub struct FlowConfig {
+    /// The peer server's TCP address.
+    pub peer: SocketAddr,
+    /// Which way.
+    pub direction: Direction,
+    /// SO_SNDBUF/SO_RCVBUF, both ends; 0: the kernel's autotuning.
+    pub buffer_bytes: u32,
+    /// Bytes per write (and per read) system call.
+    pub write_bytes: u32,
+    /// SO_MAX_PACING_RATE of each sending socket, Mbit/s; 0: none.
+    pub pacing_mbit: u32,
+}
+
+/// The net.throughput workload of one probe thread.
+pub struct ThroughputWorkload {
+    config: FlowConfig,
+    tx: Option<TcpStream>,
+    rx: Option<TcpStream>,
+    write_buf: Vec<u8>,
+    read_buf: Vec<u8>,
+    /// Bidir: which socket to try first in the next step (alternates, so neither starves).
+    rx_first: bool,
+    fq: Option<bool>,
+    error: Option<String>,
+    counters: Vec<Counter>,
+}
+
+/// A buffer of bytes that are not all zero: a zeroed allocation maps every page to the one
+/// shared zero page, and copying from it would measure a cache-resident source.
+pub fn filled_buffer(len: usize) -> Vec<u8> {
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
+}
+
+/// Connects to the peer server, sets the socket up and sends the header.
+pub fn connect(peer: SocketAddr, header: &Header) -> Result<TcpStream, String> {
+    let stream = TcpStream::connect_timeout(&peer, CONNECT_TIMEOUT)
+        .map_err(|e| format!("cannot connect to the peer server at {peer}: {e}"))?;
+    let setup = || -> io::Result<()> {
+        stream.set_read_timeout(Some(STALL))?;
+        stream.set_write_timeout(Some(STALL))?;
+        (&stream).write_all(&header.encode())
+    };
+    setup().map_err(|e| format!("cannot set up the connection to {peer}: {e}"))?;
+    Ok(stream)
+}
+
+impl ThroughputWorkload {
+    /// Opens this thread's flow(s). Runs on the pinned probe thread, before measuring.
+    pub fn new(config: FlowConfig) -> Result<Self, String> {
+        let header = |mode| Header {
+            mode,
+            request_bytes: if mode == Mode::Sink {
+                config.write_bytes
+            } else {
+                0
+            },
+            response_bytes: if mode == Mode::Source {
+                config.write_bytes
+            } else {
+                0
+            },
+            buffer_bytes: config.buffer_bytes,
+            pacing_mbit: if mode == Mode::Source {
+                config.pacing_mbit
+            } else {
+                0
+            },
+        };
+        let peer = config.peer;
+        let sockopt_error = |e: io::Error| format!("cannot set socket options for {peer}: {e}");
+        let (sends, receives) = match config.direction {
+            Direction::Send => (true, false),
+            Direction::Reverse => (false, true),
+            Direction::Bidir => (true, true),
+        };
+        let mut fq = None;
+        let tx = if sends {
+            let tx = connect(peer, &header(Mode::Sink))?;
+            if config.buffer_bytes > 0 {
+                sys::set_buffer(&tx, true, config.buffer_bytes).map_err(sockopt_error)?;
+            }
+            if config.pacing_mbit > 0 {
+                sys::set_pacing(&tx, config.pacing_mbit).map_err(sockopt_error)?;
+                let local = tx.local_addr().map_err(sockopt_error)?;
+                fq = sys::fq_paces(local.ip(), peer.ip());
+            }
+            Some(tx)
+        } else {
+            None
+        };
+        let rx = if receives {
+            let rx = connect(peer, &header(Mode::Source))?;
+            if config.buffer_bytes > 0 {
+                sys::set_buffer(&rx, false, config.buffer_bytes).map_err(sockopt_error)?;
+            }
+            Some(rx)
+        } else {
+            None
+        };
+        if config.direction == Direction::Bidir {
+            for s in tx.iter().chain(&rx) {
+                s.set_nonblocking(true).map_err(sockopt_error)?;
+            }
+        }
+        let len = config.write_bytes as usize;
+        Ok(Self {
+            config,
+            tx,
+            rx,
+            write_buf: if sends {
+                filled_buffer(len)
+            } else {
+                Vec::new()
+            },
+            read_buf: if receives { vec![0; len] } else { Vec::new() },
+            rx_first: false,
+            fq,
+            error: None,
+            counters: Vec::new(),
+        })
+    }
+
+    fn fail(&mut self, message: String) -> Step {
+        self.error = Some(message);
+        Step::Failed
+    }
+
+    /// One blocking write (mode=send) or read (mode=reverse).
+    fn blocking_step(&mut self, receive: bool) -> Step {
+        let result = match (receive, &self.tx, &self.rx) {
+            (false, Some(tx), _) => (&*tx).write(&self.write_buf),
+            (true, _, Some(rx)) => (&*rx).read(&mut self.read_buf),
+            _ => return self.fail("the flow is closed".into()),
+        };
+        match result {
+            Ok(0) if receive => self.fail(format!(
+                "the peer {} closed the connection",
+                self.config.peer
+            )),
+            Ok(n) => Step::Timed {
+                variant: 0,
+                bytes: n as u64,
+            },
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Step::Recorded,
+            Err(e) => self.io_failure(receive, &e),
+        }
+    }
+
+    fn io_failure(&mut self, receive: bool, e: &io::Error) -> Step {
+        let peer = self.config.peer;
+        let what = if receive {
+            "receiving from"
+        } else {
+            "sending to"
+        };
+        if matches!(
+            e.kind(),
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+        ) {
+            self.fail(format!(
+                "{what} the peer {peer}: nothing moved for {STALL:?}"
+            ))
+        } else {
+            self.fail(format!("{what} the peer {peer} failed: {e}"))
+        }
+    }
+
+    /// mode=bidir: one non-blocking write or read, whichever socket is ready, alternating
+    /// which is tried first; waits in poll only when neither is.
+    fn bidir_step(&mut self) -> Step {
+        let (Some(tx), Some(rx)) = (&self.tx, &self.rx) else {
+            return self.fail("the flow is closed".into());
+        };
+        self.rx_first = !self.rx_first;
+        for receive in [self.rx_first, !self.rx_first] {
+            let result = if receive {
+                (&*rx).read(&mut self.read_buf)
+            } else {
+                (&*tx).write(&self.write_buf)
+            };
+            match result {
+                Ok(0) if receive => {
+                    return self.fail(format!(
+                        "the peer {} closed the connection",
+                        self.config.peer
+                    ));
+                }
+                Ok(n) => {
+                    return Step::Timed {
+                        variant: usize::from(receive),
+                        bytes: n as u64,
+                    };
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => return self.io_failure(receive, &e),
+            }
+        }
+        let fds = [
+            (tx.as_raw_fd(), libc::POLLOUT),
+            (rx.as_raw_fd(), libc::POLLIN),
+        ];
+        match sys::poll2(fds, STALL) {
+            Ok([false, false]) => self.fail(format!(
+                "with the peer {}: nothing moved either way for {STALL:?}",
+                self.config.peer
+            )),
+            Ok(_) => Step::Recorded,
+            Err(e) => self.fail(format!("poll failed: {e}")),
+        }
+    }
+}
+
+/// Half-closes a receiving flow and reads to its end, keeping the last bytes: the server's
+/// trailer with its sending socket's TCP_INFO.
+fn drain_for_trailer(rx: &mut TcpStream, buf: &mut [u8]) -> Option<Trailer> {
+    rx.set_nonblocking(false).ok()?;
+    rx.set_read_timeout(Some(Duration::from_millis(200))).ok()?;
+    rx.shutdown(Shutdown::Write).ok()?;
+    let deadline = Instant::now() + DRAIN_DEADLINE;
+    let mut tail = Tail::default();
+    while Instant::now() < deadline {
+        match rx.read(buf) {
+            Ok(0) => return Trailer::decode(tail.bytes()),
+            Ok(n) => tail.push(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+/// The flow's whole-trial counters from what each sender's TCP_INFO said. Absent, not zero,
+/// when no sender could be read.
+pub fn flow_counters(senders: &[TcpStats], fq: Option<bool>) -> Vec<Counter> {
+    let mut counters = Vec::new();
+    if !senders.is_empty() {
+        counters.push(Counter {
+            name: "tcp_retransmits",
+            unit: "segments",
+            value: senders.iter().map(|s| f64::from(s.total_retrans)).sum(),
+            merge: Merge::Sum,
+        });
+        counters.push(Counter {
+            name: "tcp_rtt_us",
+            unit: "us",
+            value: senders.iter().map(|s| f64::from(s.rtt_us)).sum::<f64>() / senders.len() as f64,
+            merge: Merge::Mean,
+        });
+    }
+    if let Some(fq) = fq {
+        counters.push(Counter {
+            name: "fq_qdisc",
+            unit: "bool",
+            value: f64::from(u8::from(fq)),
+            merge: Merge::Max,
+        });
+    }
+    counters
+}
+
+impl Workload for ThroughputWorkload {
+    fn variants(&self) -> &'static [Variant] {
+        self.config.direction.variants()
+    }
+
+    fn step(&mut self, _samples: &mut Samples<'_>) -> Step {
+        match self.config.direction {
+            Direction::Send => self.blocking_step(false),
+            Direction::Reverse => self.blocking_step(true),
+            Direction::Bidir => self.bidir_step(),
+        }
+    }
+
+    fn take_error(&mut self) -> Option<String> {
+        self.error.take()
+    }
+
+    fn finish(&mut self) {
+        let mut senders = Vec::with_capacity(2);
+        if let Some(tx) = self.tx.take() {
+            senders.extend(sys::tcp_stats(&tx).ok());
+            let _ = tx.shutdown(Shutdown::Write);
+        }
+        if let Some(mut rx) = self.rx.take()
+            && let Some(trailer) = drain_for_trailer(&mut rx, &mut self.read_buf)
+        {
+            senders.push(TcpStats {
+                total_retrans: trailer.total_retrans,
+                rtt_us: trailer.rtt_us,
+            });
+        }
+        self.counters = flow_counters(&senders, self.fq);
+    }
+
+    fn counters(&mut self) -> Vec<Counter> {
+        std::mem::take(&mut self.counters)
+    }
+}

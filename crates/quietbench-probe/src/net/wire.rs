@@ -1,0 +1,342 @@
+//! The peer protocol's bytes: the header a client sends first on every TCP connection, the
+//! trailer a source ends its stream with, and the UDP round-trip datagram. Pure encode and
+//! decode, so every malformed input is tested without a socket.
+//!
+//! All integers are little-endian. Every size is bounded here, once, so the server allocates at
+//! most these per connection whatever a client sends.
+
+/// First bytes of every connection: `QBNP`.
+pub const MAGIC: [u8; 4] = *b"QBNP";
+/// The protocol version this build speaks.
+pub const VERSION: u8 = 1;
+/// Bytes of [`Header`] on the wire.
+pub const HEADER_LEN: usize = 24;
+/// Largest echo request or response (net.rr), bytes.
+pub const MAX_MESSAGE: u32 = 1 << 20;
+/// Largest write or read per system call in a throughput flow, bytes (iperf3's limit too).
+pub const MAX_WRITE: u32 = 1 << 20;
+/// Largest socket buffer a client may ask the server to set, bytes.
+pub const MAX_BUFFER: u32 = 256 << 20;
+/// Largest pacing rate a client may ask for, Mbit/s.
+pub const MAX_PACING_MBIT: u32 = 1_000_000;
+
+/// What the server does on a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Read and discard: the client sends (net.throughput mode=send).
+    Sink,
+    /// Write forever: the client receives (mode=reverse), until the client half-closes; then a
+    /// [`Trailer`] and end of stream.
+    Source,
+    /// Read exactly `request_bytes`, write `response_bytes`, repeat (net.rr over TCP).
+    Echo,
+}
+
+impl Mode {
+    fn code(self) -> u8 {
+        match self {
+            Mode::Sink => 1,
+            Mode::Source => 2,
+            Mode::Echo => 3,
+        }
+    }
+}
+
+/// The fixed header a client sends before anything else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    /// What the server does.
+    pub mode: Mode,
+    /// Echo: bytes per request. Sink: the client's write size (a hint, unused).
+    pub request_bytes: u32,
+    /// Echo: bytes per response. Source: the server's write size.
+    pub response_bytes: u32,
+    /// SO_SNDBUF/SO_RCVBUF for the server's socket; 0 leaves the kernel's autotuning.
+    pub buffer_bytes: u32,
+    /// SO_MAX_PACING_RATE for the server's socket (a source's sending), Mbit/s; 0: none.
+    pub pacing_mbit: u32,
+}
+
+/// Why a header was refused (the connection is then closed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderError {
+    /// Not this protocol.
+    #[error("not a quietbench peer connection (bad magic)")]
+    Magic,
+    /// Another version.
+    #[error("peer protocol version {0} is not supported (this build speaks {VERSION})")]
+    Version(u8),
+    /// Unknown mode byte.
+    #[error("unknown mode {0}")]
+    Mode(u8),
+    /// Reserved bytes set.
+    #[error("reserved header bytes are not zero")]
+    Reserved,
+    /// A size outside its bounds.
+    #[error("{field} = {value} is outside 1..={max}")]
+    Size {
+        /// Which field.
+        field: &'static str,
+        /// Its value.
+        value: u32,
+        /// Its bound.
+        max: u32,
+    },
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    let mut word = [0; 4];
+    word.copy_from_slice(&bytes[at..at + 4]);
+    u32::from_le_bytes(word)
+}
+
+fn check(field: &'static str, value: u32, min: u32, max: u32) -> Result<(), HeaderError> {
+    if (min..=max).contains(&value) {
+        Ok(())
+    } else {
+        Err(HeaderError::Size { field, value, max })
+    }
+}
+
+impl Header {
+    /// The header's bytes.
+    pub fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut out = [0; HEADER_LEN];
+        out[0..4].copy_from_slice(&MAGIC);
+        out[4] = VERSION;
+        out[5] = self.mode.code();
+        out[8..12].copy_from_slice(&self.request_bytes.to_le_bytes());
+        out[12..16].copy_from_slice(&self.response_bytes.to_le_bytes());
+        out[16..20].copy_from_slice(&self.buffer_bytes.to_le_bytes());
+        out[20..24].copy_from_slice(&self.pacing_mbit.to_le_bytes());
+        out
+    }
+
+    /// Checks and decodes a header: the sizes a server then allocates are within the bounds.
+    pub fn decode(bytes: &[u8; HEADER_LEN]) -> Result<Header, HeaderError> {
+        if bytes[0..4] != MAGIC {
+            return Err(HeaderError::Magic);
+        }
+        if bytes[4] != VERSION {
+            return Err(HeaderError::Version(bytes[4]));
+        }
+        let mode = match bytes[5] {
+            1 => Mode::Sink,
+            2 => Mode::Source,
+            3 => Mode::Echo,
+            other => return Err(HeaderError::Mode(other)),
+        };
+        if bytes[6..8] != [0, 0] {
+            return Err(HeaderError::Reserved);
+        }
+        let header = Header {
+            mode,
+            request_bytes: u32_at(bytes, 8),
+            response_bytes: u32_at(bytes, 12),
+            buffer_bytes: u32_at(bytes, 16),
+            pacing_mbit: u32_at(bytes, 20),
+        };
+        match mode {
+            Mode::Sink => check("request_bytes", header.request_bytes, 0, MAX_WRITE)?,
+            Mode::Source => check("response_bytes", header.response_bytes, 1, MAX_WRITE)?,
+            Mode::Echo => {
+                check("request_bytes", header.request_bytes, 1, MAX_MESSAGE)?;
+                check("response_bytes", header.response_bytes, 1, MAX_MESSAGE)?;
+            }
+        }
+        check("buffer_bytes", header.buffer_bytes, 0, MAX_BUFFER)?;
+        check("pacing_mbit", header.pacing_mbit, 0, MAX_PACING_MBIT)?;
+        Ok(header)
+    }
+}
+
+/// Bytes of [`Trailer`] on the wire.
+pub const TRAILER_LEN: usize = 16;
+/// Last bytes of a source's stream: `QBTR`.
+pub const TRAILER_MAGIC: [u8; 4] = *b"QBTR";
+
+/// What a source says about its sending socket when the client half-closes: the sender's
+/// TCP_INFO, since only the sender counts its retransmits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Trailer {
+    /// tcpi_total_retrans of the server's socket.
+    pub total_retrans: u32,
+    /// tcpi_rtt of the server's socket, microseconds.
+    pub rtt_us: u32,
+}
+
+impl Trailer {
+    /// The trailer's bytes.
+    pub fn encode(&self) -> [u8; TRAILER_LEN] {
+        let mut out = [0; TRAILER_LEN];
+        out[0..4].copy_from_slice(&self.total_retrans.to_le_bytes());
+        out[4..8].copy_from_slice(&self.rtt_us.to_le_bytes());
+        out[12..16].copy_from_slice(&TRAILER_MAGIC);
+        out
+    }
+
+    /// The trailer in the last bytes of a stream, if they are one.
+    pub fn decode(tail: &[u8; TRAILER_LEN]) -> Option<Trailer> {
+        (tail[12..16] == TRAILER_MAGIC && tail[8..12] == [0; 4]).then(|| Trailer {
+            total_retrans: u32_at(tail, 0),
+            rtt_us: u32_at(tail, 4),
+        })
+    }
+}
+
+/// The last [`TRAILER_LEN`] bytes of a stream, kept while draining it.
+#[derive(Debug, Clone, Default)]
+pub struct Tail {
+    bytes: [u8; TRAILER_LEN],
+}
+
+impl Tail {
+    /// Appends what was just read.
+    pub fn push(&mut self, read: &[u8]) {
+        if read.len() >= TRAILER_LEN {
+            self.bytes
+                .copy_from_slice(&read[read.len() - TRAILER_LEN..]);
+        } else {
+            self.bytes.copy_within(read.len().., 0);
+            self.bytes[TRAILER_LEN - read.len()..].copy_from_slice(read);
+        }
+    }
+
+    /// The last bytes seen.
+    pub fn bytes(&self) -> &[u8; TRAILER_LEN] {
+        &self.bytes
+    }
+}
+
+/// First bytes of every UDP round-trip datagram: `QBNU`.
+pub const UDP_MAGIC: [u8; 4] = *b"QBNU";
+/// Smallest UDP request or response: magic, sequence, response size, reserved.
+pub const UDP_MIN: u32 = 16;
+/// Largest UDP payload over IPv4.
+pub const UDP_MAX: u32 = 65_507;
+
+/// Writes a UDP request's header into the first [`UDP_MIN`] bytes of `datagram`.
+pub fn encode_udp_request(datagram: &mut [u8], seq: u32, response_bytes: u32) {
+    datagram[0..4].copy_from_slice(&UDP_MAGIC);
+    datagram[4..8].copy_from_slice(&seq.to_le_bytes());
+    datagram[8..12].copy_from_slice(&response_bytes.to_le_bytes());
+    datagram[12..16].fill(0);
+}
+
+/// The server's reading of a UDP request: the response's size, or None (the datagram is
+/// dropped) when it is not one of ours or asks for too much.
+pub fn udp_response_len(datagram: &[u8]) -> Option<usize> {
+    if datagram.len() < UDP_MIN as usize || datagram[0..4] != UDP_MAGIC {
+        return None;
+    }
+    let response = u32_at(datagram, 8);
+    (UDP_MIN..=UDP_MAX)
+        .contains(&response)
+        .then_some(response as usize)
+}
+
+/// The sequence number of a UDP response, when it is one of ours.
+pub fn udp_response_seq(datagram: &[u8]) -> Option<u32> {
+    (datagram.len() >= 8 && datagram[0..4] == UDP_MAGIC).then(|| u32_at(datagram, 4))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn echo(request_bytes: u32, response_bytes: u32) -> Header {
+        Header {
+            mode: Mode::Echo,
+            request_bytes,
+            response_bytes,
+            buffer_bytes: 0,
+            pacing_mbit: 0,
+        }
+    }
+
+    #[test]
+    fn headers_round_trip() {
+        for header in [
+            echo(1, 1),
+            echo(MAX_MESSAGE, 7),
+            Header {
+                mode: Mode::Source,
+                request_bytes: 0,
+                response_bytes: 128 << 10,
+                buffer_bytes: 4 << 20,
+                pacing_mbit: 800,
+            },
+            Header {
+                mode: Mode::Sink,
+                request_bytes: 0,
+                response_bytes: 0,
+                buffer_bytes: 0,
+                pacing_mbit: 0,
+            },
+        ] {
+            assert_eq!(Header::decode(&header.encode()), Ok(header));
+        }
+    }
+
+    #[test]
+    fn bad_headers_are_refused_with_the_reason() {
+        let good = echo(1, 1).encode();
+        let mut bad = good;
+        bad[0] = b'X';
+        assert_eq!(Header::decode(&bad), Err(HeaderError::Magic));
+        let mut bad = good;
+        bad[4] = 9;
+        assert_eq!(Header::decode(&bad), Err(HeaderError::Version(9)));
+        let mut bad = good;
+        bad[5] = 0;
+        assert_eq!(Header::decode(&bad), Err(HeaderError::Mode(0)));
+        let mut bad = good;
+        bad[7] = 1;
+        assert_eq!(Header::decode(&bad), Err(HeaderError::Reserved));
+        let err = Header::decode(&echo(MAX_MESSAGE + 1, 1).encode()).unwrap_err();
+        assert!(err.to_string().contains("request_bytes"), "{err}");
+        assert!(Header::decode(&echo(1, 0).encode()).is_err());
+        let mut huge = echo(1, 1);
+        huge.buffer_bytes = u32::MAX;
+        assert!(Header::decode(&huge.encode()).is_err());
+        assert_eq!(Header::decode(&[0xff; HEADER_LEN]), Err(HeaderError::Magic));
+    }
+
+    #[test]
+    fn the_tail_keeps_the_last_bytes_across_short_reads() {
+        let trailer = Trailer {
+            total_retrans: 7,
+            rtt_us: 42,
+        };
+        let bytes = trailer.encode();
+        let mut tail = Tail::default();
+        tail.push(&[1; 100]);
+        assert_eq!(Trailer::decode(tail.bytes()), None);
+        tail.push(&bytes[..3]);
+        tail.push(&bytes[3..10]);
+        tail.push(&[]);
+        tail.push(&bytes[10..]);
+        assert_eq!(Trailer::decode(tail.bytes()), Some(trailer));
+        let mut long = vec![0u8; 50];
+        long.extend_from_slice(&bytes);
+        let mut tail = Tail::default();
+        tail.push(&long);
+        assert_eq!(Trailer::decode(tail.bytes()), Some(trailer));
+    }
+
+    #[test]
+    fn udp_datagrams_are_checked() {
+        let mut datagram = [0u8; 32];
+        encode_udp_request(&mut datagram, 5, 20);
+        assert_eq!(udp_response_len(&datagram), Some(20));
+        assert_eq!(udp_response_seq(&datagram), Some(5));
+        assert_eq!(udp_response_len(&datagram[..15]), None);
+        encode_udp_request(&mut datagram, 5, UDP_MAX + 1);
+        assert_eq!(udp_response_len(&datagram), None);
+        encode_udp_request(&mut datagram, 5, 3);
+        assert_eq!(udp_response_len(&datagram), None);
+        datagram[0] = 0;
+        assert_eq!(udp_response_len(&datagram), None);
+        assert_eq!(udp_response_seq(&datagram), None);
+    }
+}

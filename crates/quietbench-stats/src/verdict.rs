@@ -1,0 +1,440 @@
+//! The A/B verdict: is the candidate faster, slower, or not detectably different, with the
+//! interval and the smallest difference this run could have detected.
+//!
+//! Rule: the hierarchical bootstrap interval of the candidate / baseline ratio
+//! ([`crate::hierarchical`]) at the configured level; an interval that excludes 1 is a
+//! difference, in the direction it lies; otherwise no difference was detected. The minimum
+//! detectable effect is reported either way, so "no difference" always says how large a
+//! difference could have hidden. Below [`MIN_PAIRED_ROUNDS`] paired rounds the verdict is
+//! refused with the number of rounds still to run: with fewer, the t quantile alone
+//! (t(0.975, 3) = 3.18) makes any interval too wide to mean anything and the bootstrap has too
+//! few distinct resamples to be trusted.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::bootstrap::{ConfidenceLevel, Resamples, Seed};
+use crate::dist::student_t_quantile;
+use crate::error::StatsError;
+use crate::hierarchical::{RatioInterval, Resampling, hierarchical_ratio_interval};
+use crate::paired::{Direction, HostRounds, Observation, PairedRounds, Variant, pair_rounds};
+use crate::power::{DEFAULT_POWER, Noise};
+use crate::robust::{mean_unchecked, variance_unchecked};
+
+/// Fewest paired rounds a verdict accepts.
+pub const MIN_PAIRED_ROUNDS: usize = 5;
+
+/// Below this many resamples the verdict warns that its endpoints carry Monte-Carlo error.
+const FEW_RESAMPLES: u32 = 1000;
+
+/// How to judge.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct VerdictConfig {
+    /// Denominator of the ratio ("A").
+    pub baseline: Variant,
+    /// Numerator of the ratio ("B").
+    pub candidate: Variant,
+    /// Whether lower or higher values are better.
+    pub direction: Direction,
+    /// Confidence level of the interval; α = 1 − level is the false-positive rate.
+    pub level: ConfidenceLevel,
+    /// Power at which the minimum detectable effect is quoted.
+    pub power: f64,
+    /// Bootstrap resamples.
+    pub resamples: Resamples,
+    /// Bootstrap seed.
+    pub seed: Seed,
+    /// Fewest paired rounds to judge; at least [`MIN_PAIRED_ROUNDS`].
+    pub min_rounds: usize,
+}
+
+impl Default for VerdictConfig {
+    fn default() -> Self {
+        VerdictConfig {
+            baseline: Variant::A,
+            candidate: Variant::B,
+            direction: Direction::LowerIsBetter,
+            level: ConfidenceLevel::NINETY_FIVE,
+            power: DEFAULT_POWER,
+            resamples: Resamples::DEFAULT,
+            seed: Seed(0),
+            min_rounds: MIN_PAIRED_ROUNDS,
+        }
+    }
+}
+
+/// Which way the comparison came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum VerdictKind {
+    /// The interval contains 1: no difference detected.
+    NoDifference,
+    /// The baseline is better (for times: faster).
+    AFaster,
+    /// The candidate is better.
+    BFaster,
+}
+
+/// A judged comparison. `Display` writes the sentence a report prints.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Verdict {
+    /// The outcome.
+    pub kind: VerdictKind,
+    /// Candidate / baseline, geometric mean of paired ratios.
+    pub ratio: f64,
+    /// Lower end of the interval for the ratio.
+    pub ci_low: f64,
+    /// Upper end of the interval for the ratio.
+    pub ci_high: f64,
+    /// Minimum detectable effect at this noise and design, relative (0.006 for 0.6%).
+    pub mde: f64,
+    /// Paired rounds used, over all hosts.
+    pub rounds: usize,
+    /// Hosts used.
+    pub hosts: usize,
+    /// How the interval was obtained, in words.
+    pub method: String,
+    /// What the reader should know before trusting it.
+    pub warnings: Vec<String>,
+    /// Confidence level.
+    pub level: ConfidenceLevel,
+    /// Direction of the metric.
+    pub direction: Direction,
+    /// The baseline variant.
+    pub baseline: Variant,
+    /// The candidate variant.
+    pub candidate: Variant,
+    /// Observed noise of the per-round log-ratios, for planning the next run
+    /// ([`crate::rounds_needed`], [`crate::hosts_needed`]).
+    pub noise: Noise,
+    /// The interval in detail.
+    pub interval: RatioInterval,
+}
+
+/// Judges `observations`: pairs them by round ([`pair_rounds`]) and calls [`judge_paired`].
+pub fn judge(observations: &[Observation], config: &VerdictConfig) -> Result<Verdict, StatsError> {
+    let paired = pair_rounds(observations, config.baseline, config.candidate)?;
+    judge_paired(&paired, config)
+}
+
+/// Judges already-paired rounds.
+pub fn judge_paired(paired: &PairedRounds, config: &VerdictConfig) -> Result<Verdict, StatsError> {
+    if !(config.power > 0.0 && config.power < 1.0) {
+        return Err(StatsError::InvalidPower(config.power));
+    }
+    let need = config.min_rounds.max(MIN_PAIRED_ROUNDS);
+    let have = paired.rounds();
+    if have < need {
+        return Err(StatsError::TooFewRounds { have, need });
+    }
+    let interval =
+        hierarchical_ratio_interval(paired, config.resamples, config.level, config.seed)?;
+    let (ratio, low, high) = (interval.ratio, interval.low, interval.high);
+
+    let kind = if low > 1.0 || high < 1.0 {
+        let candidate_higher = low > 1.0;
+        match (config.direction, candidate_higher) {
+            (Direction::LowerIsBetter, false) | (Direction::HigherIsBetter, true) => {
+                VerdictKind::BFaster
+            }
+            _ => VerdictKind::AFaster,
+        }
+    } else {
+        VerdictKind::NoDifference
+    };
+
+    // MDE of the interval actually reported: an effect the size of the half-width w is
+    // detected half the time; one of w · (t_crit + t_power) / t_crit is detected with the
+    // requested power. For a symmetric t interval this is the textbook (t_crit + t_power)·SE.
+    let t_crit = student_t_quantile(1.0 - config.level.alpha() / 2.0, interval.df);
+    let t_power = student_t_quantile(config.power, interval.df);
+    let half_width = (high.ln() - low.ln()) / 2.0;
+    let mde = (half_width * (t_crit + t_power) / t_crit).exp_m1();
+
+    let hosts = paired.host_count();
+    let noise = estimate_noise(paired);
+    let warnings = warnings(paired, &interval, kind, ratio, mde);
+    let method = match interval.resampling {
+        Resampling::RoundsOnly => format!(
+            "bootstrap over rounds (one host), {} resamples, seed {}; expanded percentile \
+             joined with bootstrap-t, {} df",
+            interval.resamples.get(),
+            config.seed.0,
+            interval.df
+        ),
+        Resampling::HostsThenRounds { hosts } => format!(
+            "hierarchical bootstrap ({hosts} hosts, then rounds within each), {} resamples, \
+             seed {}; expanded percentile joined with bootstrap-t, {} df",
+            interval.resamples.get(),
+            config.seed.0,
+            interval.df
+        ),
+    };
+    Ok(Verdict {
+        kind,
+        ratio,
+        ci_low: low,
+        ci_high: high,
+        mde,
+        rounds: have,
+        hosts,
+        method,
+        warnings,
+        level: config.level,
+        direction: config.direction,
+        baseline: config.baseline,
+        candidate: config.candidate,
+        noise,
+        interval,
+    })
+}
+
+/// Noise of the per-round log-ratios by one-way ANOVA over hosts: σ_w pooled within hosts;
+/// σ_h² = var(host means) − σ_w² · mean(1/n_host), truncated at 0 (method of moments).
+pub fn estimate_noise(paired: &PairedRounds) -> Noise {
+    let mut ss = 0.0;
+    let mut df = 0usize;
+    for h in &paired.hosts {
+        let m = h.mean_log_ratio();
+        ss += h.log_ratios.iter().map(|v| (v - m) * (v - m)).sum::<f64>();
+        df += h.log_ratios.len() - 1;
+    }
+    let within = if df > 0 { ss / df as f64 } else { 0.0 };
+    let means: Vec<f64> = paired
+        .hosts
+        .iter()
+        .map(HostRounds::mean_log_ratio)
+        .collect();
+    let inv_n: Vec<f64> = paired
+        .hosts
+        .iter()
+        .map(|h| 1.0 / h.log_ratios.len() as f64)
+        .collect();
+    let between = match variance_unchecked(&means) {
+        Some(v) => (v - within * mean_unchecked(&inv_n)).max(0.0),
+        None => 0.0,
+    };
+    Noise {
+        within_host_sd: within.sqrt(),
+        between_host_sd: between.sqrt(),
+    }
+}
+
+fn warnings(
+    paired: &PairedRounds,
+    interval: &RatioInterval,
+    kind: VerdictKind,
+    ratio: f64,
+    mde: f64,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let hosts = paired.host_count();
+    if paired.unpaired_rounds > 0 {
+        out.push(format!(
+            "{} round(s) had only one of the two variants and were left out; check for \
+             failed trials",
+            paired.unpaired_rounds
+        ));
+    }
+    if hosts == 1 {
+        out.push(
+            "all rounds ran on one host: the result holds for that host; other hosts and CPU \
+             models may differ (run on several hosts to generalise)"
+                .to_owned(),
+        );
+    } else if hosts < 5 {
+        out.push(format!(
+            "only {hosts} hosts: the interval rests on {} degrees of freedom between hosts and \
+             is wide; more hosts narrow it faster than more rounds",
+            hosts - 1
+        ));
+    }
+    let mut models: Vec<&str> = paired.hosts.iter().map(|h| h.cpu_model.as_str()).collect();
+    models.sort_unstable();
+    models.dedup();
+    if models.len() > 1 {
+        out.push(format!(
+            "hosts span {} CPU models ({}); the ratio averages over them",
+            models.len(),
+            models.join(", ")
+        ));
+    }
+    if kind != VerdictKind::NoDifference && (ratio.ln().abs()) < mde.ln_1p() {
+        out.push(
+            "the difference is smaller than this run's minimum detectable effect: a repeat \
+             run may well not detect it, and its size is likely overstated"
+                .to_owned(),
+        );
+    }
+    if interval.resamples.get() < FEW_RESAMPLES {
+        out.push(format!(
+            "only {} bootstrap resamples: the interval's ends carry Monte-Carlo error; use \
+             {} or more",
+            interval.resamples.get(),
+            Resamples::DEFAULT.get()
+        ));
+    }
+    out
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let level = format_level(self.level.get());
+        let hosts = match self.hosts {
+            1 => "1 host".to_owned(),
+            h => format!("{h} hosts"),
+        };
+        let (a, b) = (self.baseline, self.candidate);
+        match self.kind {
+            VerdictKind::NoDifference => write!(
+                f,
+                "no difference detected (could have detected ≥ {}); {b}/{a} = {:.4}, {level} CI \
+                 [{:.4}, {:.4}], {} rounds on {hosts}",
+                pct(self.mde),
+                self.ratio,
+                self.ci_low,
+                self.ci_high,
+                self.rounds
+            )?,
+            kind => {
+                let (winner, gain, lo, hi) = self.gain(kind);
+                write!(
+                    f,
+                    "{winner} is {} faster, {level} CI [{}, {}], {} rounds on {hosts}; smallest \
+                     detectable difference at this noise {}",
+                    pct(gain),
+                    pct(lo),
+                    pct(hi),
+                    self.rounds,
+                    pct(self.mde)
+                )?
+            }
+        }
+        for w in &self.warnings {
+            write!(f, "\n  warning: {w}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Verdict {
+    /// The winner, its relative advantage and the interval of that advantage. "Faster" is the
+    /// winner's gain over the loser in the metric's own terms: for times, the share of the
+    /// loser's time saved; for throughputs, the extra throughput over the loser's.
+    fn gain(&self, kind: VerdictKind) -> (Variant, f64, f64, f64) {
+        let (r, l, h) = (self.ratio, self.ci_low, self.ci_high);
+        match (kind, self.direction) {
+            (VerdictKind::AFaster, Direction::LowerIsBetter) => {
+                (self.baseline, 1.0 - 1.0 / r, 1.0 - 1.0 / l, 1.0 - 1.0 / h)
+            }
+            (VerdictKind::AFaster, Direction::HigherIsBetter) => {
+                (self.baseline, 1.0 / r - 1.0, 1.0 / h - 1.0, 1.0 / l - 1.0)
+            }
+            (_, Direction::LowerIsBetter) => (self.candidate, 1.0 - r, 1.0 - h, 1.0 - l),
+            (_, Direction::HigherIsBetter) => (self.candidate, r - 1.0, l - 1.0, h - 1.0),
+        }
+    }
+}
+
+/// 0.95 → "95%", 0.999 → "99.9%".
+fn format_level(level: f64) -> String {
+    format!("{}%", (level * 1000.0).round() / 10.0)
+}
+
+/// A relative amount as a percentage: one decimal from 1% up, two below, so that a 0.06%
+/// detectable difference does not print as 0.1% or 0.0%.
+fn pct(x: f64) -> String {
+    let v = x * 100.0;
+    if v.abs() >= 1.0 {
+        format!("{v:.1}%")
+    } else {
+        format!("{v:.2}%")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(per_round: &[(f64, f64)], host: &str) -> Vec<Observation> {
+        per_round
+            .iter()
+            .enumerate()
+            .flat_map(|(r, (a, b))| {
+                [(Variant::A, *a), (Variant::B, *b)].map(|(variant, value)| Observation {
+                    host: host.into(),
+                    cpu_model: "m".into(),
+                    round: r as u32,
+                    variant,
+                    value,
+                })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn refuses_too_few_rounds_and_says_how_many_more() {
+        let obs = run(&[(1.0, 1.0), (1.0, 1.1), (1.0, 0.9)], "h");
+        let e = judge(&obs, &VerdictConfig::default()).unwrap_err();
+        assert_eq!(e, StatsError::TooFewRounds { have: 3, need: 5 });
+        assert!(e.to_string().contains("run 2 more"), "{e}");
+    }
+
+    #[test]
+    fn a_clear_speedup_reads_as_a_sentence() {
+        // B takes ~2% less time every round, with ±0.3% noise.
+        let rounds: Vec<(f64, f64)> = (0..40)
+            .map(|i| {
+                let wiggle = [0.003, -0.002, 0.0, 0.001, -0.003][i % 5];
+                (100.0, 98.0 * (1.0 + wiggle))
+            })
+            .collect();
+        let v = judge(&run(&rounds, "h"), &VerdictConfig::default()).unwrap();
+        assert_eq!(v.kind, VerdictKind::BFaster);
+        let text = v.to_string();
+        assert!(text.starts_with("B is 2.0% faster, 95% CI ["), "{text}");
+        assert!(
+            text.contains("40 rounds on 1 host; smallest detectable"),
+            "{text}"
+        );
+        assert!(
+            text.contains("warning: all rounds ran on one host"),
+            "{text}"
+        );
+
+        // The same data read as throughput: now A is the better one.
+        let config = VerdictConfig {
+            direction: Direction::HigherIsBetter,
+            ..VerdictConfig::default()
+        };
+        let v = judge(&run(&rounds, "h"), &config).unwrap();
+        assert_eq!(v.kind, VerdictKind::AFaster);
+        assert!(v.to_string().starts_with("A is 2.1% faster"), "{v}");
+    }
+
+    #[test]
+    fn identical_variants_read_as_no_difference_with_an_mde() {
+        let rounds: Vec<(f64, f64)> = (0..20)
+            .map(|i| {
+                let wiggle = [0.004, -0.004, 0.002, -0.002][i % 4];
+                (100.0, 100.0 * (1.0 + wiggle))
+            })
+            .collect();
+        let v = judge(&run(&rounds, "h"), &VerdictConfig::default()).unwrap();
+        assert_eq!(v.kind, VerdictKind::NoDifference);
+        assert!(v.ci_low < 1.0 && v.ci_high > 1.0);
+        assert!(v.mde > 0.0 && v.mde < 0.01, "{v:?}");
+        assert!(
+            v.to_string()
+                .starts_with("no difference detected (could have detected ≥ 0.")
+        );
+    }
+
+    #[test]
+    fn formats_levels_and_percentages() {
+        assert_eq!(format_level(0.95), "95%");
+        assert_eq!(format_level(0.999), "99.9%");
+        assert_eq!(pct(0.021), "2.1%");
+        assert_eq!(pct(0.0062), "0.62%");
+    }
+}
