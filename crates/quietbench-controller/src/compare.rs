@@ -272,14 +272,13 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
         seed: quietbench_stats::Seed(req.seed),
         ..Default::default()
     };
+    let first_look = quietbench_stats::stopping::MIN_ROUNDS_BEFORE_FIRST_LOOK;
     let rule = match req.precision {
-        Some(target) => Some(quietbench_stats::StoppingRule::new(
-            target,
-            quietbench_stats::stopping::MIN_ROUNDS_BEFORE_FIRST_LOOK.min(req.rounds),
-            5,
-            req.rounds,
-            req.budget,
-        )?),
+        Some(_) if req.rounds < first_look => anyhow::bail!(
+            "--precision looks at the interval from round {first_look} on: give --rounds {first_look} or more \
+             (the most rounds to run)"
+        ),
+        Some(target) => Some(quietbench_stats::StoppingRule::new(target, first_look, 5, req.rounds, req.budget)?),
         None => None,
     };
     let hosts = if req.local { 1 } else { req.agents.len() };

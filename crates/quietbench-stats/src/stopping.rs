@@ -49,11 +49,11 @@ pub const MIN_ROUNDS_BEFORE_FIRST_LOOK: u32 = 20;
 pub struct StoppingRule {
     /// Stop once the interval's half-width on the ratio is at most this (0.005 for ±0.5%).
     pub target_half_width: f64,
-    /// No look before this many paired rounds.
+    /// No look before this many paired rounds (per host: see [`StoppingRule::decide_observations`]).
     pub min_rounds: u32,
     /// Look only when (rounds − min_rounds) is a multiple of this.
     pub check_every: u32,
-    /// Budget: stop at this many paired rounds whatever the interval.
+    /// Budget: stop at this many paired rounds (per host) whatever the interval.
     pub max_rounds: u32,
     /// Budget: stop after this long whatever the interval.
     pub max_elapsed: Option<Duration>,
@@ -158,8 +158,9 @@ impl StoppingRule {
     }
 
     /// The decision for the observations so far: pairs them, and on a planned look computes
-    /// the verdict's interval with `config`. The round count is the number of paired rounds
-    /// over all hosts.
+    /// the verdict's interval with `config`. Rounds count per host, as a scheduler runs them:
+    /// the rounds every host has completed, i.e. the smallest paired-round count over hosts
+    /// (with one host, its paired rounds). A host that has not paired a round yet counts 0.
     pub fn decide_observations(
         &self,
         observations: &[Observation],
@@ -167,7 +168,8 @@ impl StoppingRule {
         config: &VerdictConfig,
     ) -> Result<Decision, StatsError> {
         let paired = pair_rounds(observations, config.baseline, config.candidate)?;
-        let rounds = u32::try_from(paired.rounds()).unwrap_or(u32::MAX);
+        let per_host = paired.hosts.iter().map(|h| h.log_ratios.len()).min();
+        let rounds = u32::try_from(per_host.unwrap_or(0)).unwrap_or(u32::MAX);
         let half_width = if self.is_look(rounds) && rounds < self.max_rounds {
             let v = judge_paired(&paired, config)?;
             Some((v.ci_high - v.ci_low) / 2.0)

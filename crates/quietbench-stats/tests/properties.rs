@@ -60,6 +60,9 @@ fn observations(values: &[(u8, u8, bool, f64)]) -> Vec<Observation> {
 }
 
 proptest! {
+    // No regression files: integration tests have no lib.rs beside them for proptest to find.
+    #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
+
     #[test]
     fn summaries_never_panic_on_finite_input(
         x in prop::collection::vec(finite(), 1..40),

@@ -121,3 +121,28 @@ fn decide_observations_runs_the_verdict_on_a_look() {
         Decision::Stop(StopReason::TimeBudgetSpent { .. })
     ));
 }
+
+#[test]
+fn rounds_count_per_host() {
+    // Three hosts × 20 rounds is 20 rounds, not 60: a budget of 60 is not yet spent, and 20 is
+    // the first look.
+    let mut sim = Sim::new(4);
+    let config = VerdictConfig {
+        resamples: Resamples::new(300).unwrap(),
+        ..VerdictConfig::default()
+    };
+    let rule = StoppingRule::new(1e-6, 20, 5, MAX_ROUNDS, None).unwrap();
+    let obs = Scenario::simple(3, 20, 0.0, 0.01).run(&mut sim);
+    let d = rule
+        .decide_observations(&obs, Duration::ZERO, &config)
+        .unwrap();
+    assert_eq!(d, Decision::Continue);
+    let obs = Scenario::simple(3, MAX_ROUNDS, 0.0, 0.01).run(&mut sim);
+    let d = rule
+        .decide_observations(&obs, Duration::ZERO, &config)
+        .unwrap();
+    assert_eq!(
+        d,
+        Decision::Stop(StopReason::RoundBudgetSpent { rounds: MAX_ROUNDS })
+    );
+}
