@@ -17,15 +17,16 @@ pub struct PeerSlot {
 impl PeerSlot {
     /// Starts (or restarts) the peer server on `bind`. Its connection threads go to the CPUs
     /// that service the NIC's queues (network placement), so each flow's receive work and its
-    /// reader share a CPU, as CONTEXT.md §4's 85 Gbps setup did. On loopback both agents share
-    /// one machine and there is no NIC: the threads are left to the scheduler, which keeps them
-    /// off the client's pinned CPU.
+    /// reader share a CPU, as CONTEXT.md §4's 85 Gbps setup did. When both agents share one
+    /// machine (loopback, or two network namespaces), the threads are left to the scheduler,
+    /// which keeps them off the client's pinned CPU.
     pub fn start(
         &self,
         bind: IpAddr,
+        same_machine: bool,
         layout: &MachineLayout,
     ) -> Result<pb::StartPeerResponse, Status> {
-        let cpus = if bind.is_loopback() {
+        let cpus = if bind.is_loopback() || same_machine {
             Vec::new()
         } else {
             let threads = layout.nic_queues.len().max(1);

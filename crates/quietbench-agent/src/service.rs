@@ -206,9 +206,10 @@ impl AgentService for Agent {
                 request.get_ref().bind_address
             ))
         })?;
+        let same_machine = request.get_ref().same_machine;
         let layout = Arc::clone(&self.layout.lock().unwrap_or_else(|e| e.into_inner()));
         let peer = Arc::clone(&self.peer);
-        let started = tokio::task::spawn_blocking(move || peer.start(bind, &layout))
+        let started = tokio::task::spawn_blocking(move || peer.start(bind, same_machine, &layout))
             .await
             .map_err(|e| Status::internal(format!("starting the peer server failed: {e}")))??;
         Ok(Response::new(started))

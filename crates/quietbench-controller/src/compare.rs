@@ -278,7 +278,9 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
             "--precision looks at the interval from round {first_look} on: give --rounds {first_look} or more \
              (the most rounds to run)"
         ),
-        Some(target) => Some(quietbench_stats::StoppingRule::new(target, first_look, 5, req.rounds, req.budget)?),
+        Some(target) => Some(quietbench_stats::StoppingRule::new(
+            target, first_look, 5, req.rounds, req.budget,
+        )?),
         None => None,
     };
     let hosts = if req.local { 1 } else { req.agents.len() };

@@ -181,9 +181,11 @@ impl AgentConnection {
     pub async fn start_peer(
         &mut self,
         bind_address: &str,
+        same_machine: bool,
     ) -> Result<pb::StartPeerResponse, AgentError> {
         let call = self.client.start_peer(pb::StartPeerRequest {
             bind_address: bind_address.to_string(),
+            same_machine,
         });
         match tokio::time::timeout(FIRST_EVENT_TIMEOUT, call).await {
             Ok(Ok(response)) => Ok(response.into_inner()),

@@ -136,11 +136,20 @@ pub async fn execute(
 ) -> Result<(), anyhow::Error> {
     let mut connections = Vec::with_capacity(targets.len());
     let mut peers: Vec<Option<AgentConnection>> = Vec::with_capacity(targets.len());
+    let mut peer_hostnames: Vec<Option<String>> = Vec::with_capacity(targets.len());
     for target in targets {
-        peers.push(match &target.peer {
-            Some(peer) => Some(AgentConnection::connect(&peer.address, peer.label.clone()).await?),
-            None => None,
-        });
+        match &target.peer {
+            Some(peer) => {
+                let mut conn = AgentConnection::connect(&peer.address, peer.label.clone()).await?;
+                let host = conn.get_host().await?;
+                peer_hostnames.push(host.fingerprint.map(|f| f.hostname));
+                peers.push(Some(conn));
+            }
+            None => {
+                peer_hostnames.push(None);
+                peers.push(None);
+            }
+        }
         progress.status(format!("connecting to {}", target.label));
         let mut conn = AgentConnection::connect(&target.address, target.label.clone()).await?;
         let host = conn.get_host().await?;
@@ -193,7 +202,11 @@ pub async fn execute(
                 );
             };
             let ip = host_ip(&peer_target.address)?;
-            let ports = peer.start_peer(&ip.to_string()).await?;
+            // Same host name: two agents on one machine (namespaces share the UTS name).
+            let same_machine = peer_hostnames[host]
+                .as_ref()
+                .is_some_and(|h| !h.is_empty() && *h == run.hosts[host].fingerprint.hostname);
+            let ports = peer.start_peer(&ip.to_string(), same_machine).await?;
             let server = std::net::SocketAddr::new(ip, ports.tcp_port as u16);
             params.insert("peer".into(), server.to_string());
             params.insert("peer_udp".into(), ports.udp_port.to_string());

@@ -38,6 +38,8 @@ pub struct PeerServer {
     shared: Arc<Shared>,
     accept: Option<JoinHandle<()>>,
     udp: Option<JoinHandle<()>>,
+    /// The UDP socket, to shut down on stop (which wakes the thread blocked in recv).
+    udp_waker: UdpSocket,
 }
 
 impl std::fmt::Debug for PeerServer {
@@ -68,7 +70,9 @@ impl PeerServer {
         let listener = TcpListener::bind(SocketAddr::new(bind, 0))?;
         listener.set_nonblocking(true)?;
         let udp = UdpSocket::bind(SocketAddr::new(bind, 0))?;
-        udp.set_read_timeout(Some(POLL))?;
+        // No read timeout on the UDP socket: a timed wait arms and cancels a kernel timer per
+        // datagram. `stop` wakes the thread with shutdown instead.
+        let udp_waker = udp.try_clone()?;
         let tcp_port = listener.local_addr()?.port();
         let udp_port = udp.local_addr()?.port();
         let shared = Arc::new(Shared {
@@ -94,6 +98,7 @@ impl PeerServer {
             Ok(handle) => handle,
             Err(err) => {
                 shared.stop.store(true, Ordering::Relaxed);
+                sys::shutdown(&udp_waker);
                 let _ = udp.join();
                 return Err(err);
             }
@@ -104,6 +109,7 @@ impl PeerServer {
             shared,
             accept: Some(accept),
             udp: Some(udp),
+            udp_waker,
         })
     }
 
@@ -143,6 +149,7 @@ impl PeerServer {
             let _ = handle.join();
         }
         if let Some(udp) = self.udp.take() {
+            sys::shutdown(&self.udp_waker);
             let _ = udp.join();
         }
     }
@@ -293,6 +300,9 @@ fn serve_connection(stream: &TcpStream, shared: &Shared) -> io::Result<()> {
         }
         Mode::Echo => {
             stream.set_nodelay(true)?;
+            // No read timeout while serving round trips: a timed wait arms and cancels a
+            // kernel timer per request. `stop` wakes the read with shutdown instead.
+            stream.set_read_timeout(None)?;
             echo(stream, &header, shared)
         }
     }
