@@ -7,8 +7,8 @@
 #              otherwise a tiny C pointer chase this script compiles from the heredoc below.
 #   bandwidth: a tiny STREAM-like C program compiled from the heredoc below (STREAM itself is
 #              not packaged either). It is NOT STREAM: same kernels, same byte counting, but
-#              it also has a read kernel (sum with 8 partial sums, so gcc -O2 does not serialize
-#              it on one FP add chain) and runs for a fixed time like the probe.
+#              it also has a read kernel (sum into 8 scalar partial sums, so gcc -O2 does not
+#              serialize it on one FP add chain) and runs for a fixed time like the probe.
 # Both C peers are labelled "C peer (not lmbench/STREAM)" in the output. They are compiled with
 # gcc -O2 (STREAM's own flags) plus -fno-tree-loop-distribute-patterns, so gcc keeps the copy
 # loop a loop with ordinary stores instead of calling glibc's memcpy (which switches to
@@ -70,9 +70,12 @@ int main(int argc, char **argv) {
   for (int warm = 1, k = 0;; k = (k + 1) % 3) {
     double t0 = now();
     if (k == 0) {
-      double s[8] = {0};
-      for (size_t i = 0; i < n; i += 8) for (int j = 0; j < 8; j++) s[j] += b[i + j];
-      for (int j = 0; j < 8; j++) sink += s[j];
+      double s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+      for (size_t i = 0; i < n; i += 8) {
+        s0 += b[i]; s1 += b[i + 1]; s2 += b[i + 2]; s3 += b[i + 3];
+        s4 += b[i + 4]; s5 += b[i + 5]; s6 += b[i + 6]; s7 += b[i + 7];
+      }
+      sink += s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7;
     } else if (k == 1) {
       for (size_t i = 0; i < n; i++) a[i] = b[i];
     } else {

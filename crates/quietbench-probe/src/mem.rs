@@ -4,24 +4,29 @@
 //!   working set, for a fixed ladder of sizes from L1 to DRAM (lmbench's `lat_mem_rd -t` is the
 //!   anchor). Each load's address comes from the previous load, so the time per load is the
 //!   latency of the level the working set lives in; the order is a seeded random permutation
-//!   (Sattolo's algorithm), so no hardware prefetcher can guess the next line.
+//!   (Sattolo's algorithm), so no hardware prefetcher can guess the next line. Rungs are
+//!   visited in turn, each visit rebuilding its working set and then timing it for `visit_ms`
+//!   (see [`LatencyWorkload`] for the measurements behind that). One sample is the mean latency
+//!   of `loads_per_step` loads, in whole ns: the histograms are of per-step means, the rates
+//!   (`loads_per_sec_*`) are 1e9 over the mean, and the exact means are the `load_ns_*`
+//!   counters (an L1 hit is 1-2 ns, where whole ns are too coarse).
 //! - `mem.bandwidth` runs STREAM's kernels (plus a read-only sum) over arrays far larger than
 //!   the caches, and counts bytes as STREAM does.
 //!
-//! Memory is allocated and first touched on the probe thread, in its first
+//! Memory is allocated and first touched on the probe thread, in its own
 //! [`Workload::step`]s, not when the workload is made: the probe thread is pinned by then, so
 //! Linux's first-touch policy puts the pages on the pinned CPU's NUMA node (the workload may
 //! be built on the supervisor's thread). Set-up is spread over steps of at most
 //! [`SETUP_STEP`] that record nothing, and both probes use [`RateBasis::OwnTime`], so set-up
-//! time counts in no rate (it does count in the trial's duration: a 256 MiB ladder takes
-//! about a second to build, a 1 GiB rung several).
+//! time counts in no rate (it does count in the trial's duration: building a 256 MiB rung
+//! takes about a second, a 1 GiB rung several).
 //!
 //! With `huge_pages=1` (the default) the buffers are advised `MADV_HUGEPAGE` before they are
 //! touched. Otherwise the result would depend on the host's THP setting (`madvise` on Debian
-//! and most clouds, where plain allocations get 4 KiB pages): on a 256 MiB working set every
-//! random load would then also miss the TLB and walk the page tables, which measures the page
-//! walker as much as DRAM. `huge_pages=0` keeps whatever the host gives, which is what lmbench
-//! and STREAM get.
+//! and most clouds, where plain allocations get 4 KiB pages) and measure the page walker as
+//! much as memory: on the H100 host, 4 KiB pages made the 1 MiB rung 11 instead of 7 ns and
+//! the 256 MiB rung 169 instead of 138 ns. `huge_pages=0` keeps whatever the host gives, which
+//! is what lmbench and STREAM get.
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -35,7 +40,7 @@ use crate::{
 };
 
 /// Bytes in a cache line as the ladder and the chase count them (every x86-64 and most arm64
-/// server parts; Apple's 128-byte lines would only make the chase touch two lines per visit).
+/// server parts; on 128-byte lines each load would simply share its line with another).
 pub const LINE_BYTES: usize = 64;
 
 /// The working-set sizes of `mem.latency`, smallest first: L1, L2, L2/L3, L3, L3/DRAM, DRAM.
@@ -158,6 +163,14 @@ pub const LATENCY_PARAMS: &[IntParam] = &[
         "dependent loads timed as one sample (the sample is their mean latency); at most 2^22, \
          about a second of DRAM loads",
     ),
+    (
+        "visit_ms",
+        250,
+        10,
+        10_000,
+        "time spent on one rung before moving to the next (see the module doc: an L3-sized rung \
+         needs many passes to settle in the L3)",
+    ),
     THREADS,
     HUGE_PAGES,
 ];
@@ -186,6 +199,7 @@ pub fn resolve(
             let values = resolve_integers(probe, LATENCY_PARAMS, params)?;
             let rungs = rungs_up_to(values["max_size_mib"]);
             let loads_per_step = values["loads_per_step"];
+            let visit = Duration::from_millis(values["visit_ms"]);
             let threads = values["threads"] as usize;
             let huge_pages = values["huge_pages"] == 1;
             let per_thread: usize = RUNG_BYTES[..rungs].iter().sum();
@@ -203,6 +217,7 @@ pub fn resolve(
                     Ok(Box::new(LatencyWorkload::new(
                         rungs,
                         loads_per_step,
+                        visit,
                         huge_pages,
                         thread as u64,
                     )))
@@ -327,6 +342,9 @@ fn for_a_setup_step(mut work: impl FnMut(usize) -> bool) -> bool {
     }
 }
 
+/// Lines in a 2 MiB huge page.
+const HUGE_PAGE_LINES: usize = (2 << 20) / LINE_BYTES;
+
 /// A [`PointerCycle`] under construction, built a batch at a time: first touch (each line
 /// holding its own index), Sattolo's shuffle of those indices, then indices turned into
 /// addresses.
@@ -334,8 +352,16 @@ fn for_a_setup_step(mut work: impl FnMut(usize) -> bool) -> bool {
 /// Sattolo's algorithm is Fisher-Yates with j < i strictly: the result is a uniformly random
 /// permutation with exactly one cycle, so the walk visits every line before it returns. It
 /// runs in place on the buffer: no separate index array (64 MiB for a 1 GiB rung).
+///
+/// With huge pages the cycle starts on a 2 MiB boundary of an allocation that extends at
+/// least 2 MiB past it, so the kernel can back even the 1 MiB rung with one huge page: on 4
+/// KiB pages its 256 pages overflow the first-level TLB, and on the development VM every load
+/// then paid a second-level TLB hit (9.8 instead of 7.3 ns per load). The padding costs at
+/// most 4 MiB of address space per rung.
 pub struct CycleBuilder {
+    /// `start` padding lines, then the cycle's lines.
     lines: Vec<Line>,
+    start: usize,
     target: usize,
     rng: SplitMix64,
     /// The next line Sattolo's loop swaps (it runs from the top down); done at 0.
@@ -348,8 +374,18 @@ impl CycleBuilder {
     /// Reserves `lines` cache lines (at least one), touching none yet.
     pub fn new(lines: usize, seed: u64, huge_pages: bool) -> Result<Self, String> {
         let target = lines.max(1);
+        let padding = if huge_pages { 2 * HUGE_PAGE_LINES } else { 0 };
+        let buf: Vec<Line> = reserve(target + padding, huge_pages)?;
+        let start = if huge_pages {
+            // The allocation is line-aligned, so whole lines reach the boundary.
+            let huge = HUGE_PAGE_LINES * LINE_BYTES;
+            (huge - buf.as_ptr().addr() % huge) % huge / LINE_BYTES
+        } else {
+            0
+        };
         Ok(Self {
-            lines: reserve(target, huge_pages)?,
+            lines: buf,
+            start,
             target,
             rng: SplitMix64(seed),
             shuffle_at: target - 1,
@@ -360,27 +396,32 @@ impl CycleBuilder {
     /// Does up to `budget` lines' worth of work; true when the cycle is complete.
     pub fn work(&mut self, budget: usize) -> bool {
         let mut budget = budget.max(1);
+        let start = self.start;
         let filled = self.lines.len();
-        if filled < self.target {
-            let k = budget.min(self.target - filled);
-            // Within the reserved capacity: never reallocates.
-            self.lines
-                .extend((filled..filled + k).map(|next| Line { next, _pad: [0; 7] }));
+        if filled < start + self.target {
+            let k = budget.min(start + self.target - filled);
+            // Within the reserved capacity: never reallocates. Padding lines hold 0.
+            self.lines.extend((filled..filled + k).map(|i| Line {
+                next: i.saturating_sub(start),
+                _pad: [0; 7],
+            }));
             budget -= k;
         }
+        let from = start.min(self.lines.len());
+        let cycle = &mut self.lines[from..];
         while budget > 0 && self.shuffle_at > 0 {
             let i = self.shuffle_at;
             let j = self.rng.below(i as u64) as usize;
-            let (a, b) = (self.lines[i].next, self.lines[j].next);
-            self.lines[i].next = b;
-            self.lines[j].next = a;
+            let (a, b) = (cycle[i].next, cycle[j].next);
+            cycle[i].next = b;
+            cycle[j].next = a;
             self.shuffle_at -= 1;
             budget -= 1;
         }
         if budget > 0 && self.shuffle_at == 0 {
-            let base = self.lines.as_ptr().addr();
+            let base = cycle.as_ptr().addr();
             let k = budget.min(self.target - self.linked);
-            for line in &mut self.lines[self.linked..self.linked + k] {
+            for line in &mut cycle[self.linked..self.linked + k] {
                 line.next = base + line.next * LINE_BYTES;
             }
             self.linked += k;
@@ -393,21 +434,27 @@ impl CycleBuilder {
         if self.linked < self.target {
             return Err(self);
         }
-        let cursor = self.lines.as_ptr().addr();
+        let cursor = self.lines[self.start..].as_ptr().addr();
         Ok(PointerCycle {
             lines: self.lines,
+            start: self.start,
             cursor,
+            rng: self.rng,
         })
     }
 }
 
 /// A single random cycle through every line of a buffer, and where the walk stands.
 ///
-/// Invariant: every line's `next` and `cursor` are addresses of lines of `lines`, which is
-/// never resized after construction (only [`CycleBuilder::finish`] makes one).
+/// Invariant: every line's `next` from `start` on, and `cursor`, are addresses of lines of
+/// `lines[start..]`; `lines` is never resized after construction (only
+/// [`CycleBuilder::finish`] makes one).
 pub struct PointerCycle {
     lines: Vec<Line>,
+    start: usize,
     cursor: usize,
+    /// Where the seeded stream of permutations stands, for [`PointerCycle::rebuild`].
+    rng: SplitMix64,
 }
 
 impl PointerCycle {
@@ -423,17 +470,40 @@ impl PointerCycle {
 
     /// Number of lines in the cycle.
     pub fn len(&self) -> usize {
-        self.lines.len()
+        self.lines.len() - self.start
     }
 
     /// Always false: a cycle has at least one line.
     pub fn is_empty(&self) -> bool {
-        self.lines.is_empty()
+        self.len() == 0
     }
 
     /// The index of the line the walk stands on.
     pub fn position(&self) -> usize {
-        (self.cursor - self.lines.as_ptr().addr()) / LINE_BYTES
+        (self.cursor - self.lines[self.start..].as_ptr().addr()) / LINE_BYTES
+    }
+
+    /// Takes the cycle apart to build the next permutation of the seeded stream in the same
+    /// memory: same lines, same pages, a fresh random order (see [`LatencyWorkload`] for why
+    /// a visit rebuilds its rung).
+    pub fn rebuild(self) -> CycleBuilder {
+        let target = self.len();
+        let mut lines = self.lines;
+        // Line is Copy: truncating frees nothing, and the builder refills the same capacity.
+        lines.truncate(self.start);
+        CycleBuilder {
+            lines,
+            start: self.start,
+            target,
+            rng: self.rng,
+            shuffle_at: target - 1,
+            linked: 0,
+        }
+    }
+
+    /// The address of the cycle's first line.
+    pub fn base_addr(&self) -> usize {
+        self.lines[self.start..].as_ptr().addr()
     }
 
     /// Walks `loads` dependent loads from where the last walk stopped.
@@ -451,36 +521,45 @@ impl PointerCycle {
     }
 }
 
-/// Loads of the untimed walk before each timed one. Rungs are visited in turn, so the larger
-/// ones evict the smaller ones from the caches in between; walking the whole cycle first puts
-/// a cache-sized rung back where it lives. That is done when it costs at most four timed
-/// walks and at most 2^20 loads (a 64 MiB rung; bounded so a step stays short). A larger rung
-/// gets a quarter of a timed walk, which refills only the TLB: it streams from the outer
-/// levels anyway.
-fn warm_loads(lines: usize, loads_per_step: u64) -> u64 {
-    let lines = lines as u64;
-    if lines <= (4 * loads_per_step).min(1 << 20) {
-        lines
-    } else {
-        loads_per_step / 4
-    }
-}
+/// The largest rung a visit rebuilds (2^20 lines, 64 MiB: a rebuild is then at most ~0.3 s,
+/// in bounded set-up steps). A larger rung opens its visit with a short untimed walk instead,
+/// a quarter of a timed one, which only refills the TLB: it lives in DRAM anyway.
+const REBUILD_MAX_LINES: usize = 1 << 20;
 
 /// One rung of a thread's ladder.
 enum Rung {
+    /// Not allocated yet: its first visit builds it.
+    Unbuilt,
     Building(CycleBuilder),
     Ready(PointerCycle),
 }
 
-/// `mem.latency` for one thread. Its first steps build the rungs, smallest first, in bounded
-/// set-up steps that record nothing; then each step measures the next rung in turn.
+/// `mem.latency` for one thread. It visits the rungs in turn, smallest first. A visit opens
+/// with untimed set-up steps that record nothing: the rung's first visit allocates and builds
+/// it, later visits of a rung up to 64 MiB rebuild it (a fresh permutation, in place), larger
+/// ones take a short walk. Then come timed steps until `visit` has passed.
+///
+/// Why visits, and why rebuild: measured on the H100 host (Sapphire Rapids-class, 300 MiB L3
+/// shared with other tenants), an 8 MiB cycle chased right after it is built reads 36-42 ns
+/// per load (L3). Once a DRAM-sized walk has run in between (as the larger rungs do on every
+/// round), read-only passes over the same 8 MiB come from DRAM, 110-120 ns, for 10 to more
+/// than 40 whole passes before the L3's adaptive insertion lets them back in; a sequential
+/// write pass or a walk that writes each line did not help, a rebuild did at once (43-46 ns).
+/// One rung per step read 123-137 ns for 8 MiB against 40-62 ns for a C chase that, like
+/// lmbench's lat_mem_rd, initializes each size just before chasing it. Rebuilding at each
+/// visit measures what those tools measure: a freshly initialized working set of that size,
+/// chased for `visit`. Visits of 250 ms still interleave all rungs within a second or two, so
+/// drift touches them alike.
 pub struct LatencyWorkload {
     rungs: usize,
     loads_per_step: u64,
+    visit: Duration,
     huge_pages: bool,
     seed: u64,
     ladder: Vec<Rung>,
-    next: usize,
+    /// The rung being visited, and when its timed steps began (None: still setting up).
+    rung: usize,
+    visit_began: Option<Instant>,
     /// Per rung: nanoseconds and loads of the timed walks, for the precise means.
     total_ns: Vec<u128>,
     total_loads: Vec<u64>,
@@ -489,49 +568,63 @@ pub struct LatencyWorkload {
 
 impl LatencyWorkload {
     /// The first `rungs` rungs of [`RUNG_BYTES`]; `thread` varies the seed.
-    pub fn new(rungs: usize, loads_per_step: u64, huge_pages: bool, thread: u64) -> Self {
+    pub fn new(
+        rungs: usize,
+        loads_per_step: u64,
+        visit: Duration,
+        huge_pages: bool,
+        thread: u64,
+    ) -> Self {
         let rungs = rungs.clamp(1, RUNG_BYTES.len());
         Self {
             rungs,
             loads_per_step: loads_per_step.max(1),
+            visit,
             huge_pages,
             seed: 0x6d65_6d2e_6c61_7400 ^ thread.wrapping_mul(0x1000_0000_01b3),
-            ladder: Vec::with_capacity(rungs),
-            next: 0,
+            ladder: (0..rungs).map(|_| Rung::Unbuilt).collect(),
+            rung: 0,
+            visit_began: None,
             total_ns: vec![0; rungs],
             total_loads: vec![0; rungs],
             error: None,
         }
     }
 
-    /// One set-up step: starts or continues building the first rung not yet ready.
-    fn build_step(&mut self) -> Step {
-        let Some(Rung::Building(builder)) = self.ladder.last_mut() else {
-            let rung = self.ladder.len();
-            let seed = self.seed ^ rung as u64;
-            return match CycleBuilder::new(RUNG_BYTES[rung] / LINE_BYTES, seed, self.huge_pages) {
-                Ok(builder) => {
-                    self.ladder.push(Rung::Building(builder));
-                    Step::Recorded
+    /// One untimed step that opens a visit: allocate, build, rebuild or warm the rung.
+    fn setup_step(&mut self) -> Step {
+        let rung = self.rung;
+        match std::mem::replace(&mut self.ladder[rung], Rung::Unbuilt) {
+            Rung::Unbuilt => {
+                let lines = RUNG_BYTES[rung] / LINE_BYTES;
+                match CycleBuilder::new(lines, self.seed ^ rung as u64, self.huge_pages) {
+                    Ok(builder) => self.ladder[rung] = Rung::Building(builder),
+                    Err(e) => {
+                        self.error = Some(e);
+                        return Step::Failed;
+                    }
                 }
-                Err(e) => {
-                    self.error = Some(e);
-                    Step::Failed
-                }
-            };
-        };
-        if !for_a_setup_step(|batch| builder.work(batch)) {
-            return Step::Recorded;
-        }
-        if let Some(Rung::Building(builder)) = self.ladder.pop() {
-            match builder.finish() {
-                // No warming walk here: a whole walk of a 1 GiB rung takes seconds, and
-                // every measured step warms its rung first anyway.
-                Ok(cycle) => self.ladder.push(Rung::Ready(cycle)),
-                Err(_) => {
-                    self.error = Some("a finished cycle builder had work left".into());
-                    return Step::Failed;
-                }
+            }
+            Rung::Building(mut builder) => {
+                self.ladder[rung] = if for_a_setup_step(|batch| builder.work(batch)) {
+                    match builder.finish() {
+                        Ok(cycle) => {
+                            self.visit_began = Some(Instant::now());
+                            Rung::Ready(cycle)
+                        }
+                        Err(builder) => Rung::Building(builder),
+                    }
+                } else {
+                    Rung::Building(builder)
+                };
+            }
+            Rung::Ready(cycle) if cycle.len() <= REBUILD_MAX_LINES => {
+                self.ladder[rung] = Rung::Building(cycle.rebuild());
+            }
+            Rung::Ready(mut cycle) => {
+                cycle.walk(self.loads_per_step / 4);
+                self.ladder[rung] = Rung::Ready(cycle);
+                self.visit_began = Some(Instant::now());
             }
         }
         Step::Recorded
@@ -549,30 +642,28 @@ impl Workload for LatencyWorkload {
         RateBasis::OwnTime
     }
 
-    /// After set-up: an untimed warming walk of the next rung, then `loads_per_step` timed
-    /// loads recorded as ONE sample, their mean in ns (rounded), so the histogram is of
-    /// per-step mean latencies, not of single loads (one load is far below the clock's
-    /// resolution).
+    /// A visit's set-up step, or `loads_per_step` timed loads of the rung being visited,
+    /// recorded as ONE sample, their mean in ns (rounded): the histogram is of per-step mean
+    /// latencies, not of single loads (one load is far below the clock's resolution).
     fn step(&mut self, samples: &mut Samples<'_>) -> Step {
-        let building = matches!(self.ladder.last(), Some(Rung::Building(_)));
-        if building || self.ladder.len() < self.rungs {
-            return self.build_step();
-        }
-        let rung = self.next;
-        self.next = (rung + 1) % self.rungs;
-        let Rung::Ready(cycle) = &mut self.ladder[rung] else {
-            self.error = Some(format!("rung {rung} was not built"));
-            return Step::Failed;
+        let (Some(began), Rung::Ready(cycle)) = (self.visit_began, &mut self.ladder[self.rung])
+        else {
+            return self.setup_step();
         };
-        cycle.walk(warm_loads(cycle.len(), self.loads_per_step));
+        let rung = self.rung;
         let t0 = Instant::now();
         cycle.walk(self.loads_per_step);
-        let ns = t0.elapsed().as_nanos();
+        let t1 = Instant::now();
+        let ns = t1.duration_since(t0).as_nanos();
         let loads = self.loads_per_step;
         self.total_ns[rung] += ns;
         self.total_loads[rung] += loads;
         let per_load = (ns + u128::from(loads / 2)) / u128::from(loads);
         samples.record(rung, u64::try_from(per_load).unwrap_or(u64::MAX), 0);
+        if t1.duration_since(began) >= self.visit {
+            self.rung = (rung + 1) % self.rungs;
+            self.visit_began = None;
+        }
         Step::Recorded
     }
 
@@ -936,7 +1027,10 @@ mod tests {
     /// Walks one full cycle from line 0's successor and checks every line comes up once and
     /// the walk is back where it started after exactly `n` loads.
     fn assert_single_cycle(lines: usize, seed: u64) {
-        let mut cycle = PointerCycle::new(lines, seed, false).unwrap();
+        assert_single_cycle_of(PointerCycle::new(lines, seed, false).unwrap(), lines);
+    }
+
+    fn assert_single_cycle_of(mut cycle: PointerCycle, lines: usize) {
         let n = cycle.len();
         assert_eq!(n, lines.max(1));
         let start = cycle.position();
@@ -974,6 +1068,15 @@ mod tests {
     }
 
     #[test]
+    fn with_huge_pages_the_cycle_starts_on_a_huge_page_boundary() {
+        for lines in [1, 256, 16_384, HUGE_PAGE_LINES + 3] {
+            let cycle = PointerCycle::new(lines, 5, true).unwrap();
+            assert_eq!(cycle.base_addr() % (2 << 20), 0, "{lines} lines");
+            assert_single_cycle_of(cycle, lines);
+        }
+    }
+
+    #[test]
     fn building_in_small_batches_gives_the_same_cycle() {
         let order = |cycle: &mut PointerCycle| {
             (0..cycle.len())
@@ -995,6 +1098,31 @@ mod tests {
         assert_eq!(order(&mut batched), order(&mut whole));
         let unfinished = CycleBuilder::new(1000, 9, false).unwrap();
         assert!(unfinished.finish().is_err());
+        // With huge pages: padding first, same cycle after it.
+        let mut builder = CycleBuilder::new(1000, 9, true).unwrap();
+        while !builder.work(7) {}
+        let mut padded = builder.finish().ok().unwrap();
+        assert_eq!(order(&mut padded), order(&mut whole));
+    }
+
+    #[test]
+    fn a_rebuild_is_a_new_single_cycle_in_the_same_memory() {
+        let order = |cycle: &mut PointerCycle| {
+            (0..cycle.len())
+                .map(|_| {
+                    cycle.walk(1);
+                    cycle.position()
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut first = PointerCycle::new(3000, 11, true).unwrap();
+        let (base, before) = (first.base_addr(), order(&mut first));
+        let mut builder = first.rebuild();
+        while !builder.work(100) {}
+        let mut second = builder.finish().ok().unwrap();
+        assert_eq!(second.base_addr(), base);
+        assert_ne!(order(&mut second), before);
+        assert_single_cycle_of(second, 3000);
     }
 
     #[test]
@@ -1032,6 +1160,7 @@ mod tests {
         assert_eq!(spec.resolved_params["max_size_mib"], "256");
         assert_eq!(spec.resolved_params["loads_per_step"], "65536");
         assert_eq!(spec.resolved_params["huge_pages"], "1");
+        assert_eq!(spec.resolved_params["visit_ms"], "250");
         let names: Vec<_> = spec.variants.iter().map(|v| v.latency_metric).collect();
         assert_eq!(names.first(), Some(&"load_latency_16k"));
         assert_eq!(names.last(), Some(&"load_latency_256m"));
@@ -1048,7 +1177,7 @@ mod tests {
         let all = resolve("mem.latency", &params(&[("max_size_mib", "1024")])).unwrap();
         assert_eq!(all.variants, LATENCY_VARIANTS);
         // The workload's variants are the spec's.
-        let w = LatencyWorkload::new(4, 1024, false, 0);
+        let w = LatencyWorkload::new(4, 1024, Duration::from_millis(10), false, 0);
         assert_eq!(w.variants(), small.variants);
 
         let bw = resolve("mem.bandwidth", &BTreeMap::new()).unwrap();
@@ -1071,6 +1200,10 @@ mod tests {
         assert!(err.to_string().contains("from 1 to 1024"), "{err}");
         let err = resolve("mem.latency", &params(&[("loads_per_step", "10")])).unwrap_err();
         assert!(err.to_string().contains("from 1024 to 4194304"), "{err}");
+        let err = resolve("mem.latency", &params(&[("visit_ms", "1")])).unwrap_err();
+        assert!(err.to_string().contains("from 10 to 10000"), "{err}");
+        let err = resolve("mem.bandwidth", &params(&[("size_mib", "4096")])).unwrap_err();
+        assert!(err.to_string().contains("from 1 to 2048"), "{err}");
         let err = resolve("mem.bandwidth", &params(&[("size_mib", "lots")])).unwrap_err();
         assert!(err.to_string().contains("whole number"), "{err}");
         let err = resolve("mem.bandwidth", &params(&[("huge_pages", "2")])).unwrap_err();
@@ -1141,8 +1274,12 @@ mod tests {
         // 64 MiB: past any L2, and on most machines past the L3 a 2-core VM gets to use.
         let outcome = run(
             "mem.latency",
-            &[("max_size_mib", "64"), ("loads_per_step", "16384")],
-            1500,
+            &[
+                ("max_size_mib", "64"),
+                ("loads_per_step", "16384"),
+                ("visit_ms", "50"),
+            ],
+            2000,
         );
         let ns = |name: &str| {
             outcome

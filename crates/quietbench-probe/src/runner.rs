@@ -165,16 +165,6 @@ pub fn run_trial(
     for (thread, &cpu) in settings.plan.thread_cpus.iter().enumerate() {
         let (spare_tx, spare_rx) = mpsc::sync_channel(RECORDINGS_PER_THREAD);
         spare_returns.push(spare_tx.clone());
-        let workload = match spec.workload(thread) {
-            Ok(w) => w,
-            Err(message) => {
-                exit_gate.open();
-                abort.store(true, Ordering::Release);
-                drain_ready(&ready_rx, handles.len());
-                release_and_join(&start, handles, threads);
-                return Err(RunError::Setup(message));
-            }
-        };
         let pin_to = match &settings.unpinned {
             Some(cpus) => cpus.clone(),
             None => vec![cpu],
@@ -183,7 +173,7 @@ pub fn run_trial(
             thread,
             cpu,
             pin_to,
-            workload,
+            factory: std::sync::Arc::clone(&spec.factory),
             duration: settings.duration,
             interval: settings.interval,
             chunks: chunk_tx.clone(),

@@ -85,7 +85,8 @@ pub(crate) struct Worker {
     pub cpu: u32,
     /// The affinity to set: `[cpu]`, or every allowed CPU for an unpinned baseline.
     pub pin_to: Vec<u32>,
-    pub workload: Box<dyn Workload>,
+    /// Builds this thread's workload, on this thread, after pinning.
+    pub factory: crate::catalog::WorkloadFactory,
     pub duration: Duration,
     pub interval: Duration,
     pub chunks: SyncSender<Chunk>,
@@ -108,8 +109,17 @@ impl Worker {
                 return;
             }
         };
-        // Allocated after pinning, so the pages are first touched on this CPU's NUMA node.
-        let variants = self.workload.variants().len().max(1);
+        // Built and allocated after pinning, so its pages are first touched on this CPU's NUMA
+        // node (and a workload that fails to build fails the setup, before anything starts).
+        let mut workload = match (self.factory)(self.thread) {
+            Ok(workload) => workload,
+            Err(message) => {
+                let _ = self.ready.send(Err(message));
+                self.start.wait();
+                return;
+            }
+        };
+        let variants = workload.variants().len().max(1);
         let recording = Recording::new(variants);
         for _ in 1..RECORDINGS_PER_THREAD {
             let _ = self.spares_in.try_send(Recording::new(variants));
@@ -119,7 +129,7 @@ impl Worker {
         if self.abort.load(Ordering::Acquire) {
             return;
         }
-        self.measure(recording);
+        self.measure(recording, workload.as_mut());
     }
 
     fn pin(&self) -> Result<ThreadPlacement, String> {
@@ -142,7 +152,7 @@ impl Worker {
         })
     }
 
-    fn measure(&mut self, mut rec: Recording) {
+    fn measure(&mut self, mut rec: Recording, workload: &mut dyn Workload) {
         let start = Instant::now();
         let end = start + self.duration;
         let mut boundary = start + self.interval;
@@ -152,7 +162,7 @@ impl Worker {
         let mut t0 = start;
         let mut failed = false;
         loop {
-            let step = self.workload.step(&mut Samples { rec: &mut rec });
+            let step = workload.step(&mut Samples { rec: &mut rec });
             let t1 = Instant::now();
             match step {
                 Step::Timed { variant, bytes } => {
@@ -204,11 +214,11 @@ impl Worker {
             }
         }
         // Off the measured path from here: the loop has ended.
-        self.workload.finish();
-        let counters = self.workload.counters();
+        workload.finish();
+        let counters = workload.counters();
         let error = if failed {
             Some(
-                self.workload
+                workload
                     .take_error()
                     .unwrap_or_else(|| "the workload failed".to_string()),
             )
