@@ -217,8 +217,12 @@ struct RestoreArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(group(ArgGroup::new("target").required(true).multiple(false).args(["local", "agents"])))]
+#[command(group(ArgGroup::new("target").required(true).multiple(false).args(["local", "agents", "plan"])))]
 struct RunArgs {
+    /// Run a TOML plan file (docs/plans.md): hosts, variants, rounds and timing come from it;
+    /// the output options (--json, --html, --hdr-log, --db) still apply
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["probes", "params", "peers", "cpus", "unpinned", "tune"])]
+    plan: Option<PathBuf>,
     /// Measure on this machine: start an agent here (loopback, free port) for the run
     #[arg(long)]
     local: bool,
@@ -397,7 +401,41 @@ pub fn main() -> ExitCode {
     }
 }
 
+fn plan_command(args: RunArgs, path: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let plan = crate::plan::read_plan(path, args.seed.unwrap_or_else(fresh_seed))?;
+    if plan.precision.is_some() {
+        anyhow::bail!(
+            "{}: precision_pct stops A/B comparisons (quietbench compare); run plans stop by \
+             rounds or budget_s",
+            path.display()
+        );
+    }
+    let wants_peer = plan.settings.variants.iter().any(|v| needs_peer(&v.probe));
+    let session = Session::start(plan.local, &plan.agents, &plan.peers, wants_peer)?;
+    let outputs = Outputs::new(
+        args.json,
+        args.html,
+        args.hdr_log,
+        args.db.as_deref(),
+        args.no_store,
+    )?;
+    let started = std::time::Instant::now();
+    let budget = plan.budget;
+    let (_run, code) = session.drive(new_record(plan.settings), outputs, &[], &mut |_, _| {
+        if budget.is_some_and(|b| started.elapsed() >= b) {
+            eprintln!("quietbench: the plan's time budget is spent: stopping");
+            Flow::Stop
+        } else {
+            Flow::Continue
+        }
+    })?;
+    Ok(code)
+}
+
 fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
+    if let Some(path) = args.plan.clone() {
+        return plan_command(args, &path);
+    }
     let mut settings = RunSettings {
         probes: if args.probes.is_empty() {
             vec!["cpu.primes".to_string()]

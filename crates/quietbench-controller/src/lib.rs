@@ -10,6 +10,7 @@ pub mod cli;
 pub mod compare;
 pub mod connection;
 pub mod local_agent;
+pub mod plan;
 pub mod report;
 pub mod run;
 pub mod schedule;
