@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # disk.scan against dd, reading the same whole file with direct I/O: `dd bs=1M iflag=direct` (one
-# 1 MiB read at a time), the disk.scan survey (its first pass, survey_mb_per_sec), and the
-# parallel pre-warm (prewarm=true, a fresh state file each run, so it reads everything; its
-# read_mb_per_sec over the whole trial, which ends when the file is read). Runs interleave, the
+# 1 MiB read at a time), the disk.scan survey (one thread, its first pass: survey_mb_per_sec),
+# and the parallel pre-warm (prewarm=true with PREWARM_THREADS threads, a fresh state file each
+# run, so it reads everything; its read_mb_per_sec over the whole trial, which ends when the
+# file is read). Runs interleave, the
 # order rotating each repeat; as root the page cache is dropped before each run (direct I/O
 # bypasses it, but a drop also evens out what the kernel keeps around). Prints every run, the
 # medians and the ratios (quietbench / dd; 1.00 means the same MB/s).
 #
-# Usage: benches/peer/scan_vs_dd.sh [REPEATS=5] [SIZE_MIB=1024] [FILE] [CPU] [PREWARM_THREADS=1]
+# Usage: benches/peer/scan_vs_dd.sh [REPEATS=5] [SIZE_MIB=1024] [FILE] [CPU] [PREWARM_THREADS=4]
 #   FILE defaults to /var/tmp/quietbench-scan-peer.dat (created and filled with data once; it must
 #   be on the disk under test, not tmpfs); CPU to the last online CPU, where dd is pinned too.
+#   The survey runs on CPU; the pre-warm's threads where the agent's placement puts them.
 # Needs: dd (coreutils), python3, taskset (util-linux), and a release build (the script runs
 # `cargo build --release -p quietbench-controller` first). Root for dropping caches.
 set -euo pipefail
@@ -18,7 +20,7 @@ repeats=${1:-5}
 size_mib=${2:-1024}
 file=${3:-/var/tmp/quietbench-scan-peer.dat}
 cpu=${4:-$(( $(nproc) - 1 ))}
-prewarm_threads=${5:-1}
+prewarm_threads=${5:-4}
 
 for tool in dd taskset python3; do
   command -v "$tool" >/dev/null || { echo "error: $tool is not installed (see the header of $0)" >&2; exit 1; }
@@ -50,11 +52,11 @@ run_dd() {
   python3 -c 'import sys; print(int(sys.argv[1]) / (float(sys.argv[3]) - float(sys.argv[2])) / 1e6)' "$bytes" "$start" "$end"
 }
 
-run_qb() { # metric extra-params...
-  local metric=$1; shift
+run_qb() { # cpus metric extra-params...
+  local cpus=$1 metric=$2; shift 2
   local params=()
   for p in "$@"; do params+=(--param "$p"); done
-  "$qb" run --local --cpus "${qb_cpus:-$cpu}" --probe disk.scan --param "path=$file" "${params[@]}" \
+  "$qb" run --local ${cpus:+--cpus "$cpus"} --probe disk.scan --param "path=$file" "${params[@]}" \
     --duration 600 --rounds 1 --json "$work/qb.json" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; exit 1; }
   python3 -c '
 import json, sys
@@ -72,12 +74,9 @@ for i in $(seq 1 "$repeats"); do
     drop_caches
     case $tool in
       dd) mb=$(run_dd) ;;
-      scan) mb=$(run_qb survey_mb_per_sec) ;;
+      scan) mb=$(run_qb "$cpu" survey_mb_per_sec) ;;
       prewarm)
-        # Several threads take the CPUs below CPU too.
-        qb_cpus=$(seq -s, $((cpu - prewarm_threads + 1)) "$cpu")
-        mb=$(run_qb read_mb_per_sec prewarm=true "state=$work/state.$i" "threads=$prewarm_threads")
-        qb_cpus= ;;
+        mb=$(run_qb "" read_mb_per_sec prewarm=true "state=$work/state.$i" "threads=$prewarm_threads") ;;
     esac
     echo "$tool $mb" >> "$work/results"
     printf '  repeat %2d %-8s %8.1f MB/s\n' "$i" "$tool" "$mb"

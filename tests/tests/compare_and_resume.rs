@@ -17,15 +17,37 @@ fn spin(n: u32) -> String {
 
 fn compare(a: &str, b: &str, json: &std::path::Path, db: &std::path::Path) -> Value {
     let out = Command::new(common::quietbench_bin())
-        .args(["compare", "--local", "--shell", "--rounds", "10", "--warmup", "1", "--duration", "0.4", "--a", a, "--b", b, "--json"])
+        .args([
+            "compare",
+            "--local",
+            "--shell",
+            "--rounds",
+            "10",
+            "--warmup",
+            "1",
+            "--duration",
+            "0.4",
+            "--a",
+            a,
+            "--b",
+            b,
+            "--json",
+        ])
         .arg(json)
         .arg("--db")
         .arg(db)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("rounds on 1 host"), "the verdict sentence is printed:\n{stdout}");
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("rounds on 1 host"),
+        "the verdict sentence is printed:\n{stdout}"
+    );
     serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
 }
 
@@ -35,7 +57,12 @@ fn identical_commands_come_out_alike_and_five_percent_more_work_is_detected() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("results.sqlite3");
 
-    let same = compare(&spin(20_000), &spin(20_000), &dir.path().join("aa.json"), &db);
+    let same = compare(
+        &spin(20_000),
+        &spin(20_000),
+        &dir.path().join("aa.json"),
+        &db,
+    );
     assert_eq!(same["schema"], "quietbench.compare.v1");
     assert_eq!(same["rounds"], 10);
     assert_eq!(same["hosts"], 1);
@@ -43,28 +70,63 @@ fn identical_commands_come_out_alike_and_five_percent_more_work_is_detected() {
     // A calibrated test calls a difference in 5% of identical pairs; whatever it says, the
     // estimate itself must sit near 1.
     assert!((ratio - 1.0).abs() < 0.05, "A/A ratio {ratio}");
-    let (lo, hi) = (same["ci_low"].as_f64().unwrap(), same["ci_high"].as_f64().unwrap());
+    let (lo, hi) = (
+        same["ci_low"].as_f64().unwrap(),
+        same["ci_high"].as_f64().unwrap(),
+    );
     assert!(lo <= ratio && ratio <= hi);
     assert!(same["mde"].as_f64().unwrap() > 0.0);
 
-    let slower = compare(&spin(20_000), &spin(21_000), &dir.path().join("ab.json"), &db);
+    let slower = compare(
+        &spin(20_000),
+        &spin(21_000),
+        &dir.path().join("ab.json"),
+        &db,
+    );
     assert_eq!(slower["verdict"], "a_faster", "{slower}");
     let ratio = slower["ratio"].as_f64().unwrap();
-    assert!((1.01..1.10).contains(&ratio), "B does 5% more work: ratio {ratio}");
+    assert!(
+        (1.01..1.10).contains(&ratio),
+        "B does 5% more work: ratio {ratio}"
+    );
     assert!(slower["ci_low"].as_f64().unwrap() > 1.0);
 
     // Both runs are in the store, with their A and B trials.
-    let out = Command::new(common::quietbench_bin()).args(["runs", "--db"]).arg(&db).output().unwrap();
+    let out = Command::new(common::quietbench_bin())
+        .args(["runs", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
     let listing = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(listing.lines().filter(|l| l.contains("complete")).count(), 2, "{listing}");
+    assert_eq!(
+        listing.lines().filter(|l| l.contains("complete")).count(),
+        2,
+        "{listing}"
+    );
 
     // --fail-if-slower turns the second verdict into a failing exit status (3).
     let out = Command::new(common::quietbench_bin())
-        .args(["compare", "--local", "--shell", "--rounds", "8", "--duration", "0.3", "--no-store", "--fail-if-slower", "1"])
+        .args([
+            "compare",
+            "--local",
+            "--shell",
+            "--rounds",
+            "8",
+            "--duration",
+            "0.3",
+            "--no-store",
+            "--fail-if-slower",
+            "1",
+        ])
         .args(["--a", &spin(20_000), "--b", &spin(23_000)])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn stored_trials(db: &std::path::Path, run: &str) -> Vec<Value> {
@@ -77,7 +139,11 @@ fn stored_trials(db: &std::path::Path, run: &str) -> Vec<Value> {
         .arg(&json)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     report["trials"].as_array().unwrap().clone()
 }
@@ -89,7 +155,15 @@ fn a_killed_controller_resumes_without_losing_or_repeating_trials() {
     let db = dir.path().join("results.sqlite3");
     let json = dir.path().join("live.json");
     let mut controller = Command::new(common::quietbench_bin())
-        .args(["run", "--local", "--rounds", "8", "--duration", "0.5", "--db"])
+        .args([
+            "run",
+            "--local",
+            "--rounds",
+            "8",
+            "--duration",
+            "0.5",
+            "--db",
+        ])
         .arg(&db)
         .arg("--json")
         .arg(&json)
@@ -102,28 +176,54 @@ fn a_killed_controller_resumes_without_losing_or_repeating_trials() {
     let (run_id, before) = loop {
         assert!(Instant::now() < deadline, "no trial finished in 30 s");
         std::thread::sleep(Duration::from_millis(100));
-        let Ok(text) = std::fs::read_to_string(&json) else { continue };
-        let Ok(report) = serde_json::from_str::<Value>(&text) else { continue };
+        let Ok(text) = std::fs::read_to_string(&json) else {
+            continue;
+        };
+        let Ok(report) = serde_json::from_str::<Value>(&text) else {
+            continue;
+        };
         if report["trials"].as_array().is_some_and(|t| t.len() >= 2) {
-            break (report["run_id"].as_str().unwrap().to_string(), report["trials"].as_array().unwrap().clone());
+            break (
+                report["run_id"].as_str().unwrap().to_string(),
+                report["trials"].as_array().unwrap().clone(),
+            );
         }
     };
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(controller.id() as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(controller.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
     controller.wait().unwrap();
 
     let kept = stored_trials(&db, &run_id);
     assert!(kept.len() >= before.len(), "the store lost finished trials");
-    let out = Command::new(common::quietbench_bin()).args(["resume", &run_id, "--db"]).arg(&db).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(common::quietbench_bin())
+        .args(["resume", &run_id, "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     let after = stored_trials(&db, &run_id);
     assert_eq!(after.len(), 8, "every planned trial ran exactly once");
     for (old, new) in kept.iter().zip(&after) {
-        assert_eq!(old["trial_id"], new["trial_id"], "a finished trial was run again");
+        assert_eq!(
+            old["trial_id"], new["trial_id"],
+            "a finished trial was run again"
+        );
     }
     let mut rounds: Vec<u64> = after.iter().map(|t| t["round"].as_u64().unwrap()).collect();
     rounds.sort_unstable();
     assert_eq!(rounds, (1..=8).collect::<Vec<_>>());
-    let listing = Command::new(common::quietbench_bin()).args(["runs", "--db"]).arg(&db).output().unwrap();
+    let listing = Command::new(common::quietbench_bin())
+        .args(["runs", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&listing.stdout).contains("complete"));
 }

@@ -24,9 +24,10 @@ pub(crate) mod aligned;
 pub(crate) mod engine;
 pub(crate) mod params;
 pub(crate) mod scan_state;
+pub(crate) mod survey;
 pub(crate) mod target;
 
-use aligned::{ALIGN, Rng};
+use aligned::Rng;
 use engine::{EngineChoice, EngineKind, IoQueue};
 use params::{Params, TextParam};
 use target::{TargetInfo, TargetKind};
@@ -95,7 +96,19 @@ const SEQ_INTS: &[IntParam] = &[
         256,
         "probe threads, each with its own queue and its own region of the target",
     ),
+    SUBMIT_BATCH,
 ];
+
+/// How many requests go to the kernel per submission system call.
+pub(crate) const SUBMIT_BATCH: IntParam = (
+    "submit_batch",
+    1,
+    1,
+    1024,
+    "requests sent per submission system call (io_uring): 1 sends each as soon as its slot \
+     frees, as fio does by default (iodepth_batch_submit=1); more saves system calls where the \
+     CPU, not the device, is the limit",
+);
 
 const RAND_INTS: &[IntParam] = &[
     SEQ_INTS[0],
@@ -109,6 +122,7 @@ const RAND_INTS: &[IntParam] = &[
     ("qd", 32, 1, 1024, "requests kept in flight by each thread"),
     SEQ_INTS[3],
     SEQ_INTS[4],
+    SUBMIT_BATCH,
 ];
 
 const TEXTS: &[TextParam] = &[
@@ -149,6 +163,7 @@ struct Config {
     size: u64,
     block: u64,
     qd: usize,
+    submit_batch: usize,
     threads: usize,
     engine: EngineKind,
     writable: bool,
@@ -194,6 +209,7 @@ pub fn resolve(
         ));
     }
     let block = block_kib << 10;
+    check_buffers(&p, "block_kib", p.int("qd"), block)?;
     let target = target::inspect(&path).map_err(|why| p.bad("path", why))?;
     let writes = mode != Mode::Read;
     let size = match target.kind {
@@ -237,8 +253,7 @@ pub fn resolve(
         ));
     }
     let mut resolved = crate::catalog::as_text(&p.ints);
-    if let Mode::Mixed { .. } = mode {
-    } else {
+    if !matches!(mode, Mode::Mixed { .. }) {
         resolved.remove("read_pct");
     }
     resolved.insert("size_mib".into(), (size / MIB).to_string());
@@ -254,6 +269,7 @@ pub fn resolve(
         size,
         block,
         qd: p.int("qd") as usize,
+        submit_batch: p.int("submit_batch") as usize,
         threads,
         engine,
         writable: writes,
@@ -318,7 +334,14 @@ impl RwWorkload {
         let seed = 0x5157_6265_6e63_6800 ^ thread as u64;
         let file = open_target(&config.target, config.size, config.writable, seed)?;
         let (region_start, region_len) = stripe(config.size, config.threads, thread, config.block);
-        let queue = IoQueue::new(config.engine, file, config.qd, config.block as usize, seed)?;
+        let queue = IoQueue::new(
+            config.engine,
+            file,
+            config.qd,
+            config.block as usize,
+            seed,
+            config.submit_batch,
+        )?;
         let slots = queue.slots();
         Ok(Self {
             region_start,
@@ -440,6 +463,31 @@ impl Workload for RwWorkload {
     }
 }
 
+/// Most bytes of I/O buffers one thread allocates (and io_uring pins): qd x request size.
+pub(crate) const MAX_BUFFER_BYTES: u64 = 1 << 30;
+
+/// Refuses a queue whose buffers would exceed [`MAX_BUFFER_BYTES`].
+pub(crate) fn check_buffers(
+    p: &Params<'_>,
+    size_key: &str,
+    qd: u64,
+    request: u64,
+) -> Result<(), ParamError> {
+    if qd * request > MAX_BUFFER_BYTES {
+        return Err(p.bad(
+            size_key,
+            format!(
+                "qd={qd} requests of {} KiB need {} MiB of buffers per thread, more than the \
+                 {} MiB allowed: lower qd or the request size",
+                request >> 10,
+                (qd * request) >> 20,
+                MAX_BUFFER_BYTES >> 20
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Which engine ran, as counters (1 or 0; averaged over threads).
 pub(crate) fn engine_counters(queue: &IoQueue) -> Vec<Counter> {
     vec![
@@ -468,8 +516,6 @@ pub(crate) fn stripe(size: u64, threads: usize, thread: usize, unit: u64) -> (u6
     let end = units * (t + 1) / threads;
     (first * unit, (end - first) * unit)
 }
-
-const _: () = assert!(ALIGN as u64 <= 4 << 10);
 
 /// A scratch directory for tests on the real disk (direct I/O does not work on tmpfs), removed
 /// when dropped. `QB_DISK_TEST_DIR` chooses where; the default is the temp directory.
@@ -585,6 +631,10 @@ mod tests {
                 "auto, io_uring or threads",
             ),
             (&[("path", "/tmp/x"), ("qd", "0")], "from 1 to 1024"),
+            (
+                &[("path", "/tmp/x"), ("qd", "1024"), ("block_kib", "4096")],
+                "need 4096 MiB of buffers per thread",
+            ),
             (
                 &[("path", "/tmp/x"), ("iodepth", "8")],
                 "block_kib, destructive, engine",

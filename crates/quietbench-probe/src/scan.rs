@@ -19,10 +19,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::catalog::IntParam;
-use crate::disk::aligned::round_up;
 use crate::disk::engine::{EngineChoice, EngineKind, IoQueue};
 use crate::disk::params::{Params, TextParam};
 use crate::disk::scan_state::ScanState;
+use crate::disk::survey::{RegionPass, Walk, region_bounds, spread, summarize};
 use crate::disk::target::{self, TargetInfo, TargetKind};
 use crate::disk::{READ, engine_counters, stripe};
 use crate::{Counter, Merge, ParamError, ProbeSpec, RateBasis, Samples, Step, Variant, Workload};
@@ -69,7 +69,8 @@ const INTS: &[IntParam] = &[
         4,
         1,
         1024,
-        "reads in flight per thread (default 4 for the survey, 16 for pre-warm)",
+        "reads in flight per thread; for more, prefer more threads (each its own stripe): \
+         deep queues of large sequential reads were slower on virtio disks",
     ),
     (
         "threads",
@@ -92,6 +93,15 @@ const INTS: &[IntParam] = &[
         1000,
         "a region is cold when its first reads took this many times as long as the re-reads",
     ),
+    (
+        "region_read_mib",
+        0,
+        0,
+        1 << 30,
+        "survey: MiB read at the start of each region, 0 for all of it (a quick survey of a \
+         large device reads a sample)",
+    ),
+    crate::disk::SUBMIT_BATCH,
 ];
 
 const TEXTS: &[TextParam] = &[
@@ -113,7 +123,6 @@ const TEXTS: &[TextParam] = &[
     ),
 ];
 
-const PREWARM_QD: u64 = 16;
 const PREWARM_REGION_BYTES: u64 = 64 << 20;
 
 /// A disk.scan trial, shared by its threads.
@@ -124,6 +133,9 @@ struct ScanConfig {
     regions: usize,
     read: u64,
     qd: usize,
+    submit_batch: usize,
+    /// Survey: bytes read at the start of each region (None: all).
+    region_read: Option<u64>,
     threads: usize,
     engine: EngineKind,
     prewarm: Option<PathBuf>,
@@ -137,24 +149,6 @@ impl ScanConfig {
     fn region(&self, r: usize) -> (u64, u64) {
         region_bounds(self.size, self.regions, r)
     }
-}
-
-/// Start and end of region `r` of `regions` over `size` bytes.
-pub(crate) fn region_bounds(size: u64, regions: usize, r: usize) -> (u64, u64) {
-    let at = |i: usize| {
-        let raw = (u128::from(size) * i as u128 / regions as u128) as u64;
-        raw / 4096 * 4096
-    };
-    let end = if r + 1 == regions { size } else { at(r + 1) };
-    (at(r), end)
-}
-
-/// `count` regions of `regions`, spread evenly (the middle of each of `count` equal parts).
-pub(crate) fn spread(regions: usize, count: usize) -> Vec<usize> {
-    let count = count.min(regions);
-    (0..count)
-        .map(|i| ((2 * i + 1) * regions) / (2 * count))
-        .collect()
 }
 
 /// The default state file for a pre-warm of `target`.
@@ -202,7 +196,7 @@ pub fn resolve(
             }
         }
     } else {
-        for key in ["resample", "cold_factor"] {
+        for key in ["resample", "cold_factor", "region_read_mib"] {
             if p.given(key) {
                 return Err(p.bad(key, "applies to the survey only, not to prewarm=true"));
             }
@@ -219,6 +213,7 @@ pub fn resolve(
             "must be a multiple of 4 (direct I/O moves whole pages)",
         ));
     }
+    crate::disk::check_buffers(&p, "read_kib", p.int("qd"), read_kib << 10)?;
     let target = target::inspect(&path).map_err(|why| p.bad("path", why))?;
     let size = match target.size {
         Some(size) if size >= 4096 => size,
@@ -252,11 +247,7 @@ pub fn resolve(
             format!("more threads than the {regions} regions"),
         ));
     }
-    let qd = if prewarm && !p.given("qd") {
-        PREWARM_QD
-    } else {
-        p.int("qd")
-    };
+    let qd = p.int("qd");
     let mut resolved = crate::catalog::as_text(&p.ints);
     resolved.insert("regions".into(), regions.to_string());
     resolved.insert("qd".into(), qd.to_string());
@@ -271,6 +262,7 @@ pub fn resolve(
         resolved.insert("state".into(), state.display().to_string());
         resolved.remove("resample");
         resolved.remove("cold_factor");
+        resolved.remove("region_read_mib");
         Some(state)
     } else {
         None
@@ -281,6 +273,11 @@ pub fn resolve(
         regions,
         read: read_kib << 10,
         qd: qd as usize,
+        submit_batch: p.int("submit_batch") as usize,
+        region_read: match p.int("region_read_mib") {
+            0 => None,
+            mib => Some(mib << 20),
+        },
         threads,
         engine,
         resampled: if prewarm {
@@ -308,56 +305,11 @@ pub fn resolve(
     })
 }
 
-/// Reads over a list of byte ranges, in order, in reads of at most `read` bytes.
-#[derive(Debug, Default)]
-struct Walk {
-    /// (region, start, end).
-    ranges: Vec<(usize, u64, u64)>,
-    index: usize,
-    pos: u64,
-}
-
-impl Walk {
-    fn new(ranges: Vec<(usize, u64, u64)>) -> Self {
-        Self {
-            ranges,
-            index: 0,
-            pos: 0,
-        }
-    }
-
-    /// The next read: region, offset, and length (rounded up to whole 4 KiB blocks: the last
-    /// read of a target whose size is not a multiple of 4 KiB comes back short).
-    fn next(&mut self, read: u64) -> Option<(usize, u64, usize)> {
-        while let Some(&(r, start, end)) = self.ranges.get(self.index) {
-            self.pos = self.pos.max(start);
-            if self.pos < end {
-                let len = read.min(end - self.pos);
-                let offset = self.pos;
-                self.pos += len;
-                return Some((r, offset, round_up(len) as usize));
-            }
-            self.index += 1;
-        }
-        None
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     First,
     Reread,
     Done,
-}
-
-/// One region's first pass, as this thread saw it.
-#[derive(Debug, Clone, Copy, Default)]
-struct RegionPass {
-    bytes: u64,
-    start: Option<Instant>,
-    end: Option<Instant>,
-    /// Bytes not yet read (pre-warm: the region is done at zero).
-    remaining: u64,
 }
 
 /// One thread of disk.scan: the survey, or the pre-warm when it has a state file.
@@ -406,6 +358,10 @@ impl ScanWorkload {
                 skipped_bytes += end - start;
                 continue;
             }
+            let end = match config.region_read {
+                Some(limit) => end.min(start + limit),
+                None => end,
+            };
             pass.remaining = end - start;
             ranges.push((r, start, end));
         }
@@ -425,6 +381,7 @@ impl ScanWorkload {
             config.qd,
             config.read as usize,
             thread as u64,
+            config.submit_batch,
         )?;
         let slots = queue.slots();
         Ok(Self {
@@ -566,7 +523,12 @@ impl ScanWorkload {
                             (
                                 r,
                                 start,
-                                end.min(start + REREADS_PER_REGION * self.config.read),
+                                // The same reads as the first pass made.
+                                end.min(start + REREADS_PER_REGION * self.config.read).min(
+                                    start.saturating_add(
+                                        self.config.region_read.unwrap_or(u64::MAX),
+                                    ),
+                                ),
                             )
                         })
                         .collect();
@@ -723,83 +685,6 @@ impl Workload for ScanWorkload {
     }
 }
 
-/// What a survey found.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Summary {
-    regions_read: usize,
-    /// Median, min and max of the regions' MB/s.
-    region_mb_per_sec: Option<(f64, f64, f64)>,
-    /// Regions read twice, and of them those whose first reads were `cold_factor` times slower.
-    resampled: usize,
-    cold: usize,
-    /// Median first-read latency over median re-read latency, over every sampled read.
-    slowdown: Option<f64>,
-}
-
-/// Summarizes a survey: `first` and `second` hold `per` latencies per sampled region (0: not
-/// read).
-fn summarize(
-    passes: &[RegionPass],
-    first: &[u64],
-    second: &[u64],
-    per: usize,
-    cold_factor: f64,
-) -> Summary {
-    let mut rates: Vec<f64> = passes
-        .iter()
-        .filter(|p| p.remaining == 0 && p.bytes > 0)
-        .filter_map(|p| {
-            let seconds = p.end?.duration_since(p.start?).as_secs_f64();
-            (seconds > 0.0).then(|| p.bytes as f64 / seconds / 1e6)
-        })
-        .collect();
-    rates.sort_by(f64::total_cmp);
-    let region_mb_per_sec =
-        (!rates.is_empty()).then(|| (median(&rates), rates[0], rates[rates.len() - 1]));
-    let (mut resampled, mut cold) = (0, 0);
-    let (mut all_first, mut all_second) = (Vec::new(), Vec::new());
-    for (f, s) in first.chunks(per.max(1)).zip(second.chunks(per.max(1))) {
-        let pairs: Vec<(f64, f64)> = f
-            .iter()
-            .zip(s)
-            .filter(|(a, b)| **a > 0 && **b > 0)
-            .map(|(&a, &b)| (a as f64, b as f64))
-            .collect();
-        if pairs.is_empty() {
-            continue;
-        }
-        let mut a: Vec<f64> = pairs.iter().map(|p| p.0).collect();
-        let mut b: Vec<f64> = pairs.iter().map(|p| p.1).collect();
-        a.sort_by(f64::total_cmp);
-        b.sort_by(f64::total_cmp);
-        resampled += 1;
-        if median(&a) >= cold_factor * median(&b) {
-            cold += 1;
-        }
-        all_first.extend(a);
-        all_second.extend(b);
-    }
-    all_first.sort_by(f64::total_cmp);
-    all_second.sort_by(f64::total_cmp);
-    Summary {
-        regions_read: rates.len(),
-        region_mb_per_sec,
-        resampled,
-        cold,
-        slowdown: (!all_first.is_empty()).then(|| median(&all_first) / median(&all_second)),
-    }
-}
-
-/// The median of sorted, non-empty values.
-fn median(sorted: &[f64]) -> f64 {
-    let n = sorted.len();
-    if n % 2 == 1 {
-        sorted[n / 2]
-    } else {
-        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -825,68 +710,6 @@ mod tests {
         let path = dir.path().join("scan.dat");
         target::prepare_file(&path, mib << 20, 9).unwrap();
         path
-    }
-
-    #[test]
-    fn regions_are_aligned_and_cover_the_target() {
-        for (size, regions) in [
-            (1u64 << 30, 64),
-            (10 * 4096 + 100, 3),
-            (4096, 1),
-            (1 << 20, 256),
-        ] {
-            let mut next = 0;
-            for r in 0..regions {
-                let (start, end) = region_bounds(size, regions, r);
-                assert_eq!(start, next, "size {size} regions {regions}");
-                assert_eq!(start % 4096, 0);
-                assert!(end > start, "region {r} of {regions} over {size} is empty");
-                next = end;
-            }
-            assert_eq!(next, size);
-        }
-    }
-
-    #[test]
-    fn samples_spread_over_distinct_regions() {
-        assert_eq!(spread(64, 8), [4, 12, 20, 28, 36, 44, 52, 60]);
-        assert_eq!(spread(3, 8), [0, 1, 2]);
-        assert_eq!(spread(10, 0), Vec::<usize>::new());
-        let s = spread(1000, 999);
-        assert!(s.windows(2).all(|w| w[0] < w[1]));
-    }
-
-    #[test]
-    fn a_walk_reads_each_range_whole_and_rounds_the_tail_up() {
-        let mut walk = Walk::new(vec![(0, 0, 10_000), (3, 1 << 20, (1 << 20) + 4096)]);
-        let mut reads = Vec::new();
-        while let Some(r) = walk.next(4096) {
-            reads.push(r);
-        }
-        assert_eq!(
-            reads,
-            [
-                (0, 0, 4096),
-                (0, 4096, 4096),
-                (0, 8192, 4096),
-                (3, 1 << 20, 4096)
-            ]
-        );
-    }
-
-    #[test]
-    fn cold_regions_are_those_much_slower_the_first_time() {
-        let passes = vec![RegionPass::default(); 3];
-        // Three sampled regions, two reads each: cold (10x), warm (1x), cold (3x).
-        let first = [1000, 1200, 100, 100, 300, 300];
-        let second = [100, 120, 100, 100, 100, 100];
-        let s = summarize(&passes, &first, &second, 2, 2.0);
-        assert_eq!((s.resampled, s.cold), (3, 2));
-        // Medians: first reads {100,100,300,300,1000,1200} -> 300; re-reads -> 100.
-        assert_eq!(s.slowdown, Some(3.0));
-        // Unread samples do not count.
-        let s = summarize(&passes, &[0, 0], &[0, 0], 2, 2.0);
-        assert_eq!((s.resampled, s.slowdown), (0, None));
     }
 
     #[test]
@@ -929,6 +752,14 @@ mod tests {
             ),
             (&[("path", p), ("read_kib", "5")], "multiple of 4"),
             (&[("path", p), ("depth", "5")], "cold_factor, engine, path"),
+            (
+                &[("path", p), ("prewarm", "1"), ("region_read_mib", "1")],
+                "survey only",
+            ),
+            (
+                &[("path", p), ("qd", "512"), ("read_kib", "4096")],
+                "lower qd",
+            ),
         ];
         for (given, expected) in cases {
             let err = resolve("disk.scan", &params(given))
@@ -937,7 +768,7 @@ mod tests {
             assert!(err.contains(expected), "{given:?}: {err}");
         }
         let spec = resolve("disk.scan", &params(&[("path", p), ("prewarm", "yes")])).unwrap();
-        assert_eq!(spec.resolved_params["qd"], "16");
+        assert_eq!(spec.resolved_params["qd"], "4");
         assert_eq!(spec.resolved_params["regions"], "64");
         assert_eq!(spec.resolved_params["state"], format!("{p}.qbscan"));
         assert!(!spec.resolved_params.contains_key("resample"));
@@ -986,6 +817,27 @@ mod tests {
             counter(&outcome, "region_mb_per_sec_p50").unwrap(),
         );
         assert!(min > 0.0 && min <= p50);
+    }
+
+    #[test]
+    fn a_quick_survey_reads_the_start_of_each_region() {
+        let dir = ScratchDir::new();
+        let path = data_file(&dir, 32);
+        let spec = resolve(
+            "disk.scan",
+            &params(&[
+                ("path", path.to_str().unwrap()),
+                ("regions", "16"),
+                ("region_read_mib", "1"),
+                ("resample", "2"),
+            ]),
+        )
+        .unwrap();
+        let outcome = run_for(&spec, 60_000).unwrap();
+        assert_eq!(outcome.total.variants[0].bytes, 16 << 20);
+        assert_eq!(outcome.total.variants[1].bytes, 2 << 20);
+        assert_eq!(counter(&outcome, "regions_read"), Some(16.0));
+        assert_eq!(counter(&outcome, "scan_complete"), Some(1.0));
     }
 
     #[test]

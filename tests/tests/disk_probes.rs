@@ -1,0 +1,327 @@
+//! The disk probes end to end through the real `quietbench` binary: disk.rand and disk.seq on a
+//! file the probe lays out, the disk.scan survey, a pre-warm resumed after an interruption, and,
+//! as root, a loop device that is never written without `destructive=true`.
+//!
+//! Files live under `QB_DISK_TEST_DIR` or the temp directory; it must be a disk-backed
+//! filesystem (direct I/O fails on tmpfs).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// A scratch directory on disk, removed when dropped.
+struct Scratch(tempfile::TempDir);
+
+impl Scratch {
+    fn new() -> Self {
+        let base = std::env::var_os("QB_DISK_TEST_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir);
+        Self(tempfile::tempdir_in(base).expect("scratch directory"))
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.path().join(name)
+    }
+}
+
+/// `quietbench run --local` of one probe with `params`, one round; the JSON report is written
+/// to `json`.
+fn run(probe: &str, params: &[String], duration: &str, json: &Path) -> Output {
+    let mut cmd = Command::new(common::quietbench_bin());
+    cmd.args([
+        "run",
+        "--local",
+        "--probe",
+        probe,
+        "--rounds",
+        "1",
+        "--duration",
+        duration,
+    ])
+    .arg("--json")
+    .arg(json);
+    for p in params {
+        cmd.args(["--param", p]);
+    }
+    cmd.output().expect("run quietbench")
+}
+
+fn ok_report(out: &Output, json: &Path) -> Value {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    assert_eq!(report["complete"], true, "{report}");
+    assert_eq!(report["trials"].as_array().unwrap().len(), 1);
+    report
+}
+
+fn metric(trial: &Value, name: &str) -> f64 {
+    trial["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == name)
+        .unwrap_or_else(|| panic!("trial has no metric {name}: {trial}"))["value"]
+        .as_f64()
+        .unwrap()
+}
+
+fn has_metric(trial: &Value, name: &str) -> bool {
+    trial["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m["name"] == name)
+}
+
+#[test]
+fn disk_rand_and_seq_measure_a_file_they_lay_out() {
+    let dir = Scratch::new();
+    let file = dir.path("rand.dat");
+    let json = dir.path("report.json");
+    let path = format!("path={}", file.display());
+
+    let out = run(
+        "disk.rand",
+        &[path.clone(), "size_mib=32".into()],
+        "1",
+        &json,
+    );
+    let report = ok_report(&out, &json);
+    let trial = &report["trials"][0];
+    assert_eq!(trial["probe"], "disk.rand");
+    assert_eq!(trial["params"]["block_kib"], "16");
+    assert_eq!(trial["params"]["qd"], "32");
+    assert_eq!(trial["params"]["mode"], "read");
+    let engine = trial["params"]["engine"].as_str().unwrap().to_string();
+    assert!(engine == "io_uring" || engine == "threads", "{engine}");
+    assert_eq!(
+        metric(trial, "engine_io_uring"),
+        if engine == "io_uring" { 1.0 } else { 0.0 }
+    );
+    let iops = metric(trial, "read_iops");
+    let mb = metric(trial, "read_mb_per_sec");
+    assert!(iops > 100.0, "{iops} IOPS");
+    assert!(
+        (mb / (iops * 16384.0 / 1e6) - 1.0).abs() < 0.05,
+        "{mb} MB/s at {iops} IOPS"
+    );
+    assert!(metric(trial, "read_latency") > 0.0);
+    // Laid out once, with real data (no block of zeros where the probe wrote).
+    let data = std::fs::read(&file).unwrap();
+    assert_eq!(data.len(), 32 << 20);
+    assert!(data.chunks(4096).all(|b| b.iter().any(|&x| x != 0)));
+
+    let out = run(
+        "disk.seq",
+        &[
+            path,
+            "size_mib=32".into(),
+            "mode=mixed".into(),
+            "read_pct=50".into(),
+        ],
+        "1",
+        &json,
+    );
+    let report = ok_report(&out, &json);
+    let trial = &report["trials"][0];
+    assert_eq!(trial["params"]["block_kib"], "128");
+    assert!(metric(trial, "read_iops") > 10.0);
+    assert!(metric(trial, "write_iops") > 10.0);
+    assert!(metric(trial, "write_mb_per_sec") > 0.0);
+    assert!(metric(trial, "write_latency") > 0.0);
+}
+
+#[test]
+fn disk_scan_surveys_a_file_and_ends_when_done() {
+    let dir = Scratch::new();
+    let file = dir.path("scan.dat");
+    let json = dir.path("report.json");
+    // disk.seq lays the file out; the scan only reads.
+    let out = run(
+        "disk.seq",
+        &[format!("path={}", file.display()), "size_mib=64".into()],
+        "0.2",
+        &json,
+    );
+    ok_report(&out, &json);
+
+    let started = std::time::Instant::now();
+    let out = run(
+        "disk.scan",
+        &[format!("path={}", file.display()), "regions=16".into()],
+        "60",
+        &json,
+    );
+    let report = ok_report(&out, &json);
+    assert!(
+        started.elapsed().as_secs() < 45,
+        "the scan ends when the file is read, not at the trial's 60 s"
+    );
+    let trial = &report["trials"][0];
+    assert_eq!(metric(trial, "scan_complete"), 1.0);
+    assert_eq!(metric(trial, "regions_read"), 16.0);
+    assert_eq!(metric(trial, "resampled_regions"), 8.0);
+    let cold = metric(trial, "cold_fraction");
+    assert!((0.0..=1.0).contains(&cold), "cold_fraction {cold}");
+    assert!(metric(trial, "slowdown") > 0.0);
+    assert!(metric(trial, "survey_mb_per_sec") > 0.0);
+    assert!(metric(trial, "read_latency") > 0.0);
+    assert!(metric(trial, "reread_latency") > 0.0);
+}
+
+#[test]
+fn a_prewarm_resumes_after_an_interruption() {
+    let dir = Scratch::new();
+    let file = dir.path("warm.dat");
+    let state = dir.path("warm.state");
+    let json = dir.path("report.json");
+    let size: u64 = 256 << 20;
+    let out = run(
+        "disk.seq",
+        &[format!("path={}", file.display()), "size_mib=256".into()],
+        "0.2",
+        &json,
+    );
+    ok_report(&out, &json);
+    let params = [
+        format!("path={}", file.display()),
+        format!("state={}", state.display()),
+        "prewarm=true".to_string(),
+        "regions=256".to_string(),
+    ];
+
+    // Interrupted by a short trial: small reads, one at a time, for 0.1 s.
+    let mut first_params = params.to_vec();
+    first_params.extend(["qd=1".to_string(), "read_kib=16".to_string()]);
+    let out = run("disk.scan", &first_params, "0.1", &json);
+    let first = ok_report(&out, &json);
+    let first = &first["trials"][0];
+    let done_first = metric(first, "prewarm_bytes_done");
+    assert!(done_first > 0.0, "the first run read something");
+    // Partly read regions are read again next time: not done, but read.
+    assert!(metric(first, "prewarm_bytes_read") >= done_first);
+    let marks = std::fs::read(&state).unwrap();
+    let marked = marks.iter().rev().take(256).filter(|&&b| b == b'#').count() as f64;
+    assert_eq!(
+        marked * (1 << 20) as f64,
+        done_first,
+        "the state file holds what was done"
+    );
+
+    // Resumed: the rest, and only the rest, then the trial ends by itself.
+    let out = run("disk.scan", &params, "60", &json);
+    let second = ok_report(&out, &json);
+    let second = &second["trials"][0];
+    assert_eq!(metric(second, "prewarm_bytes_skipped"), done_first);
+    assert_eq!(
+        metric(second, "prewarm_bytes_read"),
+        size as f64 - done_first
+    );
+    assert_eq!(metric(second, "prewarm_bytes_done"), size as f64);
+    assert_eq!(metric(second, "prewarm_complete"), 1.0);
+    assert!(second["duration_s"].as_f64().unwrap() < 30.0);
+
+    // Everything done: nothing read.
+    let out = run("disk.scan", &params, "60", &json);
+    let third = ok_report(&out, &json);
+    assert_eq!(metric(&third["trials"][0], "prewarm_bytes_read"), 0.0);
+    assert!(!has_metric(&third["trials"][0], "cold_fraction"));
+}
+
+/// A loop device over a file, detached when dropped.
+struct LoopDevice {
+    device: String,
+}
+
+impl LoopDevice {
+    fn attach(backing: &Path) -> Self {
+        let out = Command::new("losetup")
+            .args(["-f", "--show"])
+            .arg(backing)
+            .output()
+            .expect("run losetup (util-linux)");
+        assert!(
+            out.status.success(),
+            "losetup -f --show {} failed: {}",
+            backing.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Self {
+            device: String::from_utf8(out.stdout).unwrap().trim().to_string(),
+        }
+    }
+}
+
+impl Drop for LoopDevice {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").args(["-d", &self.device]).status();
+    }
+}
+
+#[test]
+fn a_block_device_is_never_written_without_destructive() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test needs root: it attaches a loop device (losetup) to check that disk probes \
+         never write a block device without destructive=true; run the tests as root"
+    );
+    let dir = Scratch::new();
+    let backing = dir.path("backing.img");
+    let original: Vec<u8> = (0..16u32 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(&backing, &original).unwrap();
+    let json = dir.path("report.json");
+    let device = LoopDevice::attach(&backing);
+    let path = format!("path={}", device.device);
+
+    for probe in ["disk.seq", "disk.rand"] {
+        for mode in ["write", "mixed"] {
+            let out = run(probe, &[path.clone(), format!("mode={mode}")], "1", &json);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                !out.status.success(),
+                "{probe} mode={mode} on a device ran: {stderr}"
+            );
+            assert!(
+                stderr.contains("is a block device") && stderr.contains("destructive=true"),
+                "{probe} mode={mode}: {stderr}"
+            );
+        }
+    }
+    // Reading is allowed, and reads only.
+    let out = run("disk.rand", std::slice::from_ref(&path), "0.5", &json);
+    ok_report(&out, &json);
+    let out = run(
+        "disk.scan",
+        &[path.clone(), "regions=4".into()],
+        "30",
+        &json,
+    );
+    ok_report(&out, &json);
+    assert!(
+        std::fs::read(&backing).unwrap() == original,
+        "the device's bytes changed without destructive=true"
+    );
+
+    // With the flag, writing is what the user asked for.
+    let out = run(
+        "disk.seq",
+        &[path, "mode=write".into(), "destructive=true".into()],
+        "0.5",
+        &json,
+    );
+    ok_report(&out, &json);
+    drop(device);
+    assert!(std::fs::read(&backing).unwrap() != original);
+}
