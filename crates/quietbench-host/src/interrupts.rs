@@ -210,6 +210,31 @@ pub(crate) fn split_counts(rest: &str, max: usize) -> Result<(Vec<u64>, &str), S
     Ok((counts, remaining.trim()))
 }
 
+/// The CPU columns of a per-CPU table (/proc/interrupts, /proc/softirqs) and its other
+/// non-empty lines with their line numbers (from 1).
+pub(crate) fn cpu_table<'a>(
+    file: &'static str,
+    text: &'a str,
+) -> Result<(Vec<u32>, impl Iterator<Item = (usize, &'a str)>), ParseError> {
+    let mut numbered = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l))
+        .filter(|(_, l)| !l.trim().is_empty());
+    let Some((header_no, header)) = numbered.next() else {
+        return Err(ParseError::File {
+            file,
+            reason: "the file is empty; expected a header like 'CPU0 CPU1'".to_string(),
+        });
+    };
+    let cpus = parse_cpu_header(header).map_err(|reason| ParseError::Line {
+        file,
+        line: header_no,
+        reason,
+    })?;
+    Ok((cpus, numbered))
+}
+
 /// Parses /proc/interrupts. Lines with fewer counts than CPU columns (x86 `ERR` and `MIS`) are
 /// kept with the counts they have.
 pub fn parse_interrupts(text: &str) -> Result<InterruptTable, ParseError> {
@@ -218,18 +243,7 @@ pub fn parse_interrupts(text: &str) -> Result<InterruptTable, ParseError> {
         line,
         reason,
     };
-    let mut numbered = text
-        .lines()
-        .enumerate()
-        .map(|(i, l)| (i + 1, l))
-        .filter(|(_, l)| !l.trim().is_empty());
-    let Some((header_no, header)) = numbered.next() else {
-        return Err(ParseError::File {
-            file: INTERRUPTS,
-            reason: "the file is empty; expected a header like 'CPU0 CPU1'".to_string(),
-        });
-    };
-    let cpus = parse_cpu_header(header).map_err(|r| line_err(header_no, r))?;
+    let (cpus, numbered) = cpu_table(INTERRUPTS, text)?;
 
     let mut lines = Vec::new();
     let mut seen = HashSet::new();

@@ -9,7 +9,7 @@ use std::io::ErrorKind;
 
 use serde::Serialize;
 
-use crate::interrupts::{parse_cpu_header, parse_digits, split_counts};
+use crate::interrupts::{parse_digits, split_counts};
 use crate::{HostRoot, ReadError};
 
 /// The errors of this module's parsers and delta helpers: the same types as
@@ -249,18 +249,7 @@ pub fn parse_softirqs(text: &str) -> Result<SoftirqTable, ParseError> {
         line,
         reason,
     };
-    let mut numbered = text
-        .lines()
-        .enumerate()
-        .map(|(i, l)| (i + 1, l))
-        .filter(|(_, l)| !l.trim().is_empty());
-    let Some((header_no, header)) = numbered.next() else {
-        return Err(ParseError::File {
-            file: SOFTIRQS,
-            reason: "the file is empty; expected a header like 'CPU0 CPU1'".to_string(),
-        });
-    };
-    let cpus = parse_cpu_header(header).map_err(|r| line_err(header_no, r))?;
+    let (cpus, numbered) = crate::interrupts::cpu_table(SOFTIRQS, text)?;
     let mut rows: Vec<(String, Vec<u64>)> = Vec::new();
     for (no, line) in numbered {
         let (name, rest) = line
