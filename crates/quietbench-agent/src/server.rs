@@ -74,13 +74,7 @@ pub fn serve(args: &AgentArgs) -> anyhow::Result<()> {
     // Where NIC interrupts land decides placement: look before the first trial.
     let layout =
         crate::machine::describe(&root, &allowed_cpus, crate::machine::OBSERVATION_WINDOW).layout;
-    let agent = Agent::new(
-        root,
-        allowed_cpus,
-        vec![housekeeping],
-        layout,
-        Arc::clone(&tuner),
-    );
+    let agent = Agent::new(root, allowed_cpus, layout, Arc::clone(&tuner));
     let served = runtime.block_on(run_server(args.listen, agent));
     // A clean stop leaves the host as this agent found it.
     tuner.shutdown();

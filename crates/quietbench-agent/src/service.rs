@@ -32,7 +32,6 @@ const EVENT_BUFFER: usize = 64;
 pub struct Agent {
     root: HostRoot,
     allowed_cpus: Vec<u32>,
-    housekeeping_cpus: Vec<u32>,
     /// What the placement planner knows of the machine: read at start-up, refreshed by GetHost.
     layout: Mutex<Arc<MachineLayout>>,
     slot: Arc<TrialSlot>,
@@ -44,14 +43,12 @@ impl Agent {
     pub fn new(
         root: HostRoot,
         allowed_cpus: Vec<u32>,
-        housekeeping_cpus: Vec<u32>,
         layout: MachineLayout,
         tuner: Arc<Tuner>,
     ) -> Self {
         Self {
             root,
             allowed_cpus,
-            housekeeping_cpus,
             layout: Mutex::new(Arc::new(layout)),
             slot: Arc::default(),
             tuner,
@@ -102,7 +99,6 @@ impl Agent {
                 "unpinned on request: the scheduler places the threads on any allowed CPU".into(),
             ];
         }
-        plan.housekeeping_cpus.clone_from(&self.housekeeping_cpus);
         let trial_id = if req.trial_id.is_empty() {
             uuid::Uuid::new_v4().to_string()
         } else if req.trial_id.len() > 128 {

@@ -59,16 +59,6 @@ impl std::fmt::Debug for ProbeSpec {
 }
 
 impl ProbeSpec {
-    /// The variants of this probe's events (their metric names).
-    pub fn variants(&self) -> &'static [Variant] {
-        self.variants
-    }
-
-    /// How this probe's per-variant rates are computed.
-    pub fn rate_basis(&self) -> RateBasis {
-        self.basis
-    }
-
     /// A fresh workload for probe thread `thread`.
     pub fn workload(&self, thread: usize) -> Result<Box<dyn Workload>, String> {
         (self.factory)(thread)
@@ -142,29 +132,6 @@ const SPAWN_PARAMS: &[(&str, u64, u64, u64, &str)] = &[(
     1024,
     "probe threads, each spawning children in a loop",
 )];
-
-/// One line per parameter of `probe`, for help text.
-pub fn describe_params(probe: &str) -> Option<Vec<String>> {
-    match probe {
-        "cpu.primes" => Some(
-            PRIMES_PARAMS
-                .iter()
-                .map(|(name, default, min, max, meaning)| {
-                    format!("{name} (default {default}, {min}..={max}): {meaning}")
-                })
-                .collect(),
-        ),
-        "cpu.spawn" => Some(
-            SPAWN_PARAMS
-                .iter()
-                .map(|(name, default, min, max, meaning)| {
-                    format!("{name} (default {default}, {min}..={max}): {meaning}")
-                })
-                .collect(),
-        ),
-        _ => None,
-    }
-}
 
 /// Checks a probe name and its text parameters, and applies defaults.
 pub fn resolve_probe(

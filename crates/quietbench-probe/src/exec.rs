@@ -416,10 +416,6 @@ impl Workload for ExecWorkload {
         VARIANTS
     }
 
-    fn rate_basis(&self) -> RateBasis {
-        RateBasis::OwnTime
-    }
-
     fn step(&mut self, samples: &mut Samples<'_>) -> Step {
         match self.run_once() {
             Ok((wall, cpu)) => {

@@ -36,13 +36,10 @@ pub use runner::{
 pub trait Workload: Send + 'static {
     /// The variants of this workload's samples, each reported as its own metrics. Most have
     /// one; cpu.spawn alternates ASLR on and off; a mixed disk probe has reads and writes.
+    /// The probe's [`ProbeSpec::variants`] is what the harness sizes and merges by; this must
+    /// name the same variants (tests check it).
     fn variants(&self) -> &'static [Variant] {
         &[Variant::EVENTS]
-    }
-
-    /// How per-variant rates are computed (see [`RateBasis`]).
-    fn rate_basis(&self) -> RateBasis {
-        RateBasis::Elapsed
     }
 
     /// Runs one unit of work.

@@ -208,6 +208,7 @@ pub fn resolve(
                 threads,
                 resolved_params: as_text(&values),
                 variants: &LATENCY_VARIANTS[..rungs],
+                // Per-rung (per-kernel) samples alternate: each rate over its own samples' time.
                 basis: RateBasis::OwnTime,
                 work: WorkKind::Compute,
                 factory: Arc::new(move |thread| {
@@ -636,12 +637,6 @@ impl Workload for LatencyWorkload {
         &LATENCY_VARIANTS[..self.rungs]
     }
 
-    fn rate_basis(&self) -> RateBasis {
-        // Each sample is one load's mean latency, so events over the samples' own time is
-        // loads per second: 1e9 over the mean latency.
-        RateBasis::OwnTime
-    }
-
     /// A visit's set-up step, or `loads_per_step` timed loads of the rung being visited,
     /// recorded as ONE sample, their mean in ns (rounded): the histogram is of per-step mean
     /// latencies, not of single loads (one load is far below the clock's resolution).
@@ -923,11 +918,6 @@ impl BandwidthWorkload {
 impl Workload for BandwidthWorkload {
     fn variants(&self) -> &'static [Variant] {
         BANDWIDTH_VARIANTS
-    }
-
-    fn rate_basis(&self) -> RateBasis {
-        // Kernels alternate: each one's GB/s is its bytes over its own passes' time.
-        RateBasis::OwnTime
     }
 
     fn step(&mut self, _samples: &mut Samples<'_>) -> Step {

@@ -128,22 +128,6 @@ const THROUGHPUT_TEXT: &[TextParam] = &[
 
 const RR_TEXT: &[TextParam] = &[PEER, ("protocol", Some("tcp"), "tcp or udp")];
 
-/// One line per parameter of a network probe, for help text.
-pub fn describe_params(probe: &str) -> Option<Vec<String>> {
-    let (ints, texts) = tables(probe)?;
-    let mut lines: Vec<String> = texts
-        .iter()
-        .map(|(name, default, meaning)| match default {
-            Some(d) => format!("{name} (default {d}): {meaning}"),
-            None => format!("{name} (required): {meaning}"),
-        })
-        .collect();
-    lines.extend(ints.iter().map(|(name, default, min, max, meaning)| {
-        format!("{name} (default {default}, {min}..={max}): {meaning}")
-    }));
-    Some(lines)
-}
-
 fn tables(probe: &str) -> Option<(&'static [IntParam], &'static [TextParam])> {
     match probe {
         "net.throughput" => Some((THROUGHPUT_PARAMS, THROUGHPUT_TEXT)),

@@ -174,6 +174,7 @@ pub fn run_trial(
             cpu,
             pin_to,
             factory: std::sync::Arc::clone(&spec.factory),
+            variants: spec.variants.len().max(1),
             duration: settings.duration,
             interval: settings.interval,
             chunks: chunk_tx.clone(),
@@ -226,7 +227,7 @@ pub fn run_trial(
 
     start.wait();
     let clock = Clock::now();
-    let mut merger = Merger::new(threads, clock, spec.variants(), spec.rate_basis());
+    let mut merger = Merger::new(threads, clock, spec.variants, spec.basis);
     // Until every thread has sent its last chunk (or died: the channel then disconnects).
     let mut finished = vec![false; threads];
     while finished.iter().any(|f| !f) {

@@ -12,7 +12,7 @@ use std::ffi::{CString, c_char};
 use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::Pid;
 
-use crate::{RateBasis, Samples, Step, Variant, Workload};
+use crate::{Samples, Step, Variant, Workload};
 
 /// The argument that makes a quietbench binary exit at once, successfully.
 pub const NOOP_ARG: &str = "--quietbench-noop";
@@ -123,11 +123,6 @@ impl SpawnWorkload {
 impl Workload for SpawnWorkload {
     fn variants(&self) -> &'static [Variant] {
         VARIANTS
-    }
-
-    fn rate_basis(&self) -> RateBasis {
-        // ASLR on and off alternate: each rate over its own events' time, as if run alone.
-        RateBasis::OwnTime
     }
 
     fn step(&mut self, _samples: &mut Samples<'_>) -> Step {

@@ -87,6 +87,8 @@ pub(crate) struct Worker {
     pub pin_to: Vec<u32>,
     /// Builds this thread's workload, on this thread, after pinning.
     pub factory: crate::catalog::WorkloadFactory,
+    /// Histograms per recording: the probe's variants, as the supervisor merges them.
+    pub variants: usize,
     pub duration: Duration,
     pub interval: Duration,
     pub chunks: SyncSender<Chunk>,
@@ -119,7 +121,7 @@ impl Worker {
                 return;
             }
         };
-        let variants = workload.variants().len().max(1);
+        let variants = self.variants;
         let recording = Recording::new(variants);
         for _ in 1..RECORDINGS_PER_THREAD {
             let _ = self.spares_in.try_send(Recording::new(variants));
