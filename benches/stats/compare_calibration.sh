@@ -20,7 +20,6 @@ trap 'rm -rf "$work"' EXIT
 
 spin() { echo "i=0; while [ \$i -lt $1 ]; do i=\$((i+1)); done"; }
 base=$(spin 40000)
-slower=$(spin 41200)   # 3% more iterations
 
 field() { python3 -c 'import json,sys; v=json.load(open(sys.argv[1])); print(v[sys.argv[2]])' "$1" "$2"; }
 
@@ -28,6 +27,16 @@ run_compare() { # $1=A $2=B $3=json
   "$qb" compare --local --shell --no-store --rounds "$rounds" --warmup 2 --duration "$secs" \
     --a "$1" --b "$2" --json "$3" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; exit 1; }
 }
+
+# B must take 3% longer than A, not merely loop 3% more: starting the shell is a fixed cost
+# that does not grow with the loop. Measure it (spin 0 against spin 40000) and add the
+# iterations that make up for it: T0 + nB*k = 1.03 * (T0 + 40000*k).
+"$qb" compare --local --shell --no-store --rounds 20 --warmup 2 --duration "$secs" \
+  --a "$(spin 0)" --b "$base" --json "$work/cal.json" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; exit 1; }
+r=$(field "$work/cal.json" ratio)
+iters=$(python3 -c "print(round(41200 + 0.03 * 40000 / ($r - 1)))")
+slower=$(spin "$iters")
+echo "calibration: spin 40000 takes $r x the shell's start-up alone, so B loops $iters times to take 3.0% longer"
 
 echo "A/A: $n comparisons of the same command ($rounds rounds x ${secs}s per trial)"
 false_pos=0

@@ -69,12 +69,14 @@ pub fn event_metrics(report: &IntervalReport) -> Result<Vec<pb::Metric>, String>
     for v in &report.variants {
         let latency = &v.latency_ns;
         let bytes = encode_v2_deflate(latency).map_err(|e| e.to_string())?;
-        metrics.push(pb::Metric {
-            name: v.variant.rate_metric.into(),
-            unit: v.variant.rate_unit.into(),
-            value: Some(v.events_per_sec),
-            histogram: None,
-        });
+        if !v.variant.rate_metric.is_empty() {
+            metrics.push(pb::Metric {
+                name: v.variant.rate_metric.into(),
+                unit: v.variant.rate_unit.into(),
+                value: Some(v.events_per_sec),
+                histogram: None,
+            });
+        }
         if let (Some(t), Some(value)) = (v.variant.throughput, v.throughput) {
             metrics.push(pb::Metric {
                 name: t.metric.into(),
@@ -85,11 +87,11 @@ pub fn event_metrics(report: &IntervalReport) -> Result<Vec<pb::Metric>, String>
         }
         metrics.push(pb::Metric {
             name: v.variant.latency_metric.into(),
-            unit: "ns".into(),
+            unit: v.variant.latency_unit.into(),
             value: (!latency.is_empty()).then(|| latency.mean()),
             histogram: Some(pb::Histogram {
                 hdr_v2_deflate: bytes,
-                unit: "ns".into(),
+                unit: v.variant.latency_unit.into(),
                 start_unix_ns: unix_ns(report.start),
                 end_unix_ns: unix_ns(report.end),
                 clamped_count: v.clamped,

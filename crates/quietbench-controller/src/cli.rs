@@ -104,6 +104,14 @@ struct CompareArgs {
     /// Seed of the trial order and the bootstrap (random by default)
     #[arg(long)]
     seed: Option<u64>,
+    /// Each trial's figure: the median wall time of its invocations (robust to the odd
+    /// invocation a neighbour slowed) or the mean (every invocation counts)
+    #[arg(long, value_name = "median|mean", default_value = "median", value_parser = ["median", "mean"])]
+    figure: String,
+    /// How A and B take turns: back to back in every trial, in a random order per pair
+    /// (cancels a host's fast and slow spells), or in separate trials in a random order per round
+    #[arg(long, value_name = "invocations|trials", default_value = "invocations", value_parser = ["invocations", "trials"])]
+    interleave: String,
     /// Write the verdict as JSON (schema quietbench.compare.v1)
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -370,6 +378,8 @@ pub fn main() -> ExitCode {
                 warmup: args.warmup,
                 duration_ms: args.duration.as_millis() as u64,
                 seed: args.seed.unwrap_or_else(fresh_seed),
+                figure: crate::compare::TrialFigure::parse(&args.figure).unwrap_or_default(),
+                interleave: crate::compare::Interleave::parse(&args.interleave).unwrap_or_default(),
                 precision: args.precision.map(|p| p / 100.0),
                 budget: args.budget,
                 fail_if_slower: args.fail_if_slower,

@@ -1,7 +1,8 @@
 //! `quietbench compare`: an A/B comparison of two commands that states its interval and what it
-//! could not detect. Trials of A and B interleave in a fresh random order every round on every
-//! host (RMIT), each trial times the command for a fixed time on a pinned CPU, and the verdict
-//! comes from the paired per-round ratios (see docs/statistics.md).
+//! could not detect. By default every trial times A and B in pairs, back to back in a random
+//! order for each pair, on a pinned CPU (`--interleave invocations`); with `--interleave
+//! trials`, trials of A and B interleave in a fresh random order every round on every host
+//! (RMIT). Either way the verdict comes from paired per-round ratios (see docs/statistics.md).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -44,16 +45,144 @@ pub fn exec_params(opts: &CompareOptions, cmd: &str) -> BTreeMap<String, String>
     params
 }
 
-/// One trial's figure for the verdict: the exact mean wall time per invocation, in ns
-/// (1e9 / invocations per second of the trial's own invocation time; the histogram's mean is
-/// rounded to 3 significant digits, too coarse for sub-percent verdicts).
-pub fn trial_time_ns(t: &TrialRecord) -> Option<f64> {
-    let rate = t
+/// The variant name of a trial that times A and B in pairs.
+pub const PAIRED_VARIANT: &str = "A+B";
+
+/// The exec probe's metric of per-pair B/A wall-time ratios, in parts per million (the
+/// controller knows probes by their metric names in the proto, as the agent streams them).
+const PAIR_RATIO_METRIC: &str = "b_over_a_wall_ppm";
+
+/// How A and B take turns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Interleave {
+    /// Every trial runs A and B back to back, in a random order per pair (the default): a
+    /// host's fast and slow spells, which last hundreds of milliseconds, hit both alike.
+    #[default]
+    Invocations,
+    /// Separate trials of A and B, in a random order every round (RMIT).
+    Trials,
+}
+
+impl Interleave {
+    /// Parses `invocations` or `trials`.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "invocations" => Some(Self::Invocations),
+            "trials" => Some(Self::Trials),
+            _ => None,
+        }
+    }
+
+    /// The word used in `--interleave` and the JSON verdict.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Invocations => "invocations",
+            Self::Trials => "trials",
+        }
+    }
+}
+
+/// Which figure of a trial the verdict compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TrialFigure {
+    /// The median wall time of the trial's invocations (the default). A trial of a CPU-bound
+    /// command on a cloud VM holds a few invocations that a neighbour or the hypervisor slowed
+    /// by half again; the mean carries them into the verdict, the median does not. On this
+    /// project's 2-vCPU VM the per-round log-ratio of two identical commands had a standard
+    /// deviation of 4.4% with trial means and 0.56% with trial medians (docs/statistics.md).
+    #[default]
+    Median,
+    /// The exact mean wall time per invocation (every slow invocation counts).
+    Mean,
+}
+
+impl TrialFigure {
+    /// The word used in `--figure`, the JSON verdict and the report.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Median => "median",
+            Self::Mean => "mean",
+        }
+    }
+
+    /// Parses `median` or `mean`.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "median" => Some(Self::Median),
+            "mean" => Some(Self::Mean),
+            _ => None,
+        }
+    }
+
+    /// What the verdict compares, in words.
+    pub fn describe(self, interleave: Interleave) -> &'static str {
+        match (self, interleave) {
+            (Self::Median, Interleave::Trials) => {
+                "the median wall time of each trial's invocations"
+            }
+            (Self::Mean, Interleave::Trials) => "the mean wall time per invocation of each trial",
+            (Self::Median, Interleave::Invocations) => {
+                "the median B/A wall-time ratio of each trial's pairs (A and B back to back, \
+                 in a random order per pair)"
+            }
+            (Self::Mean, Interleave::Invocations) => {
+                "the mean wall times per invocation of A and of B over each trial's pairs"
+            }
+        }
+    }
+}
+
+/// One trial's figure for the verdict, in ns.
+///
+/// - Mean: the exact mean wall time per invocation, 1e9 / invocations per second of the
+///   trial's own invocation time (the histogram's mean is rounded to 3 significant digits,
+///   too coarse for sub-percent verdicts).
+/// - Median: the median of the trial's `wall_time` histogram, at the middle of its bucket.
+///   The histogram keeps 3 significant digits: a bucket spans at most 0.1% of its value, and
+///   A and B are read the same way, so the ratio's error is well under that.
+pub fn trial_time_ns(t: &TrialRecord, figure: TrialFigure) -> Option<f64> {
+    match figure {
+        TrialFigure::Mean => mean_time_ns(t, "invocations_per_sec"),
+        TrialFigure::Median => histogram_median(t, "wall_time"),
+    }
+}
+
+/// A and B's figures of a trial that timed them in pairs, in ns.
+///
+/// - Median: A's median wall time, and B's as A's times the median per-pair B/A ratio. The
+///   ratio of the two is then the median pair ratio, which a spell that slows one pair in
+///   twenty does not move; B's figure is an estimate of B's time at A's conditions.
+/// - Mean: the exact mean wall time per invocation of each.
+pub fn paired_times_ns(t: &TrialRecord, figure: TrialFigure) -> Option<(f64, f64)> {
+    match figure {
+        TrialFigure::Mean => Some((
+            mean_time_ns(t, "invocations_per_sec")?,
+            mean_time_ns(t, "b_invocations_per_sec")?,
+        )),
+        TrialFigure::Median => {
+            let a = histogram_median(t, "wall_time")?;
+            let ratio = histogram_median(t, PAIR_RATIO_METRIC)? / 1e6;
+            Some((a, a * ratio))
+        }
+    }
+}
+
+/// 1e9 / a rate of invocations per second: the exact mean time per invocation.
+fn mean_time_ns(t: &TrialRecord, rate_metric: &str) -> Option<f64> {
+    let rate = t.metrics.iter().find(|m| m.name == rate_metric)?.value?;
+    (rate > 0.0).then(|| 1e9 / rate)
+}
+
+/// The median of a metric's trial histogram, at the middle of its bucket.
+fn histogram_median(t: &TrialRecord, metric: &str) -> Option<f64> {
+    let hist = &t
         .metrics
         .iter()
-        .find(|m| m.name == "invocations_per_sec")?
-        .value?;
-    (rate > 0.0).then(|| 1e9 / rate)
+        .find(|m| m.name == metric)?
+        .histogram
+        .as_ref()?
+        .hist;
+    (!hist.is_empty()).then(|| hist.median_equivalent(hist.value_at_quantile(0.5)) as f64)
 }
 
 /// A counted trial's observation: which host (and its CPU model), round, variant and value.
@@ -67,31 +196,40 @@ pub struct Observation {
     pub round: u32,
     /// "A" or "B".
     pub variant: String,
-    /// Mean wall time per invocation, ns.
+    /// The trial's figure (median or mean wall time per invocation), ns.
     pub value_ns: f64,
 }
 
 /// Every counted (non-warm-up, not cancelled) trial as an observation.
-pub fn observations(run: &RunRecord) -> Vec<Observation> {
-    run.trials
-        .iter()
-        .filter(|t| !t.warmup && !t.cancelled)
-        .filter_map(|t| {
-            let host = run.hosts.get(t.host)?;
-            Some(Observation {
-                host: host.address.clone(),
-                cpu_model: host
-                    .fingerprint
-                    .cpu
-                    .as_ref()
-                    .map(|c| c.model_name.clone())
-                    .unwrap_or_default(),
-                round: t.round,
-                variant: t.variant.clone(),
-                value_ns: trial_time_ns(t)?,
-            })
-        })
-        .collect()
+pub fn observations(run: &RunRecord, figure: TrialFigure) -> Vec<Observation> {
+    let mut out = Vec::new();
+    for t in run.trials.iter().filter(|t| !t.warmup && !t.cancelled) {
+        let Some(host) = run.hosts.get(t.host) else {
+            continue;
+        };
+        let cpu_model = host
+            .fingerprint
+            .cpu
+            .as_ref()
+            .map(|c| c.model_name.clone())
+            .unwrap_or_default();
+        let observe = |variant: &str, value_ns: f64| Observation {
+            host: host.address.clone(),
+            cpu_model: cpu_model.clone(),
+            round: t.round,
+            variant: variant.to_string(),
+            value_ns,
+        };
+        if t.variant == PAIRED_VARIANT {
+            if let Some((a, b)) = paired_times_ns(t, figure) {
+                out.push(observe("A", a));
+                out.push(observe("B", b));
+            }
+        } else if let Some(value) = trial_time_ns(t, figure) {
+            out.push(observe(&t.variant, value));
+        }
+    }
+    out
 }
 
 /// Rounds in which every host has both A and B: the pairs a verdict can use.
@@ -151,6 +289,10 @@ pub struct VerdictJson {
     pub hosts: usize,
     /// How the interval was computed.
     pub method: String,
+    /// Each trial's figure: "median" or "mean".
+    pub figure: &'static str,
+    /// How A and B took turns: "invocations" (pairs within every trial) or "trials".
+    pub interleave: &'static str,
     /// The sentence the terminal prints.
     pub sentence: String,
     /// What to know before trusting it.
@@ -171,6 +313,7 @@ pub fn verdict_json(
     a: &str,
     b: &str,
     run_id: &str,
+    (figure, interleave): (TrialFigure, Interleave),
     stopped: Option<String>,
 ) -> VerdictJson {
     VerdictJson {
@@ -188,6 +331,8 @@ pub fn verdict_json(
         rounds: v.rounds,
         hosts: v.hosts,
         method: v.method.clone(),
+        figure: figure.as_str(),
+        interleave: interleave.as_str(),
         sentence: v.to_string(),
         warnings: v.warnings.clone(),
         a: a.to_string(),
@@ -220,6 +365,10 @@ pub struct CompareRequest {
     pub duration_ms: u64,
     /// Seed of the interleaved order and the bootstrap.
     pub seed: u64,
+    /// Which figure of each trial the verdict compares.
+    pub figure: TrialFigure,
+    /// How A and B take turns.
+    pub interleave: Interleave,
     /// Stop early once the interval's half-width is at most this fraction (0.005 = ±0.5%).
     pub precision: Option<f64>,
     /// Stop after this long, whatever the interval.
@@ -243,18 +392,30 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
     use crate::schedule::VariantSpec;
     use crate::session::{Outputs, Session};
 
-    let variants = vec![
-        VariantSpec {
-            name: "A".into(),
-            probe: "exec".into(),
-            params: exec_params(&req.options, &req.options.a),
-        },
-        VariantSpec {
-            name: "B".into(),
-            probe: "exec".into(),
-            params: exec_params(&req.options, &req.options.b),
-        },
-    ];
+    let variants = match req.interleave {
+        Interleave::Invocations => {
+            let mut params = exec_params(&req.options, &req.options.a);
+            params.insert("cmd_b".to_string(), req.options.b.clone());
+            vec![VariantSpec {
+                name: PAIRED_VARIANT.into(),
+                probe: "exec".into(),
+                params,
+            }]
+        }
+        Interleave::Trials => vec![
+            VariantSpec {
+                name: "A".into(),
+                probe: "exec".into(),
+                params: exec_params(&req.options, &req.options.a),
+            },
+            VariantSpec {
+                name: "B".into(),
+                probe: "exec".into(),
+                params: exec_params(&req.options, &req.options.b),
+            },
+        ],
+    };
+    let trials_per_round = variants.len();
     let settings = crate::report::RunSettings {
         probes: vec!["exec".into()],
         params: BTreeMap::new(),
@@ -294,7 +455,7 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
                 .iter()
                 .filter(|t| t.round == planned.round)
                 .count();
-            in_round == 2 * hosts
+            in_round == trials_per_round * hosts
         };
         if !round_done || planned.warmup {
             return Flow::Continue;
@@ -309,7 +470,7 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
         let Some(rule) = &rule else {
             return Flow::Continue;
         };
-        let obs = stats_observations(&observations(run));
+        let obs = stats_observations(&observations(run, req.figure));
         match rule.decide_observations(&obs, started.elapsed(), &config) {
             Ok(quietbench_stats::Decision::Stop(reason)) => {
                 stopped = Some(format!("{reason:?}"));
@@ -330,10 +491,11 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
     if code != std::process::ExitCode::SUCCESS {
         return Ok(code);
     }
-    let obs = stats_observations(&observations(&run));
+    let obs = stats_observations(&observations(&run, req.figure));
     let verdict =
         quietbench_stats::judge(&obs, &config).map_err(|e| anyhow::anyhow!("no verdict: {e}"))?;
     println!("{verdict}");
+    println!("  compared: {}", req.figure.describe(req.interleave));
     if let Some(reason) = &stopped {
         println!("stopped early: {reason}");
     }
@@ -343,6 +505,7 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
             &req.options.a,
             &req.options.b,
             &run.run_id,
+            (req.figure, req.interleave),
             stopped.clone(),
         );
         std::fs::write(path, serde_json::to_string_pretty(&body)? + "\n")
@@ -385,6 +548,71 @@ mod tests {
             obs("h2", 1, "A", 1.0),
         ];
         assert_eq!(complete_rounds(&o), 2);
+    }
+
+    fn trial_with_invocations(ms: &[u64]) -> TrialRecord {
+        let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)
+            .expect("histogram bounds");
+        for v in ms {
+            hist.record(v * 1_000_000).expect("in range");
+        }
+        let total_s: f64 = ms.iter().map(|v| *v as f64 / 1000.0).sum();
+        let metric =
+            |name: &str, value: Option<f64>, histogram| crate::report::record::MetricRecord {
+                name: name.into(),
+                unit: String::new(),
+                value,
+                interval_values: Vec::new(),
+                histogram,
+            };
+        TrialRecord {
+            probe: "exec".into(),
+            variant: "A".into(),
+            warmup: false,
+            host: 0,
+            round: 1,
+            trial_id: "t".into(),
+            start_unix_ns: 0,
+            end_unix_ns: 0,
+            cancelled: false,
+            params: BTreeMap::new(),
+            placement: None,
+            intervals: 1,
+            metrics: vec![
+                metric("invocations_per_sec", Some(ms.len() as f64 / total_s), None),
+                metric(
+                    "wall_time",
+                    None,
+                    Some(crate::report::record::HistogramRecord {
+                        hist,
+                        encoded: Vec::new(),
+                        clamped: 0,
+                        dropped: 0,
+                    }),
+                ),
+            ],
+            noise: None,
+            peer: None,
+            interval_records: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_median_figure_ignores_the_odd_slow_invocation_and_the_mean_does_not() {
+        // Nine invocations of 47 ms and one a neighbour slowed to 85 ms.
+        let t = trial_with_invocations(&[47, 47, 47, 47, 47, 85, 47, 47, 47, 47]);
+        let median = trial_time_ns(&t, TrialFigure::Median).unwrap();
+        let mean = trial_time_ns(&t, TrialFigure::Mean).unwrap();
+        assert!((median / 47e6 - 1.0).abs() < 0.001, "median {median}");
+        assert!((mean / 50.8e6 - 1.0).abs() < 1e-9, "mean {mean}");
+        assert_eq!(
+            trial_time_ns(&trial_with_invocations(&[]), TrialFigure::Median),
+            None
+        );
+        for f in [TrialFigure::Median, TrialFigure::Mean] {
+            assert_eq!(TrialFigure::parse(f.as_str()), Some(f));
+        }
+        assert_eq!(TrialFigure::parse("p99"), None);
     }
 
     #[test]

@@ -46,6 +46,7 @@ pub const READ: Variant = Variant {
     rate_metric: "read_iops",
     rate_unit: "IOPS",
     latency_metric: "read_latency",
+    latency_unit: "ns",
     throughput: Some(MB_PER_SEC),
 };
 
@@ -54,6 +55,7 @@ pub const WRITE: Variant = Variant {
     rate_metric: "write_iops",
     rate_unit: "IOPS",
     latency_metric: "write_latency",
+    latency_unit: "ns",
     throughput: Some(Throughput {
         metric: "write_mb_per_sec",
         ..MB_PER_SEC

@@ -3,6 +3,13 @@
 //! address-space randomization on or off as asked. The command's output is discarded; a
 //! non-zero exit fails the trial with the tail of its standard error.
 //!
+//! With `cmd_b`, the trial times two commands in pairs, A and B back to back in a random order
+//! for every pair, and records, besides each command's own times, every pair's B/A wall-time
+//! ratio. Cloud hosts switch between fast and slow states every second or so (a neighbour on
+//! the sibling hyperthread: on this project's VM the same command took 47 ms or 85 ms, in runs
+//! of a few hundred milliseconds); two invocations 50 ms apart nearly always share a state,
+//! so the per-pair ratio cancels it where separate trials of A and B cannot.
+//!
 //! The command runs without a shell (argv split like a shell would, no expansion), so no shell's
 //! start-up is part of each sample; `shell=true` runs `/bin/sh -c CMD` for commands that need
 //! one, and then the shell is part of what is measured.
@@ -28,15 +35,48 @@ pub const VARIANTS: &[Variant] = &[
         rate_metric: "invocations_per_sec",
         rate_unit: "invocations/s",
         latency_metric: "wall_time",
+        latency_unit: "ns",
         throughput: None,
     },
     Variant {
         rate_metric: "invocations_per_cpu_sec",
         rate_unit: "invocations/CPU-s",
         latency_metric: "cpu_time",
+        latency_unit: "ns",
         throughput: None,
     },
 ];
+
+/// Paired mode (`cmd_b` given): A's times, B's times and each pair's B/A ratio of wall times
+/// (parts per million, so 1,030,000 is B taking 3% longer). The ratio has no rate.
+pub const PAIRED_VARIANTS: &[Variant] = &[
+    VARIANTS[0],
+    VARIANTS[1],
+    Variant {
+        rate_metric: "b_invocations_per_sec",
+        rate_unit: "invocations/s",
+        latency_metric: "b_wall_time",
+        latency_unit: "ns",
+        throughput: None,
+    },
+    Variant {
+        rate_metric: "b_invocations_per_cpu_sec",
+        rate_unit: "invocations/CPU-s",
+        latency_metric: "b_cpu_time",
+        latency_unit: "ns",
+        throughput: None,
+    },
+    Variant {
+        rate_metric: "",
+        rate_unit: "",
+        latency_metric: PAIR_RATIO_METRIC,
+        latency_unit: "ppm",
+        throughput: None,
+    },
+];
+
+/// The metric of the per-pair B/A wall-time ratios, in parts per million.
+pub const PAIR_RATIO_METRIC: &str = "b_over_a_wall_ppm";
 
 const INT_PARAMS: &[IntParam] = &[(
     "threads",
@@ -45,7 +85,7 @@ const INT_PARAMS: &[IntParam] = &[(
     64,
     "commands run in parallel, one per thread",
 )];
-const TEXT_PARAMS: &[&str] = &["cmd", "cwd", "aslr", "shell"];
+const TEXT_PARAMS: &[&str] = &["cmd", "cmd_b", "cwd", "aslr", "shell"];
 /// Bytes of standard error kept for the failure message.
 const STDERR_TAIL: usize = 2048;
 /// ADDR_NO_RANDOMIZE from linux/personality.h.
@@ -140,8 +180,25 @@ fn find_program(name: &str) -> Option<PathBuf> {
 struct Command {
     program: PathBuf,
     argv: Vec<String>,
+    /// Paired mode: command B's program and argv.
+    b: Option<(PathBuf, Vec<String>)>,
     cwd: Option<PathBuf>,
     aslr_off: bool,
+}
+
+/// A command line as argv, and its program found on PATH.
+fn command_argv(key: &str, line: &str, shell: bool) -> Result<(PathBuf, Vec<String>), ParamError> {
+    let argv = if shell {
+        vec!["/bin/sh".to_string(), "-c".to_string(), line.to_string()]
+    } else {
+        split_words(line).map_err(|why| bad(key, line, why))?
+    };
+    let Some(first) = argv.first() else {
+        return Err(bad(key, line, "the command is empty"));
+    };
+    let program = find_program(first)
+        .ok_or_else(|| bad(key, line, format!("'{first}' is not an executable on PATH")))?;
+    Ok((program, argv))
 }
 
 /// Resolves `exec` parameters: `cmd` (required), `cwd`, `aslr` (on|off), `shell` (true|false),
@@ -165,21 +222,11 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
         Some("true") => true,
         Some(other) => return Err(bad("shell", other, "use true or false")),
     };
-    let argv = if shell {
-        vec!["/bin/sh".to_string(), "-c".to_string(), line.clone()]
-    } else {
-        split_words(line).map_err(|why| bad("cmd", line, why))?
-    };
-    let Some(first) = argv.first() else {
-        return Err(bad("cmd", line, "the command is empty"));
-    };
-    let program = find_program(first).ok_or_else(|| {
-        bad(
-            "cmd",
-            line,
-            format!("'{first}' is not an executable on PATH"),
-        )
-    })?;
+    let (program, argv) = command_argv("cmd", line, shell)?;
+    let b = params
+        .get("cmd_b")
+        .map(|line_b| command_argv("cmd_b", line_b, shell))
+        .transpose()?;
     let aslr_off = match params.get("aslr").map(String::as_str) {
         None | Some("on") => false,
         Some("off") => true,
@@ -206,15 +253,25 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
     resolved.insert("aslr".into(), if aslr_off { "off" } else { "on" }.into());
     resolved.insert("shell".into(), shell.to_string());
     resolved.insert("program".into(), program.display().to_string());
+    if let (Some(line_b), Some((program_b, _))) = (params.get("cmd_b"), &b) {
+        resolved.insert("cmd_b".into(), line_b.clone());
+        resolved.insert("program_b".into(), program_b.display().to_string());
+    }
     if let Some(dir) = &cwd {
         resolved.insert("cwd".into(), dir.display().to_string());
     }
     for (name, value) in &env {
         resolved.insert(format!("env.{name}"), value.clone());
     }
+    let variants = if b.is_some() {
+        PAIRED_VARIANTS
+    } else {
+        VARIANTS
+    };
     let command = Command {
         program,
         argv,
+        b,
         cwd,
         aslr_off,
     };
@@ -222,7 +279,7 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
         name: "exec",
         threads: values["threads"] as usize,
         resolved_params: resolved,
-        variants: VARIANTS,
+        variants,
         basis: RateBasis::OwnTime,
         work: WorkKind::Compute,
         factory: Arc::new(move |_| Ok(Box::new(ExecWorkload::new(&command, &env)?))),
@@ -232,9 +289,8 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
 /// One thread's exec workload: everything the child needs is built before measuring, because
 /// between fork and exec the child may not allocate.
 pub struct ExecWorkload {
-    program: CString,
-    _argv: Vec<CString>,
-    argv_ptrs: Vec<*const c_char>,
+    /// A, and in paired mode B.
+    commands: Vec<Prepared>,
     _envp: Vec<CString>,
     envp_ptrs: Vec<*const c_char>,
     cwd: Option<CString>,
@@ -242,6 +298,32 @@ pub struct ExecWorkload {
     stderr: std::fs::File,
     devnull: std::fs::File,
     error: Option<String>,
+    /// xorshift64 state that picks each pair's order (paired mode).
+    order: u64,
+}
+
+/// One command ready to exec: its program and NUL-terminated argv pointers.
+struct Prepared {
+    program: CString,
+    _argv: Vec<CString>,
+    argv_ptrs: Vec<*const c_char>,
+}
+
+impl Prepared {
+    fn new(program: &Path, argv: &[String]) -> Result<Self, String> {
+        let program = cstring(program.as_os_str().as_bytes(), "the program path")?;
+        let argv = argv
+            .iter()
+            .map(|a| cstring(a.as_bytes(), "an argument"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut argv_ptrs: Vec<*const c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+        argv_ptrs.push(std::ptr::null());
+        Ok(Self {
+            program,
+            _argv: argv,
+            argv_ptrs,
+        })
+    }
 }
 
 // SAFETY: the raw pointers point into `_argv` and `_envp`, owned by this struct and never
@@ -254,14 +336,10 @@ fn cstring(text: &[u8], what: &str) -> Result<CString, String> {
 
 impl ExecWorkload {
     fn new(command: &Command, env: &[(String, String)]) -> Result<Self, String> {
-        let program = cstring(command.program.as_os_str().as_bytes(), "the program path")?;
-        let argv = command
-            .argv
-            .iter()
-            .map(|a| cstring(a.as_bytes(), "an argument"))
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut argv_ptrs: Vec<*const c_char> = argv.iter().map(|a| a.as_ptr()).collect();
-        argv_ptrs.push(std::ptr::null());
+        let mut commands = vec![Prepared::new(&command.program, &command.argv)?];
+        if let Some((program, argv)) = &command.b {
+            commands.push(Prepared::new(program, argv)?);
+        }
         // The agent's environment, with the command's variables set over it.
         let mut vars: BTreeMap<Vec<u8>, Vec<u8>> = std::env::vars_os()
             .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
@@ -290,10 +368,13 @@ impl ExecWorkload {
             .write(true)
             .open("/dev/null")
             .map_err(|e| format!("cannot open /dev/null: {e}"))?;
+        // Any odd seed will do: the order only has to be unpredictable to the commands.
+        let clock = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
         Ok(Self {
-            program,
-            _argv: argv,
-            argv_ptrs,
+            commands,
             _envp: envp,
             envp_ptrs,
             cwd,
@@ -301,11 +382,20 @@ impl ExecWorkload {
             stderr,
             devnull,
             error: None,
+            order: clock | 1,
         })
     }
 
-    /// Runs the command once: (wall ns, CPU ns) or why it failed.
-    fn run_once(&mut self) -> Result<(u64, u64), String> {
+    /// The next pair's order: true when B goes first (xorshift64, Marsaglia 2003).
+    fn b_first(&mut self) -> bool {
+        self.order ^= self.order << 13;
+        self.order ^= self.order >> 7;
+        self.order ^= self.order << 17;
+        self.order & 1 == 1
+    }
+
+    /// Runs command `which` (0 = A, 1 = B) once: (wall ns, CPU ns) or why it failed.
+    fn run_once(&mut self, which: usize) -> Result<(u64, u64), String> {
         self.stderr
             .set_len(0)
             .map_err(|e| format!("cannot reset the stderr file: {e}"))?;
@@ -334,9 +424,10 @@ impl ExecWorkload {
                 if self.aslr_off {
                     nix::libc::personality(ADDR_NO_RANDOMIZE);
                 }
+                let command = &self.commands[which];
                 nix::libc::execve(
-                    self.program.as_ptr(),
-                    self.argv_ptrs.as_ptr(),
+                    command.program.as_ptr(),
+                    command.argv_ptrs.as_ptr(),
                     self.envp_ptrs.as_ptr(),
                 );
                 nix::libc::_exit(127);
@@ -363,14 +454,36 @@ impl ExecWorkload {
                 Some(c) => format!("exited with status {c}"),
                 None => format!("was killed by signal {}", nix::libc::WTERMSIG(status)),
             };
+            let name = match (self.commands.len(), which) {
+                (1, _) => "the command",
+                (_, 0) => "command A",
+                _ => "command B",
+            };
             return Err(format!(
-                "the command {how}; its stderr ended with: {}",
+                "{name} {how}; its stderr ended with: {}",
                 self.stderr_tail()
             ));
         }
         let cpu =
             |t: nix::libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
         Ok((wall, cpu(usage.ru_utime) + cpu(usage.ru_stime)))
+    }
+
+    /// Runs A and B back to back in a random order and records both and their ratio.
+    fn run_pair(&mut self, samples: &mut Samples<'_>) -> Result<(), String> {
+        let (a, b) = if self.b_first() {
+            let b = self.run_once(1)?;
+            (self.run_once(0)?, b)
+        } else {
+            let a = self.run_once(0)?;
+            (a, self.run_once(1)?)
+        };
+        samples.record(0, a.0, 0);
+        samples.record(1, a.1, 0);
+        samples.record(2, b.0, 0);
+        samples.record(3, b.1, 0);
+        samples.record(4, pair_ratio_ppm(a.0, b.0), 0);
+        Ok(())
     }
 
     fn stderr_tail(&mut self) -> String {
@@ -389,6 +502,12 @@ impl ExecWorkload {
             text
         }
     }
+}
+
+/// B's wall time over A's, in parts per million (at least 1: the histogram's floor).
+fn pair_ratio_ppm(a_wall_ns: u64, b_wall_ns: u64) -> u64 {
+    let ratio = b_wall_ns as f64 / a_wall_ns.max(1) as f64;
+    ((ratio * 1e6).round() as u64).max(1)
 }
 
 /// A file with no name: created in the temporary directory and unlinked at once.
@@ -417,12 +536,16 @@ impl Workload for ExecWorkload {
     }
 
     fn step(&mut self, samples: &mut Samples<'_>) -> Step {
-        match self.run_once() {
-            Ok((wall, cpu)) => {
+        let outcome = if self.commands.len() == 1 {
+            self.run_once(0).map(|(wall, cpu)| {
                 samples.record(0, wall, 0);
                 samples.record(1, cpu, 0);
-                Step::Recorded
-            }
+            })
+        } else {
+            self.run_pair(samples)
+        };
+        match outcome {
+            Ok(()) => Step::Recorded,
             Err(message) => {
                 self.error = Some(message);
                 Step::Failed
@@ -492,12 +615,69 @@ mod tests {
                 } else {
                     split_words(&spec.resolved_params["cmd"]).unwrap()
                 },
+                b: None,
                 cwd: spec.resolved_params.get("cwd").map(PathBuf::from),
                 aslr_off: spec.resolved_params["aslr"] == "off",
             },
             &[("QB_TEST".into(), "7".into())],
         )?;
-        w.run_once()
+        w.run_once(0)
+    }
+
+    fn paired(a: &str, b: &str) -> ExecWorkload {
+        let command = Command {
+            program: PathBuf::from("/bin/sh"),
+            argv: vec!["/bin/sh".into(), "-c".into(), a.into()],
+            b: Some((
+                PathBuf::from("/bin/sh"),
+                vec!["/bin/sh".into(), "-c".into(), b.into()],
+            )),
+            cwd: None,
+            aslr_off: false,
+        };
+        ExecWorkload::new(&command, &[]).unwrap()
+    }
+
+    #[test]
+    fn paired_mode_times_both_commands_and_each_pairs_ratio() {
+        let spec = resolve(&params(&[("cmd", "true"), ("cmd_b", "sleep 0.02")])).unwrap();
+        assert_eq!(spec.variants, PAIRED_VARIANTS);
+        assert_eq!(spec.resolved_params["cmd_b"], "sleep 0.02");
+
+        let mut w = paired("true", "sleep 0.02");
+        let mut rec = crate::worker::Recording::new(PAIRED_VARIANTS.len());
+        for _ in 0..4 {
+            assert_eq!(w.step(&mut Samples { rec: &mut rec }), Step::Recorded);
+        }
+        for v in 0..PAIRED_VARIANTS.len() {
+            assert_eq!(rec.hists[v].len(), 4, "variant {v}");
+        }
+        // B sleeps 20 ms; A is a bare shell: every pair's ratio is far above 1.
+        assert!(rec.hists[2].min() >= 20_000_000);
+        assert!(rec.hists[4].min() > 2_000_000, "{}", rec.hists[4].min());
+    }
+
+    #[test]
+    fn paired_mode_orders_pairs_at_random() {
+        let mut w = paired("true", "true");
+        let b_first = (0..1000).filter(|_| w.b_first()).count();
+        assert!((400..=600).contains(&b_first), "{b_first} of 1000");
+        assert_eq!(pair_ratio_ppm(1_000, 1_030), 1_030_000);
+        assert_eq!(pair_ratio_ppm(0, 0), 1);
+    }
+
+    #[test]
+    fn paired_mode_names_the_command_that_failed() {
+        let mut w = paired("true", "echo nope >&2; exit 4");
+        let mut rec = crate::worker::Recording::new(PAIRED_VARIANTS.len());
+        assert_eq!(w.step(&mut Samples { rec: &mut rec }), Step::Failed);
+        let err = w.take_error().unwrap();
+        assert!(
+            err.starts_with("command B exited with status 4") && err.contains("nope"),
+            "{err}"
+        );
+        let err = resolve(&params(&[("cmd", "true"), ("cmd_b", "")])).unwrap_err();
+        assert!(err.to_string().contains("cmd_b"), "{err}");
     }
 
     #[test]

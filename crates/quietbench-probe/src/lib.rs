@@ -133,12 +133,15 @@ impl Samples<'_> {
 /// The metric names of one variant of a workload's samples.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Variant {
-    /// The rate metric, e.g. "events_per_sec".
+    /// The rate metric, e.g. "events_per_sec"; empty for a variant whose samples are not
+    /// events with a rate (exec's per-pair B/A ratios).
     pub rate_metric: &'static str,
     /// The rate's unit, e.g. "events/s".
     pub rate_unit: &'static str,
     /// The latency metric, e.g. "event_latency".
     pub latency_metric: &'static str,
+    /// The unit of the latency metric's samples: "ns" for times, "ppm" for exec's B/A ratios.
+    pub latency_unit: &'static str,
     /// The throughput metric, for variants that move bytes.
     pub throughput: Option<Throughput>,
 }
@@ -162,6 +165,7 @@ impl Variant {
         rate_metric: "events_per_sec",
         rate_unit: "events/s",
         latency_metric: "event_latency",
+        latency_unit: "ns",
         throughput: None,
     };
 }

@@ -73,6 +73,7 @@ const fn rung(rate_metric: &'static str, latency_metric: &'static str) -> Varian
         rate_metric,
         rate_unit: "loads/s",
         latency_metric,
+        latency_unit: "ns",
         throughput: None,
     }
 }
@@ -97,6 +98,7 @@ const fn kernel(
         rate_metric,
         rate_unit: "passes/s",
         latency_metric,
+        latency_unit: "ns",
         throughput: Some(Throughput {
             metric: gb_metric,
             unit: "GB/s",

@@ -38,6 +38,7 @@ pub const REREAD: Variant = Variant {
     rate_metric: "reread_iops",
     rate_unit: "IOPS",
     latency_metric: "reread_latency",
+    latency_unit: "ns",
     throughput: Some(crate::Throughput {
         metric: "reread_mb_per_sec",
         unit: "MB/s",

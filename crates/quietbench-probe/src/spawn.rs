@@ -34,12 +34,14 @@ pub const VARIANTS: &[Variant] = &[
         rate_metric: "spawns_per_sec_aslr_on",
         rate_unit: "spawns/s",
         latency_metric: "spawn_latency_aslr_on",
+        latency_unit: "ns",
         throughput: None,
     },
     Variant {
         rate_metric: "spawns_per_sec_aslr_off",
         rate_unit: "spawns/s",
         latency_metric: "spawn_latency_aslr_off",
+        latency_unit: "ns",
         throughput: None,
     },
 ];

@@ -22,6 +22,7 @@ pub const VARIANTS: &[Variant] = &[Variant {
     rate_metric: "round_trips_per_sec",
     rate_unit: "round trips/s",
     latency_metric: "round_trip_latency",
+    latency_unit: "ns",
     throughput: None,
 }];
 

@@ -30,6 +30,7 @@ pub const SEND: &[Variant] = &[Variant {
     rate_metric: "writes_per_sec",
     rate_unit: "writes/s",
     latency_metric: "write_latency",
+    latency_unit: "ns",
     throughput: Some(GBIT),
 }];
 
@@ -38,6 +39,7 @@ pub const REVERSE: &[Variant] = &[Variant {
     rate_metric: "reads_per_sec",
     rate_unit: "reads/s",
     latency_metric: "read_latency",
+    latency_unit: "ns",
     throughput: Some(GBIT),
 }];
 
@@ -47,6 +49,7 @@ pub const BIDIR: &[Variant] = &[
         rate_metric: "writes_per_sec",
         rate_unit: "writes/s",
         latency_metric: "write_latency",
+        latency_unit: "ns",
         throughput: Some(Throughput {
             metric: "gbit_per_sec_tx",
             ..GBIT
@@ -56,6 +59,7 @@ pub const BIDIR: &[Variant] = &[
         rate_metric: "reads_per_sec",
         rate_unit: "reads/s",
         latency_metric: "read_latency",
+        latency_unit: "ns",
         throughput: Some(Throughput {
             metric: "gbit_per_sec_rx",
             ..GBIT
