@@ -44,7 +44,8 @@ enum Command {
     /// Undo every host change an agent made
     Restore(RestoreArgs),
     /// A/B-compare two commands with randomized interleaved trials and print a verdict that
-    /// states its interval and the smallest difference it could detect
+    /// states its interval and the smallest difference it could detect; or compare two stored
+    /// runs (--runs)
     Compare(CompareArgs),
     /// List the runs in the result store
     Runs(RunsArgs),
@@ -59,14 +60,24 @@ enum Command {
 }
 
 #[derive(Debug, Args)]
-#[command(group(ArgGroup::new("target").required(true).multiple(false).args(["local", "agents"])))]
+#[command(group(ArgGroup::new("target").multiple(false).args(["local", "agents"])))]
 struct CompareArgs {
     /// Command A, the baseline (run without a shell unless --shell)
-    #[arg(long, value_name = "CMD")]
-    a: String,
+    #[arg(long, value_name = "CMD", required_unless_present = "runs")]
+    a: Option<String>,
     /// Command B, the candidate
-    #[arg(long, value_name = "CMD")]
-    b: String,
+    #[arg(long, value_name = "CMD", required_unless_present = "runs")]
+    b: Option<String>,
+    /// Compare two stored runs instead, variant by variant (ids or unique prefixes, from
+    /// `quietbench runs`); the first is the baseline. They were not interleaved, so the verdict
+    /// covers only the scatter within each run
+    #[arg(long, num_args = 2, value_names = ["RUN_A", "RUN_B"],
+          conflicts_with_all = ["a", "b", "local", "agents", "precision", "budget", "no_store", "html"])]
+    runs: Vec<String>,
+    /// With --runs: the metric to compare (default: each variant's headline metric; exec
+    /// trials compare their time per invocation)
+    #[arg(long, requires = "runs")]
+    metric: Option<String>,
     /// Measure on this machine
     #[arg(long)]
     local: bool,
@@ -124,6 +135,56 @@ struct CompareArgs {
     /// Keep no record in the result store
     #[arg(long, conflicts_with = "db")]
     no_store: bool,
+}
+
+fn compare_command(args: CompareArgs) -> anyhow::Result<ExitCode> {
+    let figure = crate::compare::TrialFigure::parse(&args.figure).unwrap_or_default();
+    if let [baseline, candidate] = args.runs.as_slice() {
+        return crate::compare_runs::run_compare_runs(crate::compare_runs::RunsRequest {
+            baseline: baseline.clone(),
+            candidate: candidate.clone(),
+            metric: args.metric,
+            figure,
+            db: args.db,
+            json: args.json,
+            fail_if_slower: args.fail_if_slower,
+        });
+    }
+    let (Some(a), Some(b)) = (args.a, args.b) else {
+        anyhow::bail!(
+            "give two commands (--a CMD --b CMD) or two stored runs (--runs RUN_A RUN_B)"
+        );
+    };
+    if !args.local && args.agents.is_empty() {
+        anyhow::bail!("say where to measure: --local, or --agent HOST:PORT for each host");
+    }
+    if let Some(p) = args.precision.filter(|p| !(*p > 0.0 && *p < 100.0)) {
+        anyhow::bail!("--precision {p} must be a percentage between 0 and 100");
+    }
+    crate::compare::run_compare(crate::compare::CompareRequest {
+        options: crate::compare::CompareOptions {
+            a,
+            b,
+            shell: args.shell,
+            cwd: args.cwd,
+            aslr_off: args.aslr == "off",
+        },
+        local: args.local,
+        agents: args.agents,
+        rounds: args.rounds,
+        warmup: args.warmup,
+        duration_ms: args.duration.as_millis() as u64,
+        seed: args.seed.unwrap_or_else(fresh_seed),
+        figure,
+        interleave: crate::compare::Interleave::parse(&args.interleave).unwrap_or_default(),
+        precision: args.precision.map(|p| p / 100.0),
+        budget: args.budget,
+        fail_if_slower: args.fail_if_slower,
+        json: args.json,
+        html: args.html,
+        db: args.db,
+        no_store: args.no_store,
+    })
 }
 
 fn parse_budget(text: &str) -> Result<Duration, String> {
@@ -360,35 +421,7 @@ pub fn main() -> ExitCode {
         Command::Host(args) => host_command(args),
         Command::Prepare(args) => prepare_command(args),
         Command::Restore(args) => restore_command(args),
-        Command::Compare(args) => match args.precision.filter(|p| !(*p > 0.0 && *p < 100.0)) {
-            Some(p) => Err(anyhow::anyhow!(
-                "--precision {p} must be a percentage between 0 and 100"
-            )),
-            None => crate::compare::run_compare(crate::compare::CompareRequest {
-                options: crate::compare::CompareOptions {
-                    a: args.a,
-                    b: args.b,
-                    shell: args.shell,
-                    cwd: args.cwd,
-                    aslr_off: args.aslr == "off",
-                },
-                local: args.local,
-                agents: args.agents,
-                rounds: args.rounds,
-                warmup: args.warmup,
-                duration_ms: args.duration.as_millis() as u64,
-                seed: args.seed.unwrap_or_else(fresh_seed),
-                figure: crate::compare::TrialFigure::parse(&args.figure).unwrap_or_default(),
-                interleave: crate::compare::Interleave::parse(&args.interleave).unwrap_or_default(),
-                precision: args.precision.map(|p| p / 100.0),
-                budget: args.budget,
-                fail_if_slower: args.fail_if_slower,
-                json: args.json,
-                html: args.html,
-                db: args.db,
-                no_store: args.no_store,
-            }),
-        },
+        Command::Compare(args) => compare_command(args),
         Command::Runs(args) => crate::stored::list(args.db.as_deref(), args.limit),
         Command::Show(args) => {
             crate::stored::show(args.db.as_deref(), &args.run, args.json, args.html)

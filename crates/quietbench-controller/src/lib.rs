@@ -8,6 +8,7 @@
 
 pub mod cli;
 pub mod compare;
+pub mod compare_runs;
 pub mod connection;
 pub mod local_agent;
 pub mod plan;

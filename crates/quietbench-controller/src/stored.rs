@@ -11,7 +11,7 @@ use crate::schedule::PlannedTrial;
 use crate::session::{Outputs, Session};
 use crate::store::{RunStatus, Store};
 
-fn open(db: Option<&Path>) -> anyhow::Result<Store> {
+pub(crate) fn open(db: Option<&Path>) -> anyhow::Result<Store> {
     let path = db
         .map(Path::to_path_buf)
         .unwrap_or_else(Store::default_path);

@@ -90,6 +90,23 @@ pub enum StatsError {
         need: usize,
     },
 
+    /// Too few independent units (trials on one host, or hosts) on one side of an unpaired
+    /// comparison.
+    #[error(
+        "need at least {need} {unit} in the {side} to compare, have {have}: run {} more",
+        need.saturating_sub(*have)
+    )]
+    TooFewUnits {
+        /// "baseline" or "candidate".
+        side: &'static str,
+        /// "trials" or "hosts".
+        unit: &'static str,
+        /// Units available.
+        have: usize,
+        /// Units required.
+        need: usize,
+    },
+
     /// The baseline and the candidate are the same variant.
     #[error("baseline and candidate are both variant {0}; compare two different variants")]
     SameVariant(Variant),

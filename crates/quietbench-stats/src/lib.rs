@@ -16,7 +16,8 @@
 //! - [`outliers`]: outlier hosts by modified z-score;
 //! - [`power`](mod@power): minimum detectable effect, power, rounds and hosts needed;
 //! - [`verdict`]: the A/B [`Verdict`] and the sentence it prints;
-//! - [`stopping`]: the adaptive stopping rule.
+//! - [`stopping`]: the adaptive stopping rule;
+//! - [`unpaired`]: Welch's interval for two runs that were not interleaved.
 
 pub mod bootstrap;
 pub mod components;
@@ -29,6 +30,7 @@ pub mod power;
 pub mod robust;
 pub mod stopping;
 mod summary;
+pub mod unpaired;
 pub mod verdict;
 
 pub use bootstrap::{
@@ -50,6 +52,7 @@ pub use power::{
 pub use robust::{MAD_NORMAL_SCALE, mad, mean, median, quantile, quantiles, stdev, trimmed_mean};
 pub use stopping::{Decision, StopReason, StoppingRule};
 pub use summary::{Summary, summarize};
+pub use unpaired::{UnpairedRatio, unpaired_ratio};
 pub use verdict::{
     MIN_PAIRED_ROUNDS, Verdict, VerdictConfig, VerdictKind, estimate_noise, judge, judge_paired,
 };
