@@ -4,12 +4,13 @@
 # detect it, with the interval covering 3%?), and the smallest difference `compare` can detect
 # in a fixed time budget, next to what hyperfine claims from the same budget.
 #
-# Usage: benches/stats/compare_calibration.sh [N=20] [ROUNDS=20] [TRIAL_SECS=0.5] [BUDGET_SECS=120]
+# Usage: benches/stats/compare_calibration.sh [N=20] [ROUNDS=30] [TRIAL_SECS=1] [BUDGET_SECS=120]
+# (ROUNDS and TRIAL_SECS default to `compare`'s own defaults)
 # Needs: python3; hyperfine for the last part (Debian: apt-get install hyperfine).
 set -euo pipefail
 n=${1:-20}
-rounds=${2:-20}
-secs=${3:-0.5}
+rounds=${2:-30}
+secs=${3:-1}
 budget=${4:-120}
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
