@@ -65,7 +65,7 @@ echo "A/B 3%: detected in $detected of $n; interval covers 1.03 in $covered of $
 echo "MDE in a ${budget}s budget"
 "$qb" compare --local --shell --no-store --rounds 100000 --warmup 2 --duration "$secs" --budget "$budget" \
   --a "$base" --b "$base" --json "$work/budget.json" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; exit 1; }
-echo "  quietbench compare: $(field "$work/budget.json" sentence | head -1)"
+echo "  quietbench compare: $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sentence"].splitlines()[0])' "$work/budget.json")"
 if command -v hyperfine >/dev/null; then
   # The same budget for hyperfine: as many runs of each as fit in it.
   hyperfine --runs 5 --export-json "$work/probe.json" "sh -c '$base'" >/dev/null 2>&1

@@ -108,6 +108,47 @@ fn identical_commands_come_out_alike_and_five_percent_more_work_is_detected() {
         "{listing}"
     );
 
+    // The two stored runs compared by id, without pairing: A against A and B against B.
+    let runs_json = dir.path().join("runs.json");
+    let ids = [
+        same["run_id"].as_str().unwrap(),
+        slower["run_id"].as_str().unwrap(),
+    ];
+    let out = Command::new(common::quietbench_bin())
+        .args(["compare", "--runs", ids[0], ids[1], "--db"])
+        .arg(&db)
+        .arg("--json")
+        .arg(&runs_json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("the runs were not interleaved"), "{stdout}");
+    let runs: Value = serde_json::from_str(&std::fs::read_to_string(&runs_json).unwrap()).unwrap();
+    assert_eq!(runs["schema"], "quietbench.compare-runs.v1");
+    let variants: Vec<&str> = runs["comparisons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["variant"].as_str().unwrap())
+        .collect();
+    assert_eq!(variants, ["A", "B"], "{runs}");
+    for c in runs["comparisons"].as_array().unwrap() {
+        assert_eq!(c["units"], "trials");
+        assert_eq!(c["units_a"], 10);
+        assert_eq!(c["metric"], "median_wall_time_per_invocation");
+        let (lo, r, hi) = (
+            c["ci_low"].as_f64().unwrap(),
+            c["ratio"].as_f64().unwrap(),
+            c["ci_high"].as_f64().unwrap(),
+        );
+        assert!(lo <= r && r <= hi, "{c}");
+    }
+
     // --fail-if-slower turns the second verdict into a failing exit status (3).
     let out = Command::new(common::quietbench_bin())
         .args([
@@ -131,6 +172,45 @@ fn identical_commands_come_out_alike_and_five_percent_more_work_is_detected() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn a_plan_with_two_variants_ends_with_a_verdict_for_the_second() {
+    let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            "hosts = \"local\"\nrounds = 6\nwarmup = 1\nduration_s = 0.4\n\
+             [[variant]]\nname = \"fast\"\nprobe = \"exec\"\nparams = {{ cmd = \"{}\", shell = true }}\n\
+             [[variant]]\nname = \"slow\"\nprobe = \"exec\"\nparams = {{ cmd = \"{}\", shell = true }}\n",
+            spin(20_000),
+            spin(30_000)
+        ),
+    )
+    .unwrap();
+    let out = Command::new(common::quietbench_bin())
+        .args(["run", "--no-store", "--plan"])
+        .arg(&plan)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("slow (B) against fast (A), median_wall_time_per_invocation: "))
+        .unwrap_or_else(|| panic!("no verdict line:\n{stdout}"));
+    // 50% more work: detected as A faster, or the run says it could not detect that much.
+    assert!(
+        line.contains(": A is ") || line.contains("no difference detected (could have detected ≥ "),
+        "{line}"
+    );
+    assert!(line.contains("6 rounds on 1 host"), "{line}");
 }
 
 fn stored_trials(db: &std::path::Path, run: &str) -> Vec<Value> {

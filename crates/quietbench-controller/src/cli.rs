@@ -446,15 +446,36 @@ pub fn main() -> ExitCode {
 
 fn plan_command(args: RunArgs, path: &std::path::Path) -> anyhow::Result<ExitCode> {
     let plan = crate::plan::read_plan(path, args.seed.unwrap_or_else(fresh_seed))?;
-    if plan.precision.is_some() {
-        anyhow::bail!(
-            "{}: precision_pct stops A/B comparisons (quietbench compare); run plans stop by \
-             rounds or budget_s",
+    let variants = plan.settings.variants.len();
+    let seed = plan.settings.seed;
+    let rule = match plan.precision {
+        None => None,
+        Some(_) if variants < 2 => anyhow::bail!(
+            "{}: precision_pct stops the run once every variant's ratio to the first is known \
+             that closely: give two or more [[variant]]s",
             path.display()
-        );
-    }
+        ),
+        Some(target) => {
+            let first_look = quietbench_stats::stopping::MIN_ROUNDS_BEFORE_FIRST_LOOK;
+            if plan.settings.rounds < first_look {
+                anyhow::bail!(
+                    "{}: precision_pct looks at the intervals from round {first_look} on: set \
+                     rounds = {first_look} or more (the most rounds to run)",
+                    path.display()
+                );
+            }
+            Some(quietbench_stats::StoppingRule::new(
+                target,
+                first_look,
+                5,
+                plan.settings.rounds,
+                plan.budget,
+            )?)
+        }
+    };
     let wants_peer = plan.settings.variants.iter().any(|v| needs_peer(&v.probe));
     let session = Session::start(plan.local, &plan.agents, &plan.peers, wants_peer)?;
+    let hosts = if plan.local { 1 } else { plan.agents.len() };
     let outputs = Outputs::new(
         args.json,
         args.html,
@@ -464,14 +485,46 @@ fn plan_command(args: RunArgs, path: &std::path::Path) -> anyhow::Result<ExitCod
     )?;
     let started = std::time::Instant::now();
     let budget = plan.budget;
-    let (_run, code) = session.drive(new_record(plan.settings), outputs, &[], &mut |_, _| {
-        if budget.is_some_and(|b| started.elapsed() >= b) {
-            eprintln!("quietbench: the plan's time budget is spent: stopping");
-            Flow::Stop
-        } else {
-            Flow::Continue
-        }
-    })?;
+    let (run, code) = session.drive(
+        new_record(plan.settings),
+        outputs,
+        &[],
+        &mut |run, planned| {
+            if budget.is_some_and(|b| started.elapsed() >= b) {
+                eprintln!("quietbench: the plan's time budget is spent: stopping");
+                return Flow::Stop;
+            }
+            let round_done = !planned.warmup
+                && run
+                    .trials
+                    .iter()
+                    .filter(|t| t.round == planned.round)
+                    .count()
+                    == variants * hosts;
+            match &rule {
+                Some(rule)
+                    if round_done
+                        && crate::plan_verdicts::precision_reached(
+                            run,
+                            rule,
+                            seed,
+                            started.elapsed(),
+                        ) =>
+                {
+                    eprintln!(
+                        "quietbench: every comparison is within ±{}%: stopping after round {}",
+                        rule.target_half_width * 100.0,
+                        planned.round
+                    );
+                    Flow::Stop
+                }
+                _ => Flow::Continue,
+            }
+        },
+    )?;
+    for verdict in crate::plan_verdicts::judge_plan(&run, seed) {
+        println!("{verdict}");
+    }
     Ok(code)
 }
 

@@ -9,7 +9,8 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
-use crate::compare::{EXIT_SLOWER, PAIRED_VARIANT, TrialFigure, paired_times_ns, trial_time_ns};
+use crate::compare::{EXIT_SLOWER, TrialFigure};
+use crate::figures::{Better, trial_values};
 use crate::report::RunRecord;
 
 /// What `compare --runs` was asked.
@@ -31,27 +32,6 @@ pub struct RunsRequest {
     pub fail_if_slower: Option<f64>,
 }
 
-/// Whether larger values of a metric are better, from its unit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Better {
-    Higher,
-    Lower,
-}
-
-impl Better {
-    /// Rates ("events/s", "MB/s", "invocations/CPU-s", "IOPS") are higher-is-better, times
-    /// ("ns") lower-is-better; anything else (ppm ratios, counts) has no direction to judge.
-    fn of_unit(unit: &str) -> Option<Self> {
-        if unit == "ns" {
-            Some(Self::Lower)
-        } else if unit.contains("/s") || unit.ends_with("-s") || unit.eq_ignore_ascii_case("iops") {
-            Some(Self::Higher)
-        } else {
-            None
-        }
-    }
-}
-
 /// One variant's values in one run, by host.
 #[derive(Debug, Clone, PartialEq)]
 struct Series {
@@ -61,68 +41,20 @@ struct Series {
     hosts: BTreeMap<String, (String, Vec<f64>)>,
 }
 
-/// Every variant of a run as a series of one metric: `metric` where given, else the variant's
-/// headline (its first metric with a trial value). Exec trials compare their time per
-/// invocation (`figure`); trials that timed A and B in pairs count as variants A and B.
+/// Every variant of a run as a series of one metric (see [`trial_values`]).
 fn series(run: &RunRecord, metric: Option<&str>, figure: TrialFigure) -> BTreeMap<String, Series> {
     let mut out: BTreeMap<String, Series> = BTreeMap::new();
-    for t in run.trials.iter().filter(|t| !t.warmup && !t.cancelled) {
-        let Some(host) = run.hosts.get(t.host) else {
-            continue;
-        };
-        let model = host
-            .fingerprint
-            .cpu
-            .as_ref()
-            .map(|c| c.model_name.clone())
-            .unwrap_or_default();
-        // A local agent listens on a fresh port every run: the machine is its host name.
-        let name = if host.fingerprint.hostname.is_empty() {
-            host.address.clone()
-        } else {
-            host.fingerprint.hostname.clone()
-        };
-        let exec_figure = format!("{}_wall_time_per_invocation", figure.as_str());
-        let mut values: Vec<(String, String, String, f64)> = Vec::new();
-        if t.probe == "exec" && metric.is_none() {
-            if t.variant == PAIRED_VARIANT {
-                if let Some((a, b)) = paired_times_ns(t, figure) {
-                    values.push(("A".into(), exec_figure.clone(), "ns".into(), a));
-                    values.push(("B".into(), exec_figure.clone(), "ns".into(), b));
-                }
-            } else if let Some(v) = trial_time_ns(t, figure) {
-                values.push((t.variant.clone(), exec_figure.clone(), "ns".into(), v));
-            }
-        } else {
-            let chosen = match metric {
-                Some(name) => t
-                    .metrics
-                    .iter()
-                    .find(|m| m.name == name && m.value.is_some()),
-                None => t
-                    .metrics
-                    .iter()
-                    .find(|m| m.value.is_some() && m.histogram.is_none())
-                    .or_else(|| t.metrics.iter().find(|m| m.value.is_some())),
-            };
-            if let Some(m) = chosen
-                && let Some(v) = m.value
-            {
-                values.push((t.variant.clone(), m.name.clone(), m.unit.clone(), v));
-            }
-        }
-        for (variant, metric, unit, value) in values {
-            let s = out.entry(variant).or_insert_with(|| Series {
-                metric,
-                unit,
-                hosts: BTreeMap::new(),
-            });
-            s.hosts
-                .entry(name.clone())
-                .or_insert_with(|| (model.clone(), Vec::new()))
-                .1
-                .push(value);
-        }
+    for v in trial_values(run, metric, figure) {
+        let s = out.entry(v.variant).or_insert_with(|| Series {
+            metric: v.metric,
+            unit: v.unit,
+            hosts: BTreeMap::new(),
+        });
+        s.hosts
+            .entry(v.host)
+            .or_insert_with(|| (v.cpu_model, Vec::new()))
+            .1
+            .push(v.value);
     }
     out
 }

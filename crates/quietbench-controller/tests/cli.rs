@@ -148,3 +148,79 @@ fn host_json_carries_the_machine_description() {
     assert_eq!(fp["controls"].as_array().unwrap().len(), 6);
     assert!(fp["cpu_flags"].as_array().is_some());
 }
+
+#[test]
+fn compare_says_what_it_needs() {
+    let (code, _, stderr) = quietbench(&["compare", "--a", "true", "--b", "true"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("say where to measure: --local"), "{stderr}");
+    let (code, _, stderr) = quietbench(&["compare", "--local"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--a"), "{stderr}");
+    let (code, _, stderr) = quietbench(&["compare", "--runs", "abc"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("2 values required"), "{stderr}");
+    let (code, _, stderr) = quietbench(&["compare", "--runs", "x", "y", "--local"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
+    let (code, _, stderr) = quietbench(&[
+        "compare",
+        "--local",
+        "--a",
+        "t",
+        "--b",
+        "t",
+        "--interleave",
+        "rounds",
+    ]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("invocations") && stderr.contains("trials"),
+        "{stderr}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.sqlite3");
+    let (code, _, stderr) = quietbench(&[
+        "compare",
+        "--runs",
+        "aaaa",
+        "bbbb",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("aaaa"), "{stderr}");
+}
+
+#[test]
+fn a_plan_asking_for_precision_needs_two_variants_and_twenty_rounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let variant = |name: &str| {
+        format!("[[variant]]\nname = \"{name}\"\nprobe = \"exec\"\nparams = {{ cmd = \"true\" }}\n")
+    };
+    let cases = [
+        (
+            format!(
+                "hosts = \"local\"\nrounds = 30\nprecision_pct = 1\n{}",
+                variant("one")
+            ),
+            "give two or more [[variant]]s",
+        ),
+        (
+            format!(
+                "hosts = \"local\"\nrounds = 10\nprecision_pct = 1\n{}{}",
+                variant("a"),
+                variant("b")
+            ),
+            "set rounds = 20 or more",
+        ),
+    ];
+    for (text, expected) in cases {
+        let path = dir.path().join("plan.toml");
+        std::fs::write(&path, text).unwrap();
+        let (code, _, stderr) =
+            quietbench(&["run", "--plan", path.to_str().unwrap(), "--no-store"]);
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(stderr.contains(expected), "{expected}: {stderr}");
+    }
+}

@@ -1,0 +1,133 @@
+//! The one figure of each trial that verdicts compare: for exec trials the time per invocation
+//! (`--figure`), for other probes a chosen metric or the variant's headline (its first metric
+//! with a trial value, e.g. events_per_sec). Shared by `compare --runs` and run plans' verdicts.
+
+use crate::compare::{PAIRED_VARIANT, TrialFigure, paired_times_ns, trial_time_ns};
+use crate::report::RunRecord;
+
+/// One counted trial's figure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrialValue {
+    /// The variant; trials that timed A and B in pairs give one value for "A" and one for "B".
+    pub variant: String,
+    /// The machine: its host name, or the agent's address where it has none (a local agent
+    /// listens on a fresh port every run, so the address does not identify the machine).
+    pub host: String,
+    /// Its CPU model.
+    pub cpu_model: String,
+    /// The round.
+    pub round: u32,
+    /// The metric's name.
+    pub metric: String,
+    /// Its unit.
+    pub unit: String,
+    /// The value.
+    pub value: f64,
+}
+
+/// Whether larger values of a metric are better.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Better {
+    /// Rates and throughputs.
+    Higher,
+    /// Times and latencies.
+    Lower,
+}
+
+impl Better {
+    /// From a unit: rates ("events/s", "MB/s", "invocations/CPU-s", "IOPS") are
+    /// higher-is-better, times ("ns") lower-is-better; anything else (ppm ratios, counts) has no
+    /// direction to judge.
+    pub fn of_unit(unit: &str) -> Option<Self> {
+        if unit == "ns" {
+            Some(Self::Lower)
+        } else if unit.contains("/s") || unit.ends_with("-s") || unit.eq_ignore_ascii_case("iops") {
+            Some(Self::Higher)
+        } else {
+            None
+        }
+    }
+
+    /// The statistics crate's term.
+    pub fn direction(self) -> quietbench_stats::Direction {
+        match self {
+            Self::Higher => quietbench_stats::Direction::HigherIsBetter,
+            Self::Lower => quietbench_stats::Direction::LowerIsBetter,
+        }
+    }
+}
+
+/// Every counted (not warm-up, not cancelled) trial's figure, in the order they ran.
+pub fn trial_values(run: &RunRecord, metric: Option<&str>, figure: TrialFigure) -> Vec<TrialValue> {
+    let mut out = Vec::new();
+    for t in run.trials.iter().filter(|t| !t.warmup && !t.cancelled) {
+        let Some(host) = run.hosts.get(t.host) else {
+            continue;
+        };
+        let cpu_model = host
+            .fingerprint
+            .cpu
+            .as_ref()
+            .map(|c| c.model_name.clone())
+            .unwrap_or_default();
+        let name = if host.fingerprint.hostname.is_empty() {
+            host.address.clone()
+        } else {
+            host.fingerprint.hostname.clone()
+        };
+        let value = |variant: &str, metric: &str, unit: &str, value: f64| TrialValue {
+            variant: variant.to_string(),
+            host: name.clone(),
+            cpu_model: cpu_model.clone(),
+            round: t.round,
+            metric: metric.to_string(),
+            unit: unit.to_string(),
+            value,
+        };
+        let exec_figure = format!("{}_wall_time_per_invocation", figure.as_str());
+        if t.probe == "exec" && metric.is_none() {
+            if t.variant == PAIRED_VARIANT {
+                if let Some((a, b)) = paired_times_ns(t, figure) {
+                    out.push(value("A", &exec_figure, "ns", a));
+                    out.push(value("B", &exec_figure, "ns", b));
+                }
+            } else if let Some(v) = trial_time_ns(t, figure) {
+                out.push(value(&t.variant, &exec_figure, "ns", v));
+            }
+            continue;
+        }
+        let chosen = match metric {
+            Some(name) => t
+                .metrics
+                .iter()
+                .find(|m| m.name == name && m.value.is_some()),
+            None => t
+                .metrics
+                .iter()
+                .find(|m| m.value.is_some() && m.histogram.is_none())
+                .or_else(|| t.metrics.iter().find(|m| m.value.is_some())),
+        };
+        if let Some(m) = chosen
+            && let Some(v) = m.value
+        {
+            out.push(value(&t.variant, &m.name, &m.unit, v));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directions_come_from_units() {
+        assert_eq!(Better::of_unit("events/s"), Some(Better::Higher));
+        assert_eq!(Better::of_unit("invocations/CPU-s"), Some(Better::Higher));
+        assert_eq!(Better::of_unit("Gbit/s"), Some(Better::Higher));
+        assert_eq!(Better::of_unit("IOPS"), Some(Better::Higher));
+        assert_eq!(Better::of_unit("ns"), Some(Better::Lower));
+        assert_eq!(Better::of_unit("ppm"), None);
+        assert_eq!(Better::of_unit("%"), None);
+    }
+}
