@@ -7,6 +7,11 @@
 #
 # iperf3 (3.x before 3.16) runs every stream on one thread; quietbench runs one pinned thread per
 # flow, which is the point (CONTEXT.md §4), so the bests differ most at -P 4.
+#
+# Both tools get every CPU: iperf3 runs unpinned, and quietbench runs with --cpus 0-(N-1). Its
+# default placement keeps CPU 0 for housekeeping (the agent's gRPC runtime), which on a 2-CPU
+# machine leaves the senders one CPU against iperf3's two: 18-22 Gbit/s whatever the flows, on
+# loopback here, against 30-38 Gbit/s with both CPUs.
 # Both count bytes handed to the sender's socket (iperf3's "sender" line, sum_sent).
 #
 # Usage: sudo benches/peer/net_vs_iperf3.sh [SECONDS=5] [ROUNDS=2]
@@ -115,7 +120,7 @@ iperf_gbit() {
 ours_gbit() {
   local ns=$1 n=$2
   shift 2
-  in_ns "$ns" "$qb" run "$@" --probe net.throughput --param "threads=$n" --rounds 1 \
+  in_ns "$ns" "$qb" run "$@" --cpus "0-$(( $(nproc) - 1 ))" --probe net.throughput --param "threads=$n" --rounds 1 \
     --duration "$seconds" --json "$work/qb.json" >/dev/null 2>"$work/qb.err" || {
     cat "$work/qb.err" >&2
     echo "(if the agents cannot pair yet, the unit-level loopback figure is:" >&2
