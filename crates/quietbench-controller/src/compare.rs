@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use quietbench_stats::{Verdict, VerdictKind};
 use serde::Serialize;
 
+use crate::figures;
 use crate::report::{RunRecord, TrialRecord};
 
 /// Exit code when `--fail-if-slower` finds B slower beyond the given percentage.
@@ -209,87 +210,6 @@ pub fn histogram_median_of(hist: &hdrhistogram::Histogram<u64>) -> Option<f64> {
         }
     }
     low
-}
-
-/// A counted trial's observation: which host (and its CPU model), round, variant and value.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Observation {
-    /// Host address.
-    pub host: String,
-    /// The host's CPU model name.
-    pub cpu_model: String,
-    /// Round.
-    pub round: u32,
-    /// "A" or "B".
-    pub variant: String,
-    /// The trial's figure (median or mean wall time per invocation), ns.
-    pub value_ns: f64,
-}
-
-/// Every counted (non-warm-up, not cancelled) trial as an observation.
-pub fn observations(run: &RunRecord, figure: TrialFigure) -> Vec<Observation> {
-    let mut out = Vec::new();
-    for t in run.trials.iter().filter(|t| !t.warmup && !t.cancelled) {
-        let Some(host) = run.hosts.get(t.host) else {
-            continue;
-        };
-        let cpu_model = host
-            .fingerprint
-            .cpu
-            .as_ref()
-            .map(|c| c.model_name.clone())
-            .unwrap_or_default();
-        let observe = |variant: &str, value_ns: f64| Observation {
-            host: host.address.clone(),
-            cpu_model: cpu_model.clone(),
-            round: t.round,
-            variant: variant.to_string(),
-            value_ns,
-        };
-        if t.variant == PAIRED_VARIANT {
-            if let Some((a, b)) = paired_times_ns(t, figure) {
-                out.push(observe("A", a));
-                out.push(observe("B", b));
-            }
-        } else if let Some(value) = trial_time_ns(t, figure) {
-            out.push(observe(&t.variant, value));
-        }
-    }
-    out
-}
-
-/// Rounds in which every host has both A and B: the pairs a verdict can use.
-pub fn complete_rounds(obs: &[Observation]) -> usize {
-    let mut rounds: BTreeMap<(String, u32), (bool, bool)> = BTreeMap::new();
-    for o in obs {
-        let entry = rounds.entry((o.host.clone(), o.round)).or_default();
-        match o.variant.as_str() {
-            "A" => entry.0 = true,
-            "B" => entry.1 = true,
-            _ => {}
-        }
-    }
-    rounds.values().filter(|(a, b)| *a && *b).count()
-}
-
-/// The observations in the statistics crate's terms: "A" is the baseline, "B" the candidate.
-pub fn stats_observations(obs: &[Observation]) -> Vec<quietbench_stats::Observation> {
-    obs.iter()
-        .filter_map(|o| {
-            let variant = match o.variant.as_str() {
-                "A" => quietbench_stats::Variant::A,
-                "B" => quietbench_stats::Variant::B,
-                _ => return None,
-            };
-            Some(quietbench_stats::Observation {
-                host: o.host.clone(),
-                cpu_model: o.cpu_model.clone(),
-                round: o.round,
-                variant,
-                value: o.value_ns,
-            })
-        })
-        .collect()
 }
 
 /// The verdict in the `--json` file: a stable schema (docs/json-report.md, "compare").
@@ -496,7 +416,8 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
         let Some(rule) = &rule else {
             return Flow::Continue;
         };
-        let obs = stats_observations(&observations(run, req.figure));
+        let obs =
+            figures::stats_observations(&figures::trial_values(run, None, req.figure), "A", "B");
         match rule.decide_observations(&obs, started.elapsed(), &config) {
             Ok(quietbench_stats::Decision::Stop(reason)) => {
                 stopped = Some(format!("{reason:?}"));
@@ -517,7 +438,7 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
     if code != std::process::ExitCode::SUCCESS {
         return Ok(code);
     }
-    let obs = stats_observations(&observations(&run, req.figure));
+    let obs = figures::stats_observations(&figures::trial_values(&run, None, req.figure), "A", "B");
     let verdict =
         quietbench_stats::judge(&obs, &config).map_err(|e| anyhow::anyhow!("no verdict: {e}"))?;
     println!("{verdict}");
@@ -553,28 +474,6 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn obs(host: &str, round: u32, variant: &str, value: f64) -> Observation {
-        Observation {
-            host: host.into(),
-            cpu_model: "m".into(),
-            round,
-            variant: variant.into(),
-            value_ns: value,
-        }
-    }
-
-    #[test]
-    fn counts_only_rounds_with_both_sides() {
-        let o = vec![
-            obs("h1", 1, "A", 1.0),
-            obs("h1", 1, "B", 1.0),
-            obs("h1", 2, "A", 1.0),
-            obs("h2", 1, "B", 1.0),
-            obs("h2", 1, "A", 1.0),
-        ];
-        assert_eq!(complete_rounds(&o), 2);
-    }
 
     fn trial_with_invocations(ms: &[u64]) -> TrialRecord {
         let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)

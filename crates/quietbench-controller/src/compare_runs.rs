@@ -51,7 +51,7 @@ fn series(run: &RunRecord, metric: Option<&str>, figure: TrialFigure) -> BTreeMa
             hosts: BTreeMap::new(),
         });
         s.hosts
-            .entry(v.host)
+            .entry(v.machine)
             .or_insert_with(|| (v.cpu_model, Vec::new()))
             .1
             .push(v.value);

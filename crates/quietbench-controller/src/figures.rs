@@ -10,9 +10,11 @@ use crate::report::RunRecord;
 pub struct TrialValue {
     /// The variant; trials that timed A and B in pairs give one value for "A" and one for "B".
     pub variant: String,
-    /// The machine: its host name, or the agent's address where it has none (a local agent
-    /// listens on a fresh port every run, so the address does not identify the machine).
-    pub host: String,
+    /// The agent's address: the host within one run.
+    pub address: String,
+    /// The machine across runs: its host name, or the agent's address where it has none (a
+    /// local agent listens on a fresh port every run, so its address does not name the machine).
+    pub machine: String,
     /// Its CPU model.
     pub cpu_model: String,
     /// The round.
@@ -77,7 +79,8 @@ pub fn trial_values(run: &RunRecord, metric: Option<&str>, figure: TrialFigure) 
         };
         let value = |variant: &str, metric: &str, unit: &str, value: f64| TrialValue {
             variant: variant.to_string(),
-            host: name.clone(),
+            address: host.address.clone(),
+            machine: name.clone(),
             cpu_model: cpu_model.clone(),
             round: t.round,
             metric: metric.to_string(),
@@ -114,6 +117,34 @@ pub fn trial_values(run: &RunRecord, metric: Option<&str>, figure: TrialFigure) 
         }
     }
     out
+}
+
+/// The statistics crate's observations of `baseline` (A) and `candidate` (B), paired by agent
+/// and round; other variants are left out.
+pub fn stats_observations(
+    values: &[TrialValue],
+    baseline: &str,
+    candidate: &str,
+) -> Vec<quietbench_stats::Observation> {
+    values
+        .iter()
+        .filter_map(|v| {
+            let variant = if v.variant == baseline {
+                quietbench_stats::Variant::A
+            } else if v.variant == candidate {
+                quietbench_stats::Variant::B
+            } else {
+                return None;
+            };
+            Some(quietbench_stats::Observation {
+                host: v.address.clone(),
+                cpu_model: v.cpu_model.clone(),
+                round: v.round,
+                variant,
+                value: v.value,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

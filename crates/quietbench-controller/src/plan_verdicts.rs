@@ -8,7 +8,7 @@ use std::time::Duration;
 use quietbench_stats::{Decision, StoppingRule, Verdict, VerdictConfig};
 
 use crate::compare::TrialFigure;
-use crate::figures::{Better, TrialValue, trial_values};
+use crate::figures::{Better, stats_observations, trial_values};
 use crate::report::RunRecord;
 
 /// One variant judged against the baseline.
@@ -36,33 +36,6 @@ impl std::fmt::Display for PlanVerdict {
             Err(why) => write!(f, "no verdict: {why}"),
         }
     }
-}
-
-/// The statistics crate's observations of baseline (A) and candidate (B).
-fn observations(
-    values: &[TrialValue],
-    baseline: &str,
-    candidate: &str,
-) -> Vec<quietbench_stats::Observation> {
-    values
-        .iter()
-        .filter_map(|v| {
-            let variant = if v.variant == baseline {
-                quietbench_stats::Variant::A
-            } else if v.variant == candidate {
-                quietbench_stats::Variant::B
-            } else {
-                return None;
-            };
-            Some(quietbench_stats::Observation {
-                host: v.host.clone(),
-                cpu_model: v.cpu_model.clone(),
-                round: v.round,
-                variant,
-                value: v.value,
-            })
-        })
-        .collect()
 }
 
 /// The observations and judging configuration of each variant after the first, or why it
@@ -100,7 +73,7 @@ fn comparisons(
                     Some(better) => Ok((
                         m,
                         (
-                            observations(&values, baseline, candidate),
+                            stats_observations(&values, baseline, candidate),
                             VerdictConfig {
                                 direction: better.direction(),
                                 seed: quietbench_stats::Seed(seed),
