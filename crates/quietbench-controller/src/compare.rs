@@ -212,14 +212,12 @@ pub fn histogram_median_of(hist: &hdrhistogram::Histogram<u64>) -> Option<f64> {
     low
 }
 
-/// The verdict in the `--json` file: a stable schema (docs/json-report.md, "compare").
-#[derive(Debug, Serialize)]
-pub struct VerdictJson {
-    /// Always "quietbench.compare.v1".
-    pub schema: &'static str,
-    /// "no_difference", "a_faster" or "b_faster".
+/// The fields every verdict in JSON shares (`compare` and `compare --runs`).
+#[derive(Debug, Clone, Serialize)]
+pub struct RatioJson {
+    /// "no_difference", "a_faster" (the first is better) or "b_faster".
     pub verdict: &'static str,
-    /// B / A of the mean time per invocation (geometric mean of paired per-round ratios).
+    /// Second / first.
     pub ratio: f64,
     /// Lower end of the confidence interval of the ratio.
     pub ci_low: f64,
@@ -227,8 +225,19 @@ pub struct VerdictJson {
     pub ci_high: f64,
     /// Confidence level, e.g. 0.95.
     pub level: f64,
-    /// Smallest relative difference this run could detect (0.006 = 0.6%).
+    /// Smallest relative difference detectable at 80% power (0.006 = 0.6%).
     pub mde: f64,
+}
+
+/// The verdict in the `--json` file: a stable schema (docs/json-report.md, "compare").
+#[derive(Debug, Serialize)]
+pub struct VerdictJson {
+    /// Always "quietbench.compare.v1".
+    pub schema: &'static str,
+    /// The outcome: B / A of the time per invocation (geometric mean of paired per-round
+    /// ratios), its interval and the smallest difference this run could detect.
+    #[serde(flatten)]
+    pub estimate: RatioJson,
     /// Paired rounds used.
     pub rounds: usize,
     /// Hosts used.
@@ -264,16 +273,18 @@ pub fn verdict_json(
 ) -> VerdictJson {
     VerdictJson {
         schema: "quietbench.compare.v1",
-        verdict: match v.kind {
-            VerdictKind::NoDifference => "no_difference",
-            VerdictKind::AFaster => "a_faster",
-            VerdictKind::BFaster => "b_faster",
+        estimate: RatioJson {
+            verdict: match v.kind {
+                VerdictKind::NoDifference => "no_difference",
+                VerdictKind::AFaster => "a_faster",
+                VerdictKind::BFaster => "b_faster",
+            },
+            ratio: v.ratio,
+            ci_low: v.ci_low,
+            ci_high: v.ci_high,
+            level: v.level.get(),
+            mde: v.mde,
         },
-        ratio: v.ratio,
-        ci_low: v.ci_low,
-        ci_high: v.ci_high,
-        level: v.level.get(),
-        mde: v.mde,
         rounds: v.rounds,
         hosts: v.hosts,
         method: v.method.clone(),

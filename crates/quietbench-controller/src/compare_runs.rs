@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
-use crate::compare::{EXIT_SLOWER, TrialFigure};
+use crate::compare::{EXIT_SLOWER, RatioJson, TrialFigure};
 use crate::figures::{Better, trial_values};
 use crate::report::RunRecord;
 
@@ -85,18 +85,10 @@ pub struct RunComparison {
     pub metric: String,
     /// Its unit.
     pub unit: String,
-    /// "no_difference", "a_faster" (the first run is better) or "b_faster" (the second).
-    pub verdict: &'static str,
-    /// Second run / first run, ratio of geometric means.
-    pub ratio: f64,
-    /// Lower end of the interval.
-    pub ci_low: f64,
-    /// Upper end.
-    pub ci_high: f64,
-    /// Confidence level.
-    pub level: f64,
-    /// Smallest relative difference detectable at 80% power at this scatter.
-    pub mde: f64,
+    /// The outcome: second run / first run (ratio of geometric means), its interval and
+    /// smallest detectable difference.
+    #[serde(flatten)]
+    pub estimate: RatioJson,
     /// "trials" (one host per run) or "hosts".
     pub units: &'static str,
     /// Units in the first run.
@@ -294,12 +286,14 @@ fn compare_records(
             variant: variant.clone(),
             metric: x.metric.clone(),
             unit: x.unit.clone(),
-            verdict,
-            ratio: r.ratio,
-            ci_low: r.ci_low,
-            ci_high: r.ci_high,
-            level: level.get(),
-            mde: r.mde,
+            estimate: RatioJson {
+                verdict,
+                ratio: r.ratio,
+                ci_low: r.ci_low,
+                ci_high: r.ci_high,
+                level: level.get(),
+                mde: r.mde,
+            },
             units: unit,
             units_a: r.baseline_units,
             units_b: r.candidate_units,
@@ -349,7 +343,7 @@ pub fn run_compare_runs(req: RunsRequest) -> anyhow::Result<ExitCode> {
                     c.metric,
                     short(&b.run_id),
                     short(&a.run_id),
-                    c.ratio
+                    c.estimate.ratio
                 );
             }
             return Ok(ExitCode::from(EXIT_SLOWER));

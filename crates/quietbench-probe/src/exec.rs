@@ -303,18 +303,23 @@ pub struct ExecWorkload {
 }
 
 /// One command ready to exec: its program and NUL-terminated argv pointers.
-struct Prepared {
-    program: CString,
+/// Everything is built before the fork: between fork and exec the child may not allocate
+/// (another thread may hold the allocator's lock at the fork). Shared with cpu.spawn.
+pub(crate) struct Prepared {
+    pub(crate) program: CString,
     _argv: Vec<CString>,
-    argv_ptrs: Vec<*const c_char>,
+    pub(crate) argv_ptrs: Vec<*const c_char>,
 }
 
 impl Prepared {
-    fn new(program: &Path, argv: &[String]) -> Result<Self, String> {
+    pub(crate) fn new(
+        program: &Path,
+        argv: &[impl AsRef<std::ffi::OsStr>],
+    ) -> Result<Self, String> {
         let program = cstring(program.as_os_str().as_bytes(), "the program path")?;
         let argv = argv
             .iter()
-            .map(|a| cstring(a.as_bytes(), "an argument"))
+            .map(|a| cstring(a.as_ref().as_bytes(), "an argument"))
             .collect::<Result<Vec<_>, _>>()?;
         let mut argv_ptrs: Vec<*const c_char> = argv.iter().map(|a| a.as_ptr()).collect();
         argv_ptrs.push(std::ptr::null());

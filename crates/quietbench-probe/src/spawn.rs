@@ -7,11 +7,10 @@
 //! [`exit_if_noop`] first thing in `main`), so the probe needs nothing installed and measures
 //! the kernel's work (fork, exec, the dynamic loader, exit, wait) on a real binary.
 
-use std::ffi::{CString, c_char};
-
 use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::Pid;
 
+use crate::exec::Prepared;
 use crate::{Samples, Step, Variant, Workload};
 
 /// The argument that makes a quietbench binary exit at once, successfully.
@@ -48,17 +47,13 @@ pub const VARIANTS: &[Variant] = &[
 
 /// The cpu.spawn workload of one thread.
 pub struct SpawnWorkload {
-    program: CString,
-    /// Owns the strings `argv_ptrs` points into.
-    _argv: Vec<CString>,
-    /// NUL-terminated pointers into `argv`, built once: the child may not allocate between fork
-    /// and exec (another thread may hold the allocator's lock at the fork).
-    argv_ptrs: Vec<*const c_char>,
+    /// `program NOOP_ARG`, ready to exec.
+    command: Prepared,
     next_aslr_off: bool,
     error: Option<String>,
 }
 
-// SAFETY: the raw pointers point into `argv`, owned by the same struct and never mutated
+// SAFETY: the raw pointers point into `command`'s argv, owned by the same struct and never mutated
 // after construction; moving the struct to another thread moves the CStrings' heap buffers'
 // owners with it, and the buffers themselves do not move.
 unsafe impl Send for SpawnWorkload {}
@@ -66,7 +61,7 @@ unsafe impl Send for SpawnWorkload {}
 impl std::fmt::Debug for SpawnWorkload {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SpawnWorkload")
-            .field("program", &self.program)
+            .field("program", &self.command.program)
             .finish()
     }
 }
@@ -74,16 +69,9 @@ impl std::fmt::Debug for SpawnWorkload {
 impl SpawnWorkload {
     /// Spawns `program NOOP_ARG`. Fails when the path has a NUL byte.
     pub fn new(program: &std::path::Path) -> Result<Self, String> {
-        use std::os::unix::ffi::OsStrExt;
-        let program = CString::new(program.as_os_str().as_bytes())
-            .map_err(|_| format!("program path {} contains a NUL byte", program.display()))?;
-        let argv = vec![program.clone(), CString::new(NOOP_ARG).expect("no NUL")];
-        let mut argv_ptrs: Vec<*const c_char> = argv.iter().map(|a| a.as_ptr()).collect();
-        argv_ptrs.push(std::ptr::null());
+        let argv = [program.as_os_str(), std::ffi::OsStr::new(NOOP_ARG)];
         Ok(Self {
-            program,
-            _argv: argv,
-            argv_ptrs,
+            command: Prepared::new(program, &argv)?,
             next_aslr_off: false,
             error: None,
         })
@@ -103,7 +91,10 @@ impl SpawnWorkload {
                 if aslr_off {
                     nix::libc::personality(ADDR_NO_RANDOMIZE);
                 }
-                nix::libc::execv(self.program.as_ptr(), self.argv_ptrs.as_ptr());
+                nix::libc::execv(
+                    self.command.program.as_ptr(),
+                    self.command.argv_ptrs.as_ptr(),
+                );
                 nix::libc::_exit(127);
             }
         }
@@ -111,11 +102,11 @@ impl SpawnWorkload {
             Ok(WaitStatus::Exited(_, 0)) => Ok(()),
             Ok(WaitStatus::Exited(_, 127)) => Err(format!(
                 "cannot execute {} (exit status 127)",
-                self.program.to_string_lossy()
+                self.command.program.to_string_lossy()
             )),
             Ok(other) => Err(format!(
                 "the spawned child {} ended abnormally: {other:?}",
-                self.program.to_string_lossy()
+                self.command.program.to_string_lossy()
             )),
             Err(err) => Err(format!("waitpid failed: {err}")),
         }
