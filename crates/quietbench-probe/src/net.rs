@@ -70,6 +70,14 @@ const THROUGHPUT_PARAMS: &[IntParam] = &[
         1_000_000,
         "SO_MAX_PACING_RATE of each sending socket, Mbit/s (iperf3 --fq-rate); 0: no pacing",
     ),
+    (
+        "flows_per_thread",
+        1,
+        1,
+        64,
+        "TCP flows each probe thread drives in turn (mode=send), as iperf3 drives all its \
+         streams from one thread: for machines with fewer CPUs than flows",
+    ),
     PEER_UDP,
 ];
 
@@ -191,12 +199,20 @@ pub fn resolve(
             "bidir" => Direction::Bidir,
             _ => return Err(bad("mode", "expected send, reverse or bidir")),
         };
+        let flows_per_thread = values["flows_per_thread"] as u32;
+        if flows_per_thread > 1 && direction != Direction::Send {
+            return Err(bad(
+                "flows_per_thread",
+                "several flows per thread are for mode=send; use threads= for the others",
+            ));
+        }
         let config = FlowConfig {
             peer,
             direction,
             buffer_bytes: (values["buffer_kib"] * 1024) as u32,
             write_bytes: (values["write_kib"] * 1024) as u32,
             pacing_mbit: values["pacing_mbit"] as u32,
+            flows_per_thread,
         };
         return Ok(ProbeSpec {
             name: probe,

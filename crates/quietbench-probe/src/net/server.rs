@@ -53,6 +53,8 @@ impl std::fmt::Debug for PeerServer {
 
 struct Shared {
     stop: AtomicBool,
+    /// Connections accepted and given a thread, since the start.
+    served: std::sync::atomic::AtomicU64,
     /// Live connections: a handle to shut the socket down, and the thread to join.
     connections: Mutex<Vec<(TcpStream, JoinHandle<()>)>>,
 }
@@ -78,6 +80,7 @@ impl PeerServer {
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
             connections: Mutex::new(Vec::new()),
+            served: std::sync::atomic::AtomicU64::new(0),
         });
         let cpus = cpus.to_vec();
         let udp_cpu = cpus.first().copied();
@@ -121,6 +124,11 @@ impl PeerServer {
     /// The UDP port (UDP round trips).
     pub fn udp_port(&self) -> u16 {
         self.udp_port
+    }
+
+    /// Connections served since the start (each got a thread).
+    pub fn connections_served(&self) -> u64 {
+        self.shared.served.load(Ordering::Relaxed)
     }
 
     /// Stops serving: closes every connection and joins every thread.
@@ -205,6 +213,7 @@ fn accept_loop(listener: &TcpListener, cpus: &[u32], shared: &Arc<Shared>) {
             });
         if let Ok(handle) = spawned {
             connections.push((handle_copy, handle));
+            shared.served.fetch_add(1, Ordering::Relaxed);
         }
     }
 }

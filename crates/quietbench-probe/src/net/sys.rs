@@ -163,6 +163,25 @@ pub fn poll2(fds: [(RawFd, libc::c_short); 2], timeout: Duration) -> io::Result<
     Ok(pollfds.map(|p| p.revents != 0))
 }
 
+/// Waits until one of `fds` is ready or `timeout` passes: how many are (0 on time-out or a
+/// signal). Allocates nothing: the caller keeps the array.
+pub fn poll_all(fds: &mut [libc::pollfd], timeout: Duration) -> io::Result<usize> {
+    for p in fds.iter_mut() {
+        p.revents = 0;
+    }
+    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+    // SAFETY: fds is a live, writable slice of the length passed.
+    let ret = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    if ret < 0 {
+        let err = io::Error::last_os_error();
+        if err.kind() == io::ErrorKind::Interrupted {
+            return Ok(0);
+        }
+        return Err(err);
+    }
+    Ok(ret as usize)
+}
+
 /// Waits until `fd` is readable or `timeout` passes.
 pub fn poll_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
     Ok(poll2([(fd, libc::POLLIN), (-1, 0)], timeout)?[0])

@@ -77,6 +77,38 @@ fn throughput_moves_bytes_each_way_and_reports_tcp_info() {
 }
 
 #[test]
+fn one_thread_drives_several_flows_in_turn() {
+    let server = server();
+    let outcome = run(
+        "net.throughput",
+        &params(&server, &[("threads", "1"), ("flows_per_thread", "3")]),
+        300,
+    );
+    let report = &outcome.total.variants[0];
+    assert!(report.events > 0 && report.bytes > 0, "{report:?}");
+    assert!(gbit(&outcome, 0) > 0.0);
+    assert!(counter(&outcome, "tcp_rtt_us").value > 0.0);
+    // The server served three sinks: the flows' connections each got a thread.
+    assert!(
+        server.connections_served() >= 3,
+        "{}",
+        server.connections_served()
+    );
+    let err = resolve_probe(
+        "net.throughput",
+        &params(&server, &[("mode", "reverse"), ("flows_per_thread", "2")]),
+    )
+    .map(|_| ())
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("flows_per_thread") && err.contains("mode=send"),
+        "{err}"
+    );
+    server.stop();
+}
+
+#[test]
 fn paced_flows_say_whether_fq_paces_them() {
     let server = server();
     let outcome = run(

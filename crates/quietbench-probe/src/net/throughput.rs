@@ -102,6 +102,8 @@ pub struct FlowConfig {
     pub write_bytes: u32,
     /// SO_MAX_PACING_RATE of each sending socket, Mbit/s; 0: none.
     pub pacing_mbit: u32,
+    /// Flows this thread drives in turn (mode=send only; 1 for the others).
+    pub flows_per_thread: u32,
 }
 
 /// The net.throughput workload of one probe thread.
@@ -109,6 +111,13 @@ pub struct ThroughputWorkload {
     config: FlowConfig,
     tx: Option<TcpStream>,
     rx: Option<TcpStream>,
+    /// mode=send with flows_per_thread > 1: the other flows; all are then non-blocking and
+    /// written in turn, waiting in poll only when none can take more.
+    more_tx: Vec<TcpStream>,
+    /// One entry per sending flow (`tx` first), built once: polling allocates nothing.
+    poll_fds: Vec<libc::pollfd>,
+    /// The flow to try first in the next step.
+    next_flow: usize,
     write_buf: Vec<u8>,
     read_buf: Vec<u8>,
     /// Bidir: which socket to try first in the next step (alternates, so neither starves).
@@ -175,7 +184,7 @@ impl ThroughputWorkload {
             Direction::Bidir => (true, true),
         };
         let mut fq = None;
-        let tx = if sends {
+        let open_sender = |fq: &mut Option<bool>| -> Result<TcpStream, String> {
             let tx = connect(peer, &header(Mode::Sink))?;
             if config.buffer_bytes > 0 {
                 sys::set_buffer(&tx, true, config.buffer_bytes).map_err(sockopt_error)?;
@@ -183,12 +192,32 @@ impl ThroughputWorkload {
             if config.pacing_mbit > 0 {
                 sys::set_pacing(&tx, config.pacing_mbit).map_err(sockopt_error)?;
                 let local = tx.local_addr().map_err(sockopt_error)?;
-                fq = sys::fq_paces(local.ip(), peer.ip());
+                *fq = sys::fq_paces(local.ip(), peer.ip());
             }
-            Some(tx)
+            Ok(tx)
+        };
+        let tx = if sends {
+            Some(open_sender(&mut fq)?)
         } else {
             None
         };
+        let mut more_tx = Vec::new();
+        if config.direction == Direction::Send {
+            for _ in 1..config.flows_per_thread {
+                more_tx.push(open_sender(&mut fq)?);
+            }
+        }
+        let mut poll_fds = Vec::new();
+        if !more_tx.is_empty() {
+            for s in tx.iter().chain(&more_tx) {
+                s.set_nonblocking(true).map_err(sockopt_error)?;
+                poll_fds.push(libc::pollfd {
+                    fd: s.as_raw_fd(),
+                    events: libc::POLLOUT,
+                    revents: 0,
+                });
+            }
+        }
         let rx = if receives {
             let rx = connect(peer, &header(Mode::Source))?;
             if config.buffer_bytes > 0 {
@@ -208,6 +237,9 @@ impl ThroughputWorkload {
             config,
             tx,
             rx,
+            more_tx,
+            poll_fds,
+            next_flow: 0,
             write_buf: if sends {
                 filled_buffer(len)
             } else {
@@ -263,6 +295,46 @@ impl ThroughputWorkload {
             ))
         } else {
             self.fail(format!("{what} the peer {peer} failed: {e}"))
+        }
+    }
+
+    /// mode=send with several flows: one non-blocking write to the first flow, from the one
+    /// after the last written, that takes bytes; waits in poll only when none does.
+    fn multi_send_step(&mut self) -> Step {
+        let flows = 1 + self.more_tx.len();
+        for k in 0..flows {
+            let i = (self.next_flow + k) % flows;
+            let flow = if i == 0 {
+                self.tx.as_ref()
+            } else {
+                self.more_tx.get(i - 1)
+            };
+            let Some(flow) = flow else {
+                return self.fail("the flow is closed".into());
+            };
+            match (&*flow).write(&self.write_buf) {
+                Ok(n) => {
+                    self.next_flow = (i + 1) % flows;
+                    return Step::Timed {
+                        variant: 0,
+                        bytes: n as u64,
+                    };
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => return self.io_failure(false, &e),
+            }
+        }
+        match sys::poll_all(&mut self.poll_fds, STALL) {
+            Ok(0) if self.poll_fds.iter().all(|p| p.revents == 0) => self.fail(format!(
+                "sending to the peer {}: no flow took bytes for {STALL:?}",
+                self.config.peer
+            )),
+            Ok(_) => Step::Recorded,
+            Err(e) => self.fail(format!("poll failed: {e}")),
         }
     }
 
@@ -371,6 +443,7 @@ impl Workload for ThroughputWorkload {
 
     fn step(&mut self, _samples: &mut Samples<'_>) -> Step {
         match self.config.direction {
+            Direction::Send if !self.more_tx.is_empty() => self.multi_send_step(),
             Direction::Send => self.blocking_step(false),
             Direction::Reverse => self.blocking_step(true),
             Direction::Bidir => self.bidir_step(),
@@ -382,8 +455,8 @@ impl Workload for ThroughputWorkload {
     }
 
     fn finish(&mut self) {
-        let mut senders = Vec::with_capacity(2);
-        if let Some(tx) = self.tx.take() {
+        let mut senders = Vec::with_capacity(2 + self.more_tx.len());
+        for tx in self.tx.take().into_iter().chain(self.more_tx.drain(..)) {
             senders.extend(sys::tcp_stats(&tx).ok());
             let _ = tx.shutdown(Shutdown::Write);
         }
