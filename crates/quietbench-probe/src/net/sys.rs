@@ -163,9 +163,10 @@ pub fn poll2(fds: [(RawFd, libc::c_short); 2], timeout: Duration) -> io::Result<
     Ok(pollfds.map(|p| p.revents != 0))
 }
 
-/// Waits until one of `fds` is ready or `timeout` passes: how many are (0 on time-out or a
-/// signal). Allocates nothing: the caller keeps the array.
-pub fn poll_all(fds: &mut [libc::pollfd], timeout: Duration) -> io::Result<usize> {
+/// Waits until one of `fds` is ready or `timeout` passes: false only when the time ran out (a
+/// signal returns true early, and the caller simply tries again). Allocates nothing: the
+/// caller keeps the array.
+pub fn poll_all(fds: &mut [libc::pollfd], timeout: Duration) -> io::Result<bool> {
     for p in fds.iter_mut() {
         p.revents = 0;
     }
@@ -175,11 +176,11 @@ pub fn poll_all(fds: &mut [libc::pollfd], timeout: Duration) -> io::Result<usize
     if ret < 0 {
         let err = io::Error::last_os_error();
         if err.kind() == io::ErrorKind::Interrupted {
-            return Ok(0);
+            return Ok(true);
         }
         return Err(err);
     }
-    Ok(ret as usize)
+    Ok(ret > 0)
 }
 
 /// Waits until `fd` is readable or `timeout` passes.

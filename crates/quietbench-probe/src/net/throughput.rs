@@ -329,11 +329,11 @@ impl ThroughputWorkload {
             }
         }
         match sys::poll_all(&mut self.poll_fds, STALL) {
-            Ok(0) if self.poll_fds.iter().all(|p| p.revents == 0) => self.fail(format!(
+            Ok(false) => self.fail(format!(
                 "sending to the peer {}: no flow took bytes for {STALL:?}",
                 self.config.peer
             )),
-            Ok(_) => Step::Recorded,
+            Ok(true) => Step::Recorded,
             Err(e) => self.fail(format!("poll failed: {e}")),
         }
     }
