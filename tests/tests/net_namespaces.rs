@@ -155,6 +155,31 @@ fn throughput_and_round_trips_cross_a_veth_pair() {
     assert!(gbit > 0.1, "{gbit} Gbit/s across veth");
     assert!(metric(trial, "tcp_retransmits")["value"].as_f64().is_some());
 
+    // Three flows from one thread, written in turn.
+    let report = run_in(
+        &ns.a,
+        &[
+            "run",
+            "--agent",
+            &a_addr,
+            "--peer",
+            &b_addr,
+            "--probe",
+            "net.throughput",
+            "--param",
+            "flows_per_thread=3",
+            "--rounds",
+            "1",
+            "--duration",
+            "1",
+        ],
+        &dir.path().join("tput-mux.json"),
+    );
+    let trial = &report["trials"][0];
+    assert_eq!(trial["params"]["flows_per_thread"], "3", "{trial}");
+    let gbit = metric(trial, "gbit_per_sec")["value"].as_f64().unwrap();
+    assert!(gbit > 0.1, "{gbit} Gbit/s across veth from one thread of three flows");
+
     for protocol in ["tcp", "udp"] {
         let report = run_in(
             &ns.a,
