@@ -178,7 +178,10 @@ fn throughput_and_round_trips_cross_a_veth_pair() {
     let trial = &report["trials"][0];
     assert_eq!(trial["params"]["flows_per_thread"], "3", "{trial}");
     let gbit = metric(trial, "gbit_per_sec")["value"].as_f64().unwrap();
-    assert!(gbit > 0.1, "{gbit} Gbit/s across veth from one thread of three flows");
+    assert!(
+        gbit > 0.1,
+        "{gbit} Gbit/s across veth from one thread of three flows"
+    );
 
     for protocol in ["tcp", "udp"] {
         let report = run_in(
