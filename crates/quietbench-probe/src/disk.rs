@@ -199,19 +199,8 @@ pub fn resolve(
         return Err(p.bad("read_pct", "applies to mode=mixed only"));
     }
     let destructive = p.flag("destructive")?;
-    let engine = EngineChoice::parse(&p.text("engine"))
-        .ok_or_else(|| p.bad("engine", "expected auto, io_uring or threads"))?
-        .resolve()
-        .map_err(|why| p.bad("engine", why))?;
-    let block_kib = p.int("block_kib");
-    if block_kib % 4 != 0 {
-        return Err(p.bad(
-            "block_kib",
-            "must be a multiple of 4 (direct I/O moves whole 4 KiB pages)",
-        ));
-    }
-    let block = block_kib << 10;
-    check_buffers(&p, "block_kib", p.int("qd"), block)?;
+    let engine = engine_param(&p)?;
+    let block = request_bytes(&p, "block_kib")?;
     let target = target::inspect(&path).map_err(|why| p.bad("path", why))?;
     let writes = mode != Mode::Read;
     let size = match target.kind {
@@ -249,8 +238,9 @@ pub fn resolve(
         return Err(p.bad(
             "size_mib",
             format!(
-                "too small for {threads} thread(s) of {block_kib} KiB requests: each thread \
-                 needs a region of at least one request"
+                "too small for {threads} thread(s) of {} KiB requests: each thread needs a \
+                 region of at least one request",
+                block >> 10
             ),
         ));
     }
@@ -469,12 +459,29 @@ impl Workload for RwWorkload {
 pub(crate) const MAX_BUFFER_BYTES: u64 = 1 << 30;
 
 /// Refuses a queue whose buffers would exceed [`MAX_BUFFER_BYTES`].
-pub(crate) fn check_buffers(
-    p: &Params<'_>,
-    size_key: &str,
-    qd: u64,
-    request: u64,
-) -> Result<(), ParamError> {
+/// The `engine` parameter, resolved against what this kernel allows.
+pub(crate) fn engine_param(p: &Params<'_>) -> Result<EngineKind, ParamError> {
+    EngineChoice::parse(&p.text("engine"))
+        .ok_or_else(|| p.bad("engine", "expected auto, io_uring or threads"))?
+        .resolve()
+        .map_err(|why| p.bad("engine", why))
+}
+
+/// The request size in bytes from `size_key` (KiB): a multiple of 4, and `qd` such requests
+/// within the per-thread buffer limit.
+pub(crate) fn request_bytes(p: &Params<'_>, size_key: &'static str) -> Result<u64, ParamError> {
+    let kib = p.int(size_key);
+    if !kib.is_multiple_of(4) {
+        return Err(p.bad(
+            size_key,
+            "must be a multiple of 4 (direct I/O moves whole 4 KiB pages)",
+        ));
+    }
+    check_buffers(p, size_key, p.int("qd"), kib << 10)?;
+    Ok(kib << 10)
+}
+
+fn check_buffers(p: &Params<'_>, size_key: &str, qd: u64, request: u64) -> Result<(), ParamError> {
     if qd * request > MAX_BUFFER_BYTES {
         return Err(p.bad(
             size_key,

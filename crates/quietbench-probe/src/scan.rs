@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::catalog::IntParam;
-use crate::disk::engine::{EngineChoice, EngineKind, IoQueue};
+use crate::disk::engine::{EngineKind, IoQueue};
 use crate::disk::params::{Params, TextParam};
 use crate::disk::scan_state::ScanState;
 use crate::disk::survey::{RegionPass, Walk, region_bounds, spread, summarize};
@@ -203,18 +203,8 @@ pub fn resolve(
             }
         }
     }
-    let engine = EngineChoice::parse(&p.text("engine"))
-        .ok_or_else(|| p.bad("engine", "expected auto, io_uring or threads"))?
-        .resolve()
-        .map_err(|why| p.bad("engine", why))?;
-    let read_kib = p.int("read_kib");
-    if read_kib % 4 != 0 {
-        return Err(p.bad(
-            "read_kib",
-            "must be a multiple of 4 (direct I/O moves whole pages)",
-        ));
-    }
-    crate::disk::check_buffers(&p, "read_kib", p.int("qd"), read_kib << 10)?;
+    let engine = crate::disk::engine_param(&p)?;
+    let read_bytes = crate::disk::request_bytes(&p, "read_kib")?;
     let target = target::inspect(&path).map_err(|why| p.bad("path", why))?;
     let size = match target.size {
         Some(size) if size >= 4096 => size,
@@ -272,7 +262,7 @@ pub fn resolve(
         target,
         size,
         regions,
-        read: read_kib << 10,
+        read: read_bytes,
         qd: qd as usize,
         submit_batch: p.int("submit_batch") as usize,
         region_read: match p.int("region_read_mib") {

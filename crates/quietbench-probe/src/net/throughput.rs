@@ -320,11 +320,7 @@ impl ThroughputWorkload {
                         bytes: n as u64,
                     };
                 }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                    ) => {}
+                Err(e) if not_now(&e) => {}
                 Err(e) => return self.io_failure(false, &e),
             }
         }
@@ -364,11 +360,7 @@ impl ThroughputWorkload {
                         bytes: n as u64,
                     };
                 }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                    ) => {}
+                Err(e) if not_now(&e) => {}
                 Err(e) => return self.io_failure(receive, &e),
             }
         }
@@ -385,6 +377,14 @@ impl ThroughputWorkload {
             Err(e) => self.fail(format!("poll failed: {e}")),
         }
     }
+}
+
+/// A non-blocking socket's "not now": full (or empty), or interrupted by a signal.
+fn not_now(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+    )
 }
 
 /// Half-closes a receiving flow and reads to its end, keeping the last bytes: the server's
