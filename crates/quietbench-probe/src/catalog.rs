@@ -234,13 +234,7 @@ pub fn resolve_integers(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::test_params as params;
 
     #[test]
     fn applies_sysbench_defaults() {

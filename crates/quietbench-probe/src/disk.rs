@@ -582,13 +582,7 @@ pub(crate) fn run_for(spec: &ProbeSpec, ms: u64) -> Result<crate::TrialOutcome, 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::test_params as params;
 
     fn counter(outcome: &crate::TrialOutcome, name: &str) -> f64 {
         outcome

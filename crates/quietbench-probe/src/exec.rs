@@ -566,13 +566,7 @@ impl Workload for ExecWorkload {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::test_params as params;
 
     #[test]
     fn splits_words_like_a_shell_without_expanding() {

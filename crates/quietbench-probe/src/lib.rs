@@ -169,3 +169,12 @@ impl Variant {
         throughput: None,
     };
 }
+
+/// Probe parameters from pairs, for the tests.
+#[cfg(test)]
+pub(crate) fn test_params(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}

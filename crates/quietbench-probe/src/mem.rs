@@ -1007,14 +1007,8 @@ mod tests {
 
     use super::*;
     use crate::affinity::current_thread_affinity;
+    use crate::test_params as params;
     use crate::{TrialOutcome, TrialSettings, plan_placement, run_trial};
-
-    fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
 
     /// Walks one full cycle from line 0's successor and checks every line comes up once and
     /// the walk is back where it started after exactly `n` loads.

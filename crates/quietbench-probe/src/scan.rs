@@ -680,13 +680,7 @@ impl Workload for ScanWorkload {
 mod tests {
     use super::*;
     use crate::disk::{ScratchDir, run_for};
-
-    fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::test_params as params;
 
     fn counter(outcome: &crate::TrialOutcome, name: &str) -> Option<f64> {
         outcome
