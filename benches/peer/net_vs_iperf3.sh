@@ -10,14 +10,14 @@
 #
 # quietbench runs twice per configuration: with its default placement, which keeps CPU 0 for
 # housekeeping (the agent's gRPC runtime), and with every CPU (--cpus 0-(N-1)), as iperf3 has
-# them. On a 2-CPU machine the default leaves the senders one CPU against iperf3's two (18-22
-# Gbit/s on loopback here whatever the flows, against 30-38 with both CPUs); across veth, where
-# the receive path runs in the sender's softirq, the default did better. With 2 and 4 flows it
-# also runs them all from one thread (flows_per_thread, default placement), as iperf3 does.
-# Each is printed; quietbench's best is the best of them.
+# them. On a 2-CPU machine the default leaves the senders one CPU against iperf3's two, and the
+# peer's readers follow their flows onto it (each reader moves to the CPU that handles its
+# flow's packets: here, its sender's), so with both agents on one machine the all-CPU run is
+# the one to compare. Each is printed; quietbench's best is the better of the two.
 # Both count bytes handed to the sender's socket (iperf3's "sender" line, sum_sent).
 #
 # Usage: sudo benches/peer/net_vs_iperf3.sh [SECONDS=5] [ROUNDS=2]
+#   FLOWS="4" and PLACES="veth" (environment) narrow the run to some flow counts or places.
 # Needs: iperf3 (Debian: apt-get install iperf3; this script installs nothing), python3, root and
 # iproute2 (ip) for the veth half (without them it measures loopback only), and a release build
 # (the script runs `cargo build --release -p quietbench-controller` first, unless QUIETBENCH
@@ -26,18 +26,23 @@ set -euo pipefail
 
 seconds=${1:-5}
 rounds=${2:-2}
-flows=(1 2 4)
+read -r -a flows <<< "${FLOWS:-1 2 4}"
 
 for tool in iperf3 python3; do
   command -v "$tool" >/dev/null || { echo "error: $tool is not installed (see the header of $0)" >&2; exit 1; }
 done
-places=(loopback veth)
+read -r -a places <<< "${PLACES:-loopback veth}"
 if ! command -v ip >/dev/null || [ "$(id -u)" != 0 ]; then
   echo "note: the veth half needs root and iproute2 (ip); measuring on loopback only" >&2
   places=(loopback)
 fi
+for where in "${places[@]}"; do
+  case $where in loopback | veth) ;; *) echo "error: PLACES: unknown place '$where' (loopback, veth)" >&2; exit 1 ;; esac
+done
+veth=false
+[[ " ${places[*]} " == *" veth "* ]] && veth=true
 for ns in qbA qbB; do
-  if [ ${#places[@]} = 2 ] && ip netns list | grep -qw "$ns"; then
+  if $veth && ip netns list | grep -qw "$ns"; then
     echo "error: network namespace $ns already exists (a previous run killed hard?): ip netns del $ns" >&2
     exit 1
   fi
@@ -55,7 +60,7 @@ pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
   # Deleting a namespace deletes its end of the veth pair, and the pair with it.
-  if [ ${#places[@]} = 2 ]; then
+  if $veth; then
     ip netns del qbA 2>/dev/null || true
     ip netns del qbB 2>/dev/null || true
   fi
@@ -84,7 +89,7 @@ agent_address() {
   exit 1
 }
 
-if [ ${#places[@]} = 2 ]; then
+if $veth; then
   ip netns add qbA
   ip netns add qbB
   ip link add qbvA type veth peer name qbvB
@@ -119,11 +124,11 @@ iperf_gbit() {
   python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"]["sum_sent"]["bits_per_second"] / 1e9)' "$work/iperf.json"
 }
 
-# ours_gbit NS THREADS FLOWS_PER_THREAD RUN-ARGS...: one quietbench run, Gbit/s.
+# ours_gbit NS THREADS RUN-ARGS...: one quietbench run, Gbit/s.
 ours_gbit() {
-  local ns=$1 n=$2 per=$3
-  shift 3
-  in_ns "$ns" "$qb" run "$@" --probe net.throughput --param "threads=$n" --param "flows_per_thread=$per" --rounds 1 \
+  local ns=$1 n=$2
+  shift 2
+  in_ns "$ns" "$qb" run "$@" --probe net.throughput --param "threads=$n" --rounds 1 \
     --duration "$seconds" --json "$work/qb.json" >/dev/null 2>"$work/qb.err" || {
     cat "$work/qb.err" >&2
     echo "(if the agents cannot pair yet, the unit-level loopback figure is:" >&2
@@ -139,17 +144,14 @@ echo "iperf3: $(iperf3 --version | head -1)   CPU: $(grep -m1 'model name' /proc
 for round in $(seq 1 "$rounds"); do
   for n in "${flows[@]}"; do
     # Alternate which tool goes first, so drift over time favours neither.
-    for tool in $( ((round % 2)) && echo "iperf3 quietbench quietbench-all quietbench-mux" || echo "quietbench-mux quietbench-all quietbench iperf3"); do
-      [ "$tool" = quietbench-mux ] && [ "$n" = 1 ] && continue
+    for tool in $( ((round % 2)) && echo "iperf3 quietbench quietbench-all" || echo "quietbench-all quietbench iperf3"); do
       for where in "${places[@]}"; do
         all=()
         [ "$tool" = quietbench-all ] && all=(--cpus "0-$(( $(nproc) - 1 ))")
-        threads=$n per=1
-        [ "$tool" = quietbench-mux ] && threads=1 per=$n
         if [ "$tool" = iperf3 ]; then
           if [ $where = loopback ]; then v=$(iperf_gbit "" "" 127.0.0.1 "$n"); else v=$(iperf_gbit qbA qbB 10.201.0.2 "$n"); fi
         else
-          if [ $where = loopback ]; then v=$(ours_gbit "" "$threads" "$per" --local "${all[@]}"); else v=$(ours_gbit qbA "$threads" "$per" --agent "$agent_a" --peer "$agent_b" "${all[@]}"); fi
+          if [ $where = loopback ]; then v=$(ours_gbit "" "$n" --local "${all[@]}"); else v=$(ours_gbit qbA "$n" --agent "$agent_a" --peer "$agent_b" "${all[@]}"); fi
         fi
         printf '  round %d %-8s %d flow(s) %-14s %7.2f Gbit/s\n' "$round" "$where" "$n" "$tool" "$v"
         echo "$where $tool $n $v" >> "$work/results"
@@ -169,12 +171,13 @@ for line in open(sys.argv[1]):
             best[where, key, "best"] = max(best[where, key, "best"], float(v))
 for where in sorted({w for w, _, _ in best}):
     print(f"{where}:")
-    for n in (1, 2, 4, "best"):
-        i, d, a, m = (best[where, t, n] for t in ("iperf3", "quietbench", "quietbench-all", "quietbench-mux"))
+    counts = sorted({n for (w, _, n) in best if w == where and n != "best"})
+    for n in counts + ["best"]:
+        i, d, a = (best[where, t, n] for t in ("iperf3", "quietbench", "quietbench-all"))
         q = best[where, "quietbench-best", n]
         label = f"-P {n}" if n != "best" else "best of all"
         print(f"  {label:12} iperf3 {i:6.2f}  quietbench {d:6.2f} (default) {a:6.2f} (all CPUs) "
-              f"{m:6.2f} (one thread) Gbit/s  ratio {q / i if i else float('nan'):.3f}")
+              f"Gbit/s  ratio {q / i if i else float('nan'):.3f}")
     i, q = best[where, "iperf3", "best"], best[where, "quietbench-best", "best"]
     print(f"  target quietbench best >= 1.00 x iperf3 best: {'met' if q >= i else 'NOT met'}")
 PY

@@ -16,10 +16,12 @@ pub struct PeerSlot {
 
 impl PeerSlot {
     /// Starts (or restarts) the peer server on `bind`. Its connection threads go to the CPUs
-    /// that service the NIC's queues (network placement), so each flow's receive work and its
-    /// reader share a CPU, as CONTEXT.md §4's 85 Gbps setup did. When both agents share one
-    /// machine (loopback, or two network namespaces), the threads are left to the scheduler,
-    /// which keeps them off the client's pinned CPU.
+    /// that service the NIC's queues (network placement), and each throughput connection to
+    /// the one of them its flow hashes to, so each flow's receive work and its reader share a
+    /// CPU, as CONTEXT.md §4's 85 Gbps setup did. When both agents share one machine
+    /// (loopback, or two network namespaces), no CPU is excluded: a throughput connection
+    /// moves to its sender's CPU, where the stack handles its packets, and the rest are left
+    /// to the scheduler.
     pub fn start(
         &self,
         bind: IpAddr,

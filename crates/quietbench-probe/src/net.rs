@@ -51,10 +51,12 @@ const THROUGHPUT_PARAMS: &[IntParam] = &[
     ),
     (
         "buffer_kib",
-        4096,
+        0,
         0,
         262_144,
-        "SO_SNDBUF/SO_RCVBUF of both ends, KiB; 0 leaves the kernel's autotuning",
+        "SO_SNDBUF/SO_RCVBUF of both ends, KiB; 0 leaves them to the kernel's autotuning, as \
+         iperf3 does, which grows each up to the maximum of net.ipv4.tcp_wmem/tcp_rmem; a \
+         fixed size turns autotuning off",
     ),
     (
         "write_kib",

@@ -412,3 +412,56 @@ fn loopback_figures() {
         );
     }
 }
+
+/// Connects a source flow from a thread pinned to `cpu` and reads its first bytes (so the
+/// server has read the header and placed itself).
+fn source_flow_from(server: &PeerServer, cpu: u32) -> TcpStream {
+    let port = server.tcp_port();
+    std::thread::spawn(move || {
+        crate::affinity::pin_current_thread(&[cpu]).unwrap();
+        let mut stream = TcpStream::connect((LOOPBACK, port)).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let header = Header {
+            mode: Mode::Source,
+            request_bytes: 0,
+            response_bytes: 4096,
+            buffer_bytes: 0,
+            pacing_mbit: 0,
+        };
+        stream.write_all(&header.encode()).unwrap();
+        let mut first = [0u8; 1];
+        stream.read_exact(&mut first).unwrap();
+        stream
+    })
+    .join()
+    .unwrap()
+}
+
+#[test]
+fn throughput_connections_follow_their_flows_cpu() {
+    let allowed = current_thread_affinity().unwrap();
+    // Unrestricted (both ends on one machine): each connection moves to its sender's CPU.
+    let server = server();
+    let mut expected = BTreeMap::new();
+    let mut flows = Vec::new();
+    for &cpu in &allowed {
+        flows.push(source_flow_from(&server, cpu));
+        *expected.entry(cpu).or_insert(0u64) += 1;
+        assert_eq!(
+            server.flows_followed(),
+            expected,
+            "after a flow from CPU {cpu}"
+        );
+    }
+    drop(flows);
+    // Restricted to the first CPU: a flow handled on another CPU stays where it was put.
+    if let [first, .., last] = allowed[..] {
+        let server = PeerServer::start(LOOPBACK, &[first]).unwrap();
+        let _flow = source_flow_from(&server, last);
+        assert!(server.flows_followed().is_empty());
+        let _flow = source_flow_from(&server, first);
+        assert_eq!(server.flows_followed(), BTreeMap::from([(first, 1)]));
+    }
+}

@@ -223,6 +223,7 @@ impl ThroughputWorkload {
             if config.buffer_bytes > 0 {
                 sys::set_buffer(&rx, false, config.buffer_bytes).map_err(sockopt_error)?;
             }
+            sys::set_rcvlowat(&rx, config.write_bytes as usize).map_err(sockopt_error)?;
             Some(rx)
         } else {
             None
@@ -392,6 +393,8 @@ fn not_now(e: &io::Error) -> bool {
 fn drain_for_trailer(rx: &mut TcpStream, buf: &mut [u8]) -> Option<Trailer> {
     rx.set_nonblocking(false).ok()?;
     rx.set_read_timeout(Some(Duration::from_millis(200))).ok()?;
+    // The trailer is a few bytes: a read must not wait for a whole write's worth.
+    sys::set_rcvlowat(&*rx, 1).ok()?;
     rx.shutdown(Shutdown::Write).ok()?;
     let deadline = Instant::now() + DRAIN_DEADLINE;
     let mut tail = Tail::default();

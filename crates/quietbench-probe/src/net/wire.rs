@@ -47,7 +47,8 @@ impl Mode {
 pub struct Header {
     /// What the server does.
     pub mode: Mode,
-    /// Echo: bytes per request. Sink: the client's write size (a hint, unused).
+    /// Echo: bytes per request. Sink: the client's write size, which the sink reads with
+    /// (0: the default, 128 KiB).
     pub request_bytes: u32,
     /// Echo: bytes per response. Source: the server's write size.
     pub response_bytes: u32,
