@@ -154,17 +154,20 @@ for round in $(seq 1 "$rounds"); do
           if [ $where = loopback ]; then v=$(ours_gbit "" "$n" --local "${all[@]}"); else v=$(ours_gbit qbA "$n" --agent "$agent_a" --peer "$agent_b" "${all[@]}"); fi
         fi
         printf '  round %d %-8s %d flow(s) %-14s %7.2f Gbit/s\n' "$round" "$where" "$n" "$tool" "$v"
-        echo "$where $tool $n $v" >> "$work/results"
+        echo "$where $tool $n $v $round" >> "$work/results"
       done
     done
   done
 done
 
 python3 - "$work/results" <<'PY'
-import collections, sys
+import collections, statistics, sys
 best = collections.defaultdict(float)
+by_round = collections.defaultdict(float)  # (place, round, side) -> that side's best that round
 for line in open(sys.argv[1]):
-    where, tool, n, v = line.split()
+    where, tool, n, v, rnd = line.split()
+    side = "quietbench" if tool.startswith("quietbench") else "iperf3"
+    by_round[where, rnd, side] = max(by_round[where, rnd, side], float(v))
     for key in (tool, "quietbench-best" if tool.startswith("quietbench") else None):
         if key:
             best[where, key, int(n)] = max(best[where, key, int(n)], float(v))
@@ -180,4 +183,11 @@ for where in sorted({w for w, _, _ in best}):
               f"Gbit/s  ratio {q / i if i else float('nan'):.3f}")
     i, q = best[where, "iperf3", "best"], best[where, "quietbench-best", "best"]
     print(f"  target quietbench best >= 1.00 x iperf3 best: {'met' if q >= i else 'NOT met'}")
+    # Each round's bests are minutes apart at most: their ratio cancels the machine's drift,
+    # which the bests over all rounds do not.
+    paired = sorted(by_round[where, r, "quietbench"] / by_round[where, r, "iperf3"]
+                    for (w, r, side) in list(by_round) if w == where and side == "iperf3")
+    if paired:
+        print(f"  paired by round (each side's best that round): ratios {' '.join(f'{x:.3f}' for x in paired)}"
+              f", median {statistics.median(paired):.3f}")
 PY
