@@ -19,6 +19,7 @@ pub mod kernel;
 pub mod noise;
 pub mod procstat;
 mod root;
+pub mod smaps;
 pub mod topology;
 pub mod tuning;
 

@@ -458,7 +458,6 @@ impl Workload for RwWorkload {
 /// Most bytes of I/O buffers one thread allocates (and io_uring pins): qd x request size.
 pub(crate) const MAX_BUFFER_BYTES: u64 = 1 << 30;
 
-/// Refuses a queue whose buffers would exceed [`MAX_BUFFER_BYTES`].
 /// The `engine` parameter, resolved against what this kernel allows.
 pub(crate) fn engine_param(p: &Params<'_>) -> Result<EngineKind, ParamError> {
     EngineChoice::parse(&p.text("engine"))
@@ -497,9 +496,16 @@ fn check_buffers(p: &Params<'_>, size_key: &str, qd: u64, request: u64) -> Resul
     Ok(())
 }
 
-/// Which engine ran, as counters (1 or 0; averaged over threads).
+/// Which engine ran, as counters (1 or 0; averaged over threads), and how much of the I/O
+/// buffers huge pages back (absent when /proc/self/smaps could not say).
 pub(crate) fn engine_counters(queue: &IoQueue) -> Vec<Counter> {
-    vec![
+    let huge = queue.huge_page_pct().map(|pct| Counter {
+        name: "io_buffers_huge_pages",
+        unit: "%",
+        value: pct,
+        merge: Merge::Mean,
+    });
+    let mut counters = vec![
         Counter {
             name: "engine_io_uring",
             unit: "bool",
@@ -512,7 +518,9 @@ pub(crate) fn engine_counters(queue: &IoQueue) -> Vec<Counter> {
             value: f64::from(u8::from(queue.fixed_buffers())),
             merge: Merge::Mean,
         },
-    ]
+    ];
+    counters.extend(huge);
+    counters
 }
 
 /// Thread `thread`'s region of a target of `size` bytes split `threads` ways: its start and
@@ -732,6 +740,9 @@ mod tests {
             assert!((mb / expected - 1.0).abs() < 1e-6, "{mb} vs {expected}");
             let uring = counter(&outcome, "engine_io_uring");
             assert_eq!(uring, f64::from(u8::from(engine == "io_uring")), "{engine}");
+            // Read from this process's smaps, which a Linux /proc always has.
+            let huge = counter(&outcome, "io_buffers_huge_pages");
+            assert!((0.0..=100.0).contains(&huge), "{engine}: {huge}");
         }
     }
 

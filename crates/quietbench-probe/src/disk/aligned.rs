@@ -3,10 +3,13 @@
 //! O_DIRECT wants the buffer, the offset and the length aligned to the device's logical block
 //! size (512 or 4096 bytes on every device we meet). Buffers here are aligned to [`ALIGN`] and
 //! sized in whole multiples of it, so they satisfy either; they are allocated once, when a
-//! workload is built, never on the measured path.
+//! workload is built, never on the measured path, a queue's buffers in one mapping backed by
+//! huge pages where the kernel allows ([`Region`] says why).
 
-use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::ptr::NonNull;
+use std::sync::Arc;
+
+use nix::libc;
 
 /// Alignment of every I/O buffer, offset and length: the largest logical block size in use.
 pub(crate) const ALIGN: usize = 4096;
@@ -21,28 +24,119 @@ pub(crate) const fn round_down(n: u64) -> u64 {
     n / ALIGN as u64 * ALIGN as u64
 }
 
-/// A zero-initialised heap buffer aligned to [`ALIGN`], its length a multiple of it.
+/// The huge-page size the region is aligned to and rounded up to (x86-64 and arm64 with 4 KiB
+/// pages: 2 MiB).
+const HUGE_PAGE: usize = 2 << 20;
+
+/// One anonymous mapping that holds a queue's buffers, aligned to [`HUGE_PAGE`] and backed by
+/// transparent huge pages where the kernel gives them (MADV_HUGEPAGE).
+///
+/// Why huge pages: a request's buffer is split into one DMA segment per physically contiguous
+/// run, so a 128 KiB buffer in scattered 4 KiB pages is 32 segments. A virtio disk without
+/// indirect descriptors (Firecracker's, for one) spends a ring descriptor per segment, so its
+/// ring fills at a handful of such requests; the rest wait in the I/O scheduler, where the
+/// sequential ones merge, and the device sees a few large requests instead of sixteen. On this
+/// project's VM, disk.seq (128 KiB, QD16) moved 1.6 GB/s in 680 KiB device requests from 4 KiB
+/// pages and 3.1 GB/s in 128 KiB requests from huge pages. A real device's limit, not the
+/// buffer's layout, is what the probe is for.
+struct Region {
+    /// The whole mapping, as mmap returned it (for munmap).
+    map: NonNull<u8>,
+    map_len: usize,
+    /// The first [`HUGE_PAGE`]-aligned byte within it.
+    start: NonNull<u8>,
+}
+
+// SAFETY: the region is plain memory owned by this value (munmap works from any thread); the
+// buffers carved from it are disjoint, and each is accessed only through the one AlignedBuf
+// that owns it.
+unsafe impl Send for Region {}
+// SAFETY: shared references to a Region only read its addresses, never its bytes.
+unsafe impl Sync for Region {}
+
+impl Region {
+    /// A zeroed region of at least `len` bytes (rounded up to [`HUGE_PAGE`]).
+    fn new(len: usize) -> Result<Self, String> {
+        let len = len.max(1).div_ceil(HUGE_PAGE) * HUGE_PAGE;
+        // One huge page more than needed, so an aligned start always fits.
+        let map_len = len + HUGE_PAGE;
+        // SAFETY: an anonymous private mapping with no address hint; the result is checked.
+        let raw = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if raw == libc::MAP_FAILED {
+            return Err(format!(
+                "cannot map {map_len} bytes of I/O buffers: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        let map = NonNull::new(raw.cast::<u8>()).ok_or("mmap returned a null address")?;
+        let offset = (HUGE_PAGE - map.as_ptr() as usize % HUGE_PAGE) % HUGE_PAGE;
+        // SAFETY: offset < HUGE_PAGE, and the mapping is HUGE_PAGE longer than `len`.
+        let start = unsafe { map.add(offset) };
+        // A hint: where transparent huge pages are off ("never") the region stays in 4 KiB
+        // pages, which only costs the speed above. Anonymous memory reads as zeroes.
+        // SAFETY: the range lies within the mapping just made.
+        unsafe { libc::madvise(start.as_ptr().cast(), len, libc::MADV_HUGEPAGE) };
+        Ok(Self {
+            map,
+            map_len,
+            start,
+        })
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, unmapped once; every AlignedBuf carved from it
+        // holds an Arc to this region, so none outlives it.
+        unsafe { libc::munmap(self.map.as_ptr().cast(), self.map_len) };
+    }
+}
+
+/// A zero-initialised I/O buffer aligned to [`ALIGN`], its length a multiple of it: one of the
+/// disjoint slices of a [`Region`].
 pub(crate) struct AlignedBuf {
     ptr: NonNull<u8>,
     len: usize,
+    /// Keeps the mapping alive while this buffer is.
+    _region: Arc<Region>,
 }
 
-// SAFETY: the buffer is plain bytes owned by this value alone (no aliasing handles are kept),
-// like a Vec<u8>; the engine that lends its address to the kernel guarantees no I/O is in flight
-// when the value moves threads or drops.
+// SAFETY: the buffer is plain bytes that only this value reaches (the buffers of one region
+// are disjoint), like a Vec<u8>; the engine that lends its address to the kernel guarantees no
+// I/O is in flight when the value moves threads or drops.
 unsafe impl Send for AlignedBuf {}
 
 impl AlignedBuf {
     /// A zeroed buffer of at least `len` bytes (rounded up to [`ALIGN`]).
     pub(crate) fn new(len: usize) -> Result<Self, String> {
+        let mut one = Self::many(1, len)?;
+        Ok(one.remove(0))
+    }
+
+    /// `count` zeroed buffers of at least `len` bytes each, back to back in one region.
+    pub(crate) fn many(count: usize, len: usize) -> Result<Vec<Self>, String> {
         let len = round_up(len.max(1) as u64) as usize;
-        let layout = Layout::from_size_align(len, ALIGN)
-            .map_err(|e| format!("cannot lay out a {len}-byte I/O buffer: {e}"))?;
-        // SAFETY: the layout has a non-zero size (len >= ALIGN).
-        let raw = unsafe { alloc_zeroed(layout) };
-        let ptr = NonNull::new(raw)
-            .ok_or_else(|| format!("cannot allocate a {len}-byte aligned I/O buffer"))?;
-        Ok(Self { ptr, len })
+        let total = len
+            .checked_mul(count)
+            .ok_or_else(|| format!("{count} I/O buffers of {len} bytes overflow"))?;
+        let region = Arc::new(Region::new(total)?);
+        Ok((0..count)
+            .map(|i| Self {
+                // SAFETY: i * len + len <= total, within the region.
+                ptr: unsafe { region.start.add(i * len) },
+                len,
+                _region: Arc::clone(&region),
+            })
+            .collect())
     }
 
     /// A buffer of `len` bytes filled with pseudo-random data from `seed`.
@@ -50,6 +144,20 @@ impl AlignedBuf {
         let mut buf = Self::new(len)?;
         fill_random(buf.as_mut_slice(), seed);
         Ok(buf)
+    }
+
+    /// `count` buffers of `len` bytes, buffer `i` filled with pseudo-random data from
+    /// `seed(i)`.
+    pub(crate) fn many_random(
+        count: usize,
+        len: usize,
+        seed: impl Fn(usize) -> u64,
+    ) -> Result<Vec<Self>, String> {
+        let mut bufs = Self::many(count, len)?;
+        for (i, buf) in bufs.iter_mut().enumerate() {
+            fill_random(buf.as_mut_slice(), seed(i));
+        }
+        Ok(bufs)
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -65,8 +173,8 @@ impl AlignedBuf {
     }
 
     pub(crate) fn as_slice(&self) -> &[u8] {
-        // SAFETY: ptr is a live allocation of len bytes, initialised (zeroed at allocation),
-        // and the shared borrow of self prevents a concurrent &mut.
+        // SAFETY: ptr is len bytes of a live mapping (the Arc keeps it), initialised (anonymous
+        // memory is zero), and the shared borrow of self prevents a concurrent &mut.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 
@@ -81,18 +189,6 @@ impl AlignedBuf {
         let s = self.as_mut_slice();
         s[..8].copy_from_slice(&offset.to_le_bytes());
         s[8..16].copy_from_slice(&serial.to_le_bytes());
-    }
-}
-
-impl Drop for AlignedBuf {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with exactly this size and alignment (checked there).
-        unsafe {
-            dealloc(
-                self.ptr.as_ptr(),
-                Layout::from_size_align_unchecked(self.len, ALIGN),
-            )
-        };
     }
 }
 
@@ -154,6 +250,24 @@ mod tests {
             assert!(buf.len() >= len);
             assert!(buf.as_slice().iter().all(|&b| b == 0));
         }
+    }
+
+    #[test]
+    fn a_batch_lies_back_to_back_in_one_huge_page_aligned_region() {
+        let bufs = AlignedBuf::many_random(16, 128 << 10, |i| i as u64).unwrap();
+        let base = bufs[0].as_ptr() as usize;
+        assert_eq!(base % HUGE_PAGE, 0);
+        for (i, buf) in bufs.iter().enumerate() {
+            assert_eq!(buf.as_ptr() as usize, base + i * (128 << 10));
+            assert_eq!(buf.len(), 128 << 10);
+        }
+        // Each filled from its own seed, none left zero.
+        assert_ne!(bufs[0].as_slice(), bufs[1].as_slice());
+        assert!(bufs.iter().all(|b| b.as_slice().iter().any(|&x| x != 0)));
+        // The region outlives any one buffer: dropping all but the last leaves it usable.
+        let mut last = bufs.into_iter().last().unwrap();
+        last.stamp(7, 9);
+        assert_eq!(&last.as_slice()[..8], &7u64.to_le_bytes());
     }
 
     #[test]

@@ -29,6 +29,9 @@ use std::time::Instant;
 
 use io_uring::{IoUring, types};
 
+use quietbench_host::HostRoot;
+use quietbench_host::smaps::read_smaps_mapping;
+
 use super::aligned::AlignedBuf;
 
 /// Which engine runs the I/O.
@@ -114,6 +117,9 @@ pub(crate) struct IoQueue {
     done: Vec<Completion>,
     serial: u64,
     buf_len: usize,
+    /// Share of the buffers' mapping backed by huge pages (0-100); `None` when
+    /// /proc/self/smaps could not say.
+    huge_page_pct: Option<f64>,
     /// Requests gathered before a submission system call, and those gathered so far.
     batch: usize,
     queued: usize,
@@ -140,10 +146,16 @@ impl IoQueue {
         batch: usize,
     ) -> Result<Self, String> {
         let slots = slots.max(1);
-        let mut buffers = Vec::with_capacity(slots);
-        for slot in 0..slots {
-            buffers.push(AlignedBuf::random(buf_len, seed ^ (slot as u64) << 32)?);
-        }
+        let buffers = AlignedBuf::many_random(slots, buf_len, |slot| seed ^ (slot as u64) << 32)?;
+        // Filled, so every page is faulted in: what backs them now is what the I/O will use.
+        let huge_page_pct = read_smaps_mapping(
+            &HostRoot::live(),
+            std::process::id(),
+            buffers[0].as_ptr() as u64,
+        )
+        .ok()
+        .flatten()
+        .map(|m| m.huge_page_pct());
         let backend = match kind {
             EngineKind::IoUring => Backend::Uring(UringQueue::new(file, buffers)?),
             EngineKind::Threads => Backend::Threads(ThreadQueue::new(file, buffers)?),
@@ -156,6 +168,7 @@ impl IoQueue {
             done: Vec::with_capacity(slots),
             serial: 0,
             buf_len,
+            huge_page_pct,
             batch: batch.clamp(1, slots),
             queued: 0,
         })
@@ -172,6 +185,11 @@ impl IoQueue {
     /// Whether io_uring uses registered (fixed) buffers.
     pub(crate) fn fixed_buffers(&self) -> bool {
         matches!(&self.backend, Backend::Uring(u) if u.fixed_bufs)
+    }
+
+    /// Share of the I/O buffers backed by huge pages, 0-100 (`None`: unknown).
+    pub(crate) fn huge_page_pct(&self) -> Option<f64> {
+        self.huge_page_pct
     }
 
     /// Number of slots.
