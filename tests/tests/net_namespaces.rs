@@ -154,6 +154,14 @@ fn throughput_and_round_trips_cross_a_veth_pair() {
     let gbit = metric(trial, "gbit_per_sec")["value"].as_f64().unwrap();
     assert!(gbit > 0.1, "{gbit} Gbit/s across veth");
     assert!(metric(trial, "tcp_retransmits")["value"].as_f64().is_some());
+    // The peer's reader moved to the CPU that handled its flow's packets: across veth on one
+    // machine, the sending thread's.
+    let sender_cpu = &trial["placement"]["threads"][0]["planned_cpu"];
+    assert_eq!(
+        trial["placement"]["peer_flow_cpus"],
+        serde_json::json!([{"cpu": sender_cpu, "flows": 1}]),
+        "{trial}"
+    );
 
     // Three flows from one thread, written in turn.
     let report = run_in(
@@ -177,6 +185,12 @@ fn throughput_and_round_trips_cross_a_veth_pair() {
     );
     let trial = &report["trials"][0];
     assert_eq!(trial["params"]["flows_per_thread"], "3", "{trial}");
+    let sender_cpu = &trial["placement"]["threads"][0]["planned_cpu"];
+    assert_eq!(
+        trial["placement"]["peer_flow_cpus"],
+        serde_json::json!([{"cpu": sender_cpu, "flows": 3}]),
+        "{trial}"
+    );
     let gbit = metric(trial, "gbit_per_sec")["value"].as_f64().unwrap();
     assert!(
         gbit > 0.1,
@@ -216,5 +230,11 @@ fn throughput_and_round_trips_cross_a_veth_pair() {
             "{protocol} p50 {p50} ns"
         );
         assert!(latency["count"].as_u64().unwrap() > 100);
+        // Round trips are served where the scheduler puts them: nothing moves.
+        assert_eq!(
+            trial["placement"]["peer_flow_cpus"],
+            serde_json::json!([]),
+            "{trial}"
+        );
     }
 }

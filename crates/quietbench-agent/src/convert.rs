@@ -59,6 +59,8 @@ pub fn placement(
         housekeeping_cpus: plan.housekeeping_cpus.clone(),
         notes: plan.notes.clone(),
         shares_cpus: plan.shares_cpus,
+        // The peer's side is another agent's to tell; the controller adds it.
+        peer_flow_cpus: Vec::new(),
     }
 }
 

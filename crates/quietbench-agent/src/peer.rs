@@ -59,8 +59,8 @@ impl PeerSlot {
         Ok(response)
     }
 
-    /// Stops the peer server; false when none ran.
-    pub fn stop(&self) -> bool {
+    /// Stops the peer server: whether one ran, and where its throughput connections moved.
+    pub fn stop(&self) -> pb::StopPeerResponse {
         let server = self
             .running
             .lock()
@@ -68,10 +68,18 @@ impl PeerSlot {
             .take();
         match server {
             Some(server) => {
+                let flows_followed = server
+                    .flows_followed()
+                    .into_iter()
+                    .map(|(cpu, flows)| pb::PeerFlowCpu { cpu, flows })
+                    .collect();
                 server.stop();
-                true
+                pb::StopPeerResponse {
+                    stopped: true,
+                    flows_followed,
+                }
             }
-            None => false,
+            None => pb::StopPeerResponse::default(),
         }
     }
 }

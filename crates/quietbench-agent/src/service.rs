@@ -216,9 +216,9 @@ impl AgentService for Agent {
         _request: Request<pb::StopPeerRequest>,
     ) -> Result<Response<pb::StopPeerResponse>, Status> {
         let peer = Arc::clone(&self.peer);
-        let stopped = tokio::task::spawn_blocking(move || peer.stop())
+        let response = tokio::task::spawn_blocking(move || peer.stop())
             .await
             .map_err(|e| Status::internal(format!("stopping the peer server failed: {e}")))?;
-        Ok(Response::new(pb::StopPeerResponse { stopped }))
+        Ok(Response::new(response))
     }
 }

@@ -195,9 +195,13 @@ impl AgentConnection {
     }
 
     /// Stops the agent's peer server (best effort: a trial's outcome does not depend on it).
-    pub async fn stop_peer(&mut self) {
+    /// Returns where its throughput connections moved; empty when it could not say.
+    pub async fn stop_peer(&mut self) -> Vec<pb::PeerFlowCpu> {
         let call = self.client.stop_peer(pb::StopPeerRequest {});
-        let _ = tokio::time::timeout(FIRST_EVENT_TIMEOUT, call).await;
+        match tokio::time::timeout(FIRST_EVENT_TIMEOUT, call).await {
+            Ok(Ok(response)) => response.into_inner().flows_followed,
+            _ => Vec::new(),
+        }
     }
 
     /// Asks the agent to stop a trial (best effort: used when the user interrupts).

@@ -25,6 +25,31 @@ pub struct Target {
     pub peer: Option<Box<Target>>,
 }
 
+/// Adds where the peer's readers ran to a trial's placement, with a note when both agents
+/// share one machine and the default placement left the readers on the senders' CPUs (with
+/// CPUs to spare, that measures the placement, not the machine).
+fn with_peer_flows(
+    mut placement: pb::Placement,
+    peer_flow_cpus: Vec<pb::PeerFlowCpu>,
+    peer_on_this_machine: bool,
+    cpus_given: bool,
+) -> pb::Placement {
+    let sender_cpus: Vec<u32> = placement.threads.iter().map(|t| t.planned_cpu).collect();
+    let crowded = peer_on_this_machine
+        && !cpus_given
+        && !peer_flow_cpus.is_empty()
+        && peer_flow_cpus.iter().all(|f| sender_cpus.contains(&f.cpu));
+    if crowded {
+        placement.notes.push(
+            "both agents share this machine: the peer's readers followed their flows onto the \
+             senders' CPUs; give --cpus with more CPUs to spread senders and readers"
+                .to_string(),
+        );
+    }
+    placement.peer_flow_cpus = peer_flow_cpus;
+    placement
+}
+
 /// True for probes that need a peer agent.
 pub fn needs_peer(probe: &str) -> bool {
     probe.starts_with("net.")
@@ -193,6 +218,7 @@ pub async fn execute(
         let conn = &mut connections[host];
         let mut params: HashMap<String, String> = spec.params.clone().into_iter().collect();
         let mut peer_address = None;
+        let mut peer_on_this_machine = false;
         if needs_peer(probe) {
             let (Some(peer), Some(peer_target)) = (peers[host].as_mut(), &targets[host].peer)
             else {
@@ -206,6 +232,7 @@ pub async fn execute(
             let same_machine = peer_hostnames[host]
                 .as_ref()
                 .is_some_and(|h| !h.is_empty() && *h == run.hosts[host].fingerprint.hostname);
+            peer_on_this_machine = same_machine;
             let ports = peer.start_peer(&ip.to_string(), same_machine).await?;
             let server = std::net::SocketAddr::new(ip, ports.tcp_port as u16);
             params.insert("peer".into(), server.to_string());
@@ -243,8 +270,9 @@ pub async fn execute(
                 }
             })
             .await;
+        let mut peer_flow_cpus = Vec::new();
         if let Some(peer) = peers[host].as_mut().filter(|_| needs_peer(probe)) {
-            peer.stop_peer().await;
+            peer_flow_cpus = peer.stop_peer().await;
         }
         let completed = completed?;
         let metrics = trial_metrics(&completed.result, &completed.intervals).map_err(|e| {
@@ -269,7 +297,19 @@ pub async fn execute(
                 .clone()
                 .into_iter()
                 .collect(),
-            placement: completed.result.placement.clone().or(completed.placement),
+            placement: completed
+                .result
+                .placement
+                .clone()
+                .or(completed.placement)
+                .map(|placement| {
+                    with_peer_flows(
+                        placement,
+                        peer_flow_cpus,
+                        peer_on_this_machine,
+                        !settings.cpus.is_empty(),
+                    )
+                }),
             intervals: completed.result.intervals,
             metrics,
             noise: completed.result.noise.clone(),
@@ -335,4 +375,57 @@ fn headline(metrics: &[pb::Metric]) -> String {
         .find(|m| m.histogram.is_none())
         .and_then(|m| m.value.map(|v| format!("{v:.1} {}", m.unit)))
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn placement_on(cpus: &[u32]) -> pb::Placement {
+        pb::Placement {
+            policy: "rss".into(),
+            threads: cpus
+                .iter()
+                .enumerate()
+                .map(|(i, &cpu)| pb::ThreadPlacement {
+                    thread_index: i as u32,
+                    planned_cpu: cpu,
+                    affinity_cpus: vec![cpu],
+                    observed_cpu: cpu,
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn flows(pairs: &[(u32, u64)]) -> Vec<pb::PeerFlowCpu> {
+        pairs
+            .iter()
+            .map(|&(cpu, flows)| pb::PeerFlowCpu { cpu, flows })
+            .collect()
+    }
+
+    #[test]
+    fn peer_readers_are_added_and_crowding_on_one_machine_is_noted() {
+        // One machine, default placement, readers on the senders' CPU: a note.
+        let p = with_peer_flows(placement_on(&[1, 1]), flows(&[(1, 2)]), true, false);
+        assert_eq!(p.peer_flow_cpus, flows(&[(1, 2)]));
+        assert_eq!(p.notes.len(), 1);
+        assert!(p.notes[0].contains("--cpus"), "{:?}", p.notes);
+        // CPUs chosen by the user, two machines, or a reader elsewhere: no note.
+        for (same, given, readers) in [
+            (true, true, flows(&[(1, 2)])),
+            (false, false, flows(&[(1, 2)])),
+            (true, false, flows(&[(0, 1), (1, 1)])),
+            (true, false, Vec::new()),
+        ] {
+            let p = with_peer_flows(placement_on(&[1, 1]), readers.clone(), same, given);
+            assert!(
+                p.notes.is_empty(),
+                "{same} {given} {readers:?}: {:?}",
+                p.notes
+            );
+            assert_eq!(p.peer_flow_cpus, readers);
+        }
+    }
 }

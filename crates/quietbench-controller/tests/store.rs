@@ -178,6 +178,7 @@ fn trial(seq: usize, host: usize, round: u32, rate: f64) -> TrialRecord {
             housekeeping_cpus: vec![0],
             notes: vec!["cpu 1 takes NIC interrupts".into()],
             shares_cpus: false,
+            peer_flow_cpus: vec![pb::PeerFlowCpu { cpu: 1, flows: 4 }],
         }),
         intervals: 3,
         metrics: vec![

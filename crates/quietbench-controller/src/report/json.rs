@@ -268,6 +268,18 @@ pub struct PlacementJson {
     pub notes: Vec<String>,
     /// True when two probe threads share a CPU.
     pub shares_cpus: bool,
+    /// Network probes: where the peer's throughput connections ran, each moved to the CPU
+    /// that handled its flow's packets.
+    pub peer_flow_cpus: Vec<PeerFlowCpuJson>,
+}
+
+/// How many of a trial's flows the peer served on one CPU.
+#[derive(Debug, Serialize)]
+pub struct PeerFlowCpuJson {
+    /// The CPU.
+    pub cpu: u32,
+    /// Flows served there.
+    pub flows: u64,
 }
 
 /// One probe thread's placement.
@@ -484,6 +496,14 @@ fn placement(p: &pb::Placement) -> PlacementJson {
         matches_plan: placement_matches_plan(p),
         notes: p.notes.clone(),
         shares_cpus: p.shares_cpus,
+        peer_flow_cpus: p
+            .peer_flow_cpus
+            .iter()
+            .map(|f| PeerFlowCpuJson {
+                cpu: f.cpu,
+                flows: f.flows,
+            })
+            .collect(),
     }
 }
 

@@ -74,6 +74,18 @@ pub fn placement_line(p: &pb::Placement) -> String {
     if p.policy != "unpinned" && !placement_matches_plan(p) {
         line.push_str("  WARNING: read-back placement differs from the plan");
     }
+    if !p.peer_flow_cpus.is_empty() {
+        let peer: Vec<String> = p
+            .peer_flow_cpus
+            .iter()
+            .map(|f| {
+                let s = if f.flows == 1 { "" } else { "s" };
+                format!("CPU {} ({} flow{s})", f.cpu, f.flows)
+            })
+            .collect();
+        line.push_str("\n  peer readers, each on its flow's CPU: ");
+        line.push_str(&peer.join(", "));
+    }
     for note in &p.notes {
         line.push_str("\n  placement note: ");
         line.push_str(note);
