@@ -21,7 +21,8 @@ const SOFTIRQS: &str = "/proc/softirqs";
 const TASK_STATUS: &str = "/proc/<pid>/task/<tid>/status";
 const TASK_STAT: &str = "/proc/<pid>/task/<tid>/stat";
 
-/// A reader in this module failed.
+/// A reader of a /proc file failed: it could not be read, or was read but is malformed. The
+/// error of this module's readers and of [`crate::smaps`]'s.
 #[derive(Debug, thiserror::Error)]
 pub enum ProcStatError {
     /// The file could not be read.

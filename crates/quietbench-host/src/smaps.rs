@@ -1,8 +1,9 @@
 //! /proc/<pid>/smaps: how one mapping of a process is backed, here whether by transparent huge
 //! pages (the disk probes ask for them for their I/O buffers, and report whether they got them).
 
+use crate::HostRoot;
 use crate::interrupts::ParseError;
-use crate::{HostRoot, ReadError};
+use crate::procstat::ProcStatError;
 
 const SMAPS: &str = "/proc/<pid>/smaps";
 
@@ -82,23 +83,12 @@ fn parse_range(text: &str) -> Option<(u64, u64)> {
     (start < end).then_some((start, end))
 }
 
-/// A smaps reader failed.
-#[derive(Debug, thiserror::Error)]
-pub enum SmapsError {
-    /// The file could not be read.
-    #[error(transparent)]
-    Read(#[from] ReadError),
-    /// The file was read but is malformed.
-    #[error(transparent)]
-    Parse(#[from] ParseError),
-}
-
 /// Reads the mapping of process `pid` that holds `addr`, below `root`.
 pub fn read_smaps_mapping(
     root: &HostRoot,
     pid: u32,
     addr: u64,
-) -> Result<Option<SmapsMapping>, SmapsError> {
+) -> Result<Option<SmapsMapping>, ProcStatError> {
     let text = root.read(&format!("/proc/{pid}/smaps"))?;
     Ok(parse_smaps_mapping(&text, addr)?)
 }
@@ -165,6 +155,6 @@ mod tests {
     #[test]
     fn a_missing_file_is_a_read_error() {
         let err = read_smaps_mapping(&fixture_root(), 1, 0).unwrap_err();
-        assert!(matches!(err, SmapsError::Read(_)), "{err}");
+        assert!(matches!(err, ProcStatError::Read(_)), "{err}");
     }
 }

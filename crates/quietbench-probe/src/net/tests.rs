@@ -15,6 +15,17 @@ use crate::{Counter, TrialOutcome, TrialSettings, plan_placement, resolve_probe,
 
 const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
+/// A header with no buffer size and no pacing.
+fn header(mode: Mode, request_bytes: u32, response_bytes: u32) -> Header {
+    Header {
+        mode,
+        request_bytes,
+        response_bytes,
+        buffer_bytes: 0,
+        pacing_mbit: 0,
+    }
+}
+
 fn server() -> PeerServer {
     PeerServer::start(LOOPBACK, &[]).unwrap()
 }
@@ -244,13 +255,7 @@ fn echo_round_trip(server: &PeerServer) {
     stream
         .set_read_timeout(Some(Duration::from_secs(5)))
         .unwrap();
-    let header = Header {
-        mode: Mode::Echo,
-        request_bytes: 3,
-        response_bytes: 5,
-        buffer_bytes: 0,
-        pacing_mbit: 0,
-    };
+    let header = header(Mode::Echo, 3, 5);
     stream.write_all(&header.encode()).unwrap();
     stream.write_all(b"abc").unwrap();
     let mut response = [0u8; 5];
@@ -264,14 +269,7 @@ fn garbage_is_refused_and_the_server_still_serves() {
         b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
         &[0xff; 24],
         // Our header, asking for a 4 GiB request.
-        &Header {
-            mode: Mode::Echo,
-            request_bytes: u32::MAX,
-            response_bytes: 1,
-            buffer_bytes: 0,
-            pacing_mbit: 0,
-        }
-        .encode(),
+        &header(Mode::Echo, u32::MAX, 1).encode(),
         b"QB",
     ];
     for bytes in garbage {
@@ -308,28 +306,8 @@ fn stop_returns_promptly_with_connections_open() {
     let addr = SocketAddr::new(LOOPBACK, server.tcp_port());
     // An idle connection without a header, a source nobody reads, an echo mid-request.
     let idle = TcpStream::connect(addr).unwrap();
-    let source = super::throughput::connect(
-        addr,
-        &Header {
-            mode: Mode::Source,
-            request_bytes: 0,
-            response_bytes: 1 << 20,
-            buffer_bytes: 0,
-            pacing_mbit: 0,
-        },
-    )
-    .unwrap();
-    let echo = super::throughput::connect(
-        addr,
-        &Header {
-            mode: Mode::Echo,
-            request_bytes: 1000,
-            response_bytes: 1,
-            buffer_bytes: 0,
-            pacing_mbit: 0,
-        },
-    )
-    .unwrap();
+    let source = super::throughput::connect(addr, &header(Mode::Source, 0, 1 << 20)).unwrap();
+    let echo = super::throughput::connect(addr, &header(Mode::Echo, 1000, 1)).unwrap();
     (&echo).write_all(&[1; 10]).unwrap();
     echo_round_trip(&server);
     std::thread::sleep(Duration::from_millis(100));
@@ -423,13 +401,7 @@ fn source_flow_from(server: &PeerServer, cpu: u32) -> TcpStream {
         stream
             .set_read_timeout(Some(Duration::from_secs(5)))
             .unwrap();
-        let header = Header {
-            mode: Mode::Source,
-            request_bytes: 0,
-            response_bytes: 4096,
-            buffer_bytes: 0,
-            pacing_mbit: 0,
-        };
+        let header = header(Mode::Source, 0, 4096);
         stream.write_all(&header.encode()).unwrap();
         let mut first = [0u8; 1];
         stream.read_exact(&mut first).unwrap();
