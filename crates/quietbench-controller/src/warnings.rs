@@ -7,13 +7,17 @@ use std::fmt;
 use quietbench_proto::v1 as pb;
 use serde::Serialize;
 
-use crate::report::RunRecord;
 use crate::report::json::placement_matches_plan;
+use crate::report::{MetricRecord, RunRecord};
 
 /// Steal above this share of the probe CPUs' time earns a warning.
 pub const STEAL_LIMIT: f64 = 0.02;
 /// Foreign CPU time (others running on a probe CPU) above this share earns a warning.
 pub const FOREIGN_LIMIT: f64 = 0.01;
+/// Disk probes' I/O buffers less than this share (%) in huge pages earn a warning.
+pub const HUGE_PAGE_LIMIT: f64 = 99.0;
+/// The disk probes' counter of the share of their I/O buffers in huge pages.
+const HUGE_PAGE_METRIC: &str = "io_buffers_huge_pages";
 
 /// Something that weakens a run's numbers.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -51,6 +55,17 @@ pub enum Warning {
         trial_id: String,
         /// Round.
         round: u32,
+    },
+    /// A disk probe's I/O buffers were not (all) in huge pages.
+    SmallPageIoBuffers {
+        /// Host address.
+        host: String,
+        /// Trial id (the host's first such trial).
+        trial_id: String,
+        /// Round.
+        round: u32,
+        /// Share of the buffers in huge pages, %.
+        huge_pct: f64,
     },
     /// The host reads time through a slow clocksource.
     SlowClocksource {
@@ -96,6 +111,20 @@ impl fmt::Display for Warning {
                 "{host} round {round}: a probe thread did not run where it was planned (see the \
                  trial's placement); its numbers may include migration or sharing effects"
             ),
+            Self::SmallPageIoBuffers {
+                host,
+                round,
+                huge_pct,
+                ..
+            } => write!(
+                f,
+                "{host} round {round}: only {huge_pct:.0}% of the disk probe's I/O buffers were \
+                 in huge pages (transparent huge pages off, or memory too fragmented). A request \
+                 is then one DMA segment per 4 KiB page, which on a virtual disk without \
+                 indirect descriptors halved the throughput in our tests: set \
+                 /sys/kernel/mm/transparent_hugepage/enabled to madvise to measure the disk, not \
+                 the buffers"
+            ),
             Self::SlowClocksource { host, clocksource } => write!(
                 f,
                 "{host}: the clocksource is {clocksource}, which makes every timestamp a slow \
@@ -119,9 +148,21 @@ pub fn foreign_share(noise: &pb::NoiseSample) -> Option<(f64, &'static str)> {
     }
 }
 
+/// The share (%) of a disk trial's I/O buffers in huge pages, when it is under
+/// [`HUGE_PAGE_LIMIT`]; `None` for other probes and for buffers all in huge pages.
+pub fn small_page_share(metrics: &[MetricRecord]) -> Option<f64> {
+    metrics
+        .iter()
+        .find(|m| m.name == HUGE_PAGE_METRIC)
+        .and_then(|m| m.value)
+        .filter(|pct| *pct < HUGE_PAGE_LIMIT)
+}
+
 /// Every warning a run earns.
 pub fn run_warnings(run: &RunRecord) -> Vec<Warning> {
     let mut warnings = Vec::new();
+    // Buffers in small pages are the host's state, not the trial's: said once per host.
+    let mut small_pages_told = vec![false; run.hosts.len()];
     for host in &run.hosts {
         let clocksource = &host.fingerprint.clocksource;
         if quietbench_host::kernel::is_slow_clocksource(clocksource) {
@@ -157,6 +198,17 @@ pub fn run_warnings(run: &RunRecord) -> Vec<Warning> {
                     measured_by,
                 });
             }
+        }
+        if let Some(huge_pct) = small_page_share(&t.metrics)
+            && small_pages_told.get(t.host) == Some(&false)
+        {
+            small_pages_told[t.host] = true;
+            warnings.push(Warning::SmallPageIoBuffers {
+                host: host.clone(),
+                trial_id: t.trial_id.clone(),
+                round: t.round,
+                huge_pct,
+            });
         }
         // An unpinned baseline runs wherever the scheduler puts it: that is its point.
         if t.placement
@@ -195,6 +247,49 @@ mod tests {
         };
         assert_eq!(foreign_share(&ticks_only), Some((0.5, "CPU ticks")));
         assert_eq!(foreign_share(&pb::NoiseSample::default()), None);
+    }
+
+    fn metric(name: &str, value: Option<f64>) -> MetricRecord {
+        MetricRecord {
+            name: name.into(),
+            unit: "%".into(),
+            value,
+            interval_values: Vec::new(),
+            histogram: None,
+        }
+    }
+
+    #[test]
+    fn disk_buffers_outside_huge_pages_are_flagged() {
+        assert_eq!(
+            small_page_share(&[
+                metric("read_iops", Some(1.0)),
+                metric(HUGE_PAGE_METRIC, Some(0.0))
+            ]),
+            Some(0.0)
+        );
+        assert_eq!(
+            small_page_share(&[metric(HUGE_PAGE_METRIC, Some(50.0))]),
+            Some(50.0)
+        );
+        assert_eq!(
+            small_page_share(&[metric(HUGE_PAGE_METRIC, Some(100.0))]),
+            None
+        );
+        // Not measured (smaps unreadable) or not a disk probe: nothing to say.
+        assert_eq!(small_page_share(&[metric(HUGE_PAGE_METRIC, None)]), None);
+        assert_eq!(small_page_share(&[metric("read_iops", Some(0.0))]), None);
+        let text = Warning::SmallPageIoBuffers {
+            host: "h:1".into(),
+            trial_id: "t".into(),
+            round: 1,
+            huge_pct: 0.0,
+        }
+        .to_string();
+        assert!(
+            text.contains("0%") && text.contains("transparent_hugepage"),
+            "{text}"
+        );
     }
 
     #[test]
