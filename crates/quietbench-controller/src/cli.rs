@@ -252,7 +252,8 @@ struct PrepareArgs {
     /// The agent whose host to tune
     #[arg(long, value_name = "HOST:PORT", required = true)]
     agent: String,
-    /// Every control the host allows, system-wide ASLR off included
+    /// Every control the host allows, system-wide ASLR off included (THP to madvise: huge
+    /// pages only where asked, as the disk probes' buffers do)
     #[arg(long)]
     all: bool,
     /// Turn address-space randomization off system-wide (restored afterwards)

@@ -34,8 +34,10 @@ pub struct TuneRequest {
 }
 
 impl TuneRequest {
-    /// Every control, for `prepare --all`: THP off ("never": no khugepaged collapses while
-    /// measuring), system-wide ASLR off included.
+    /// Every control, for `prepare --all`, system-wide ASLR off included. THP goes to
+    /// "madvise": huge pages only where a program asks, so khugepaged does not collapse the
+    /// measured program's memory mid-run, while the disk probes' I/O buffers, which ask, keep
+    /// theirs ("never" would put each request back to one DMA segment per 4 KiB page).
     pub fn all(probe_cpus: Vec<u32>) -> Self {
         Self {
             probe_cpus,
@@ -43,7 +45,7 @@ impl TuneRequest {
             steer_irqs: true,
             pause_irqbalance: true,
             performance_governor: true,
-            thp_mode: Some("never".into()),
+            thp_mode: Some("madvise".into()),
             drop_caches: true,
         }
     }
@@ -435,7 +437,16 @@ mod tests {
         let state = tempfile::tempdir().unwrap();
         let root = fake_host(host.path());
         let journal = Journal::in_dir(state.path());
-        let reports = prepare(&root, &journal, &TuneRequest::all(vec![1]), true);
+        assert_eq!(
+            TuneRequest::all(vec![1]).thp_mode.as_deref(),
+            Some("madvise")
+        );
+        // THP to a mode other than the VM's, so its change and restore show.
+        let request = TuneRequest {
+            thp_mode: Some("never".into()),
+            ..TuneRequest::all(vec![1])
+        };
+        let reports = prepare(&root, &journal, &request, true);
 
         assert_eq!(read(&root, ASLR), "0\n");
         assert_eq!(read(&root, THP), "never\n");
