@@ -7,10 +7,11 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use quietbench_stats::{Direction, advantage, pct};
 use serde::Serialize;
 
 use crate::compare::{EXIT_SLOWER, RatioJson, TrialFigure};
-use crate::figures::{Better, trial_values};
+use crate::figures::{direction_of_unit, trial_values};
 use crate::report::RunRecord;
 
 /// What `compare --runs` was asked.
@@ -114,14 +115,6 @@ struct RunsJson<'a> {
     comparisons: &'a [RunComparison],
 }
 
-fn pct(x: f64) -> String {
-    if x.abs() >= 0.01 {
-        format!("{:.1}%", x * 100.0)
-    } else {
-        format!("{:.2}%", x * 100.0)
-    }
-}
-
 fn short(id: &str) -> &str {
     &id[..id.len().min(8)]
 }
@@ -160,7 +153,7 @@ fn compare_records(
                 y.unit
             );
         }
-        let Some(better) = Better::of_unit(&x.unit) else {
+        let Some(direction) = direction_of_unit(&x.unit) else {
             anyhow::bail!(
                 "{variant}: cannot tell whether more or less {} ({}) is better; choose a rate or a \
                  time with --metric",
@@ -180,9 +173,9 @@ fn compare_records(
         .map_err(|e| anyhow::anyhow!("{variant} {}: {e}", x.metric))?;
         let significant = r.ci_low > 1.0 || r.ci_high < 1.0;
         // For the second run, "better" is a higher rate or a lower time.
-        let second_better = match better {
-            Better::Higher => r.ci_low > 1.0,
-            Better::Lower => r.ci_high < 1.0,
+        let second_better = match direction {
+            Direction::HigherIsBetter => r.ci_low > 1.0,
+            Direction::LowerIsBetter => r.ci_high < 1.0,
         };
         let (first, second) = (short(&a.run_id), short(&b.run_id));
         let what = format!("{variant} {}", x.metric);
@@ -201,41 +194,16 @@ fn compare_records(
                 None,
             )
         } else {
-            // Gain of the better run over the worse, in the metric's own terms.
-            let (winner, loser, gain, lo, hi) = match (better, second_better) {
-                (Better::Higher, true) => (
-                    second,
-                    first,
-                    r.ratio - 1.0,
-                    r.ci_low - 1.0,
-                    r.ci_high - 1.0,
-                ),
-                (Better::Higher, false) => (
-                    first,
-                    second,
-                    1.0 / r.ratio - 1.0,
-                    1.0 / r.ci_high - 1.0,
-                    1.0 / r.ci_low - 1.0,
-                ),
-                (Better::Lower, true) => (
-                    second,
-                    first,
-                    1.0 - r.ratio,
-                    1.0 - r.ci_high,
-                    1.0 - r.ci_low,
-                ),
-                (Better::Lower, false) => (
-                    first,
-                    second,
-                    1.0 - 1.0 / r.ratio,
-                    1.0 - 1.0 / r.ci_low,
-                    1.0 - 1.0 / r.ci_high,
-                ),
+            let (gain, lo, hi) = advantage(direction, !second_better, r.ratio, r.ci_low, r.ci_high);
+            let (winner, loser) = if second_better {
+                (second, first)
+            } else {
+                (first, second)
             };
             // How much worse the second run is, as a share of the first's figure.
-            let worse = match better {
-                Better::Higher => 1.0 - r.ratio,
-                Better::Lower => r.ratio - 1.0,
+            let worse = match direction {
+                Direction::HigherIsBetter => 1.0 - r.ratio,
+                Direction::LowerIsBetter => r.ratio - 1.0,
             };
             (
                 if second_better {

@@ -2,6 +2,8 @@
 //! (`--figure`), for other probes a chosen metric or the variant's headline (its first metric
 //! with a trial value, e.g. events_per_sec). Shared by `compare --runs` and run plans' verdicts.
 
+use quietbench_stats::Direction;
+
 use crate::compare::{PAIRED_VARIANT, TrialFigure, paired_times_ns, trial_time_ns};
 use crate::report::RunRecord;
 
@@ -27,35 +29,16 @@ pub struct TrialValue {
     pub value: f64,
 }
 
-/// Whether larger values of a metric are better.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Better {
-    /// Rates and throughputs.
-    Higher,
-    /// Times and latencies.
-    Lower,
-}
-
-impl Better {
-    /// From a unit: rates ("events/s", "MB/s", "invocations/CPU-s", "IOPS") are
-    /// higher-is-better, times ("ns") lower-is-better; anything else (ppm ratios, counts) has no
-    /// direction to judge.
-    pub fn of_unit(unit: &str) -> Option<Self> {
-        if unit == "ns" {
-            Some(Self::Lower)
-        } else if unit.contains("/s") || unit.ends_with("-s") || unit.eq_ignore_ascii_case("iops") {
-            Some(Self::Higher)
-        } else {
-            None
-        }
-    }
-
-    /// The statistics crate's term.
-    pub fn direction(self) -> quietbench_stats::Direction {
-        match self {
-            Self::Higher => quietbench_stats::Direction::HigherIsBetter,
-            Self::Lower => quietbench_stats::Direction::LowerIsBetter,
-        }
+/// Whether larger or smaller values of a metric are better, from its unit: rates ("events/s",
+/// "MB/s", "invocations/CPU-s", "IOPS") are higher-is-better, times ("ns") lower-is-better;
+/// anything else (ppm ratios, counts) has no direction to judge.
+pub fn direction_of_unit(unit: &str) -> Option<Direction> {
+    if unit == "ns" {
+        Some(Direction::LowerIsBetter)
+    } else if unit.contains("/s") || unit.ends_with("-s") || unit.eq_ignore_ascii_case("iops") {
+        Some(Direction::HigherIsBetter)
+    } else {
+        None
     }
 }
 
@@ -153,12 +136,13 @@ mod tests {
 
     #[test]
     fn directions_come_from_units() {
-        assert_eq!(Better::of_unit("events/s"), Some(Better::Higher));
-        assert_eq!(Better::of_unit("invocations/CPU-s"), Some(Better::Higher));
-        assert_eq!(Better::of_unit("Gbit/s"), Some(Better::Higher));
-        assert_eq!(Better::of_unit("IOPS"), Some(Better::Higher));
-        assert_eq!(Better::of_unit("ns"), Some(Better::Lower));
-        assert_eq!(Better::of_unit("ppm"), None);
-        assert_eq!(Better::of_unit("%"), None);
+        let higher = Some(Direction::HigherIsBetter);
+        assert_eq!(direction_of_unit("events/s"), higher);
+        assert_eq!(direction_of_unit("invocations/CPU-s"), higher);
+        assert_eq!(direction_of_unit("Gbit/s"), higher);
+        assert_eq!(direction_of_unit("IOPS"), higher);
+        assert_eq!(direction_of_unit("ns"), Some(Direction::LowerIsBetter));
+        assert_eq!(direction_of_unit("ppm"), None);
+        assert_eq!(direction_of_unit("%"), None);
     }
 }

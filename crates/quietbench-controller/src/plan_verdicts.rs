@@ -8,7 +8,7 @@ use std::time::Duration;
 use quietbench_stats::{Decision, StoppingRule, Verdict, VerdictConfig};
 
 use crate::compare::TrialFigure;
-use crate::figures::{Better, stats_observations, trial_values};
+use crate::figures::{direction_of_unit, stats_observations, trial_values};
 use crate::report::RunRecord;
 
 /// One variant judged against the baseline.
@@ -69,13 +69,14 @@ fn comparisons(
         .iter()
         .map(|candidate| {
             let judged = match (metric_of(baseline), metric_of(candidate)) {
-                (Some((m, u)), Some((cm, cu))) if m == cm && u == cu => match Better::of_unit(&u) {
-                    Some(better) => Ok((
+                (Some((m, u)), Some((cm, cu))) if m == cm && u == cu => match direction_of_unit(&u)
+                {
+                    Some(direction) => Ok((
                         m,
                         (
                             stats_observations(&values, baseline, candidate),
                             VerdictConfig {
-                                direction: better.direction(),
+                                direction,
                                 seed: quietbench_stats::Seed(seed),
                                 ..VerdictConfig::default()
                             },

@@ -54,5 +54,6 @@ pub use stopping::{Decision, StopReason, StoppingRule};
 pub use summary::{Summary, summarize};
 pub use unpaired::{UnpairedRatio, unpaired_ratio};
 pub use verdict::{
-    MIN_PAIRED_ROUNDS, Verdict, VerdictConfig, VerdictKind, estimate_noise, judge, judge_paired,
+    MIN_PAIRED_ROUNDS, Verdict, VerdictConfig, VerdictKind, advantage, estimate_noise, judge,
+    judge_paired, pct,
 };

@@ -322,17 +322,40 @@ impl Verdict {
     /// winner's gain over the loser in the metric's own terms: for times, the share of the
     /// loser's time saved; for throughputs, the extra throughput over the loser's.
     fn gain(&self, kind: VerdictKind) -> (Variant, f64, f64, f64) {
-        let (r, l, h) = (self.ratio, self.ci_low, self.ci_high);
-        match (kind, self.direction) {
-            (VerdictKind::AFaster, Direction::LowerIsBetter) => {
-                (self.baseline, 1.0 - 1.0 / r, 1.0 - 1.0 / l, 1.0 - 1.0 / h)
-            }
-            (VerdictKind::AFaster, Direction::HigherIsBetter) => {
-                (self.baseline, 1.0 / r - 1.0, 1.0 / h - 1.0, 1.0 / l - 1.0)
-            }
-            (_, Direction::LowerIsBetter) => (self.candidate, 1.0 - r, 1.0 - h, 1.0 - l),
-            (_, Direction::HigherIsBetter) => (self.candidate, r - 1.0, l - 1.0, h - 1.0),
-        }
+        let baseline_wins = kind == VerdictKind::AFaster;
+        let (gain, lo, hi) = advantage(
+            self.direction,
+            baseline_wins,
+            self.ratio,
+            self.ci_low,
+            self.ci_high,
+        );
+        let winner = if baseline_wins {
+            self.baseline
+        } else {
+            self.candidate
+        };
+        (winner, gain, lo, hi)
+    }
+}
+
+/// The better side's advantage over the other, and its interval, from a candidate / baseline
+/// `ratio` and its interval `[low, high]`, in the metric's own terms: for times, the share of
+/// the loser's time saved; for throughputs, the extra throughput over the loser's.
+/// `baseline_wins` says which side is the better one.
+pub fn advantage(
+    direction: Direction,
+    baseline_wins: bool,
+    ratio: f64,
+    low: f64,
+    high: f64,
+) -> (f64, f64, f64) {
+    let (r, l, h) = (ratio, low, high);
+    match (baseline_wins, direction) {
+        (true, Direction::LowerIsBetter) => (1.0 - 1.0 / r, 1.0 - 1.0 / l, 1.0 - 1.0 / h),
+        (true, Direction::HigherIsBetter) => (1.0 / r - 1.0, 1.0 / h - 1.0, 1.0 / l - 1.0),
+        (false, Direction::LowerIsBetter) => (1.0 - r, 1.0 - h, 1.0 - l),
+        (false, Direction::HigherIsBetter) => (r - 1.0, l - 1.0, h - 1.0),
     }
 }
 
@@ -343,7 +366,7 @@ fn format_level(level: f64) -> String {
 
 /// A relative amount as a percentage: one decimal from 1% up, two below, so that a 0.06%
 /// detectable difference does not print as 0.1% or 0.0%.
-fn pct(x: f64) -> String {
+pub fn pct(x: f64) -> String {
     let v = x * 100.0;
     if v.abs() >= 1.0 {
         format!("{v:.1}%")
