@@ -3,16 +3,16 @@
 //! Plain threads, like the probes: an accept thread, one thread per connection pinned in turn
 //! to the CPUs it was given (the NIC's RSS CPUs, so the receiving side is placed as carefully
 //! as the sending side), and one UDP echo thread. A throughput connection then moves to the
-//! CPU that handles its flow's packets, where that is one of those CPUs (`follow_flow_cpu`). Each connection allocates its buffers once,
-//! after its header, within the protocol's bounds; nothing is allocated per byte or per
-//! message. Every blocking call has a timeout or is woken by `shutdown`, so [`PeerServer::stop`]
+//! CPU that handles its flow's packets, where that is one of those CPUs (`follow_flow_cpu`).
+//! Each connection allocates its buffers once, after its header, within the protocol's bounds;
+//! nothing is allocated per byte or per message. Every blocking call has a timeout or is woken by `shutdown`, so [`PeerServer::stop`]
 //! returns within a fraction of a second with no thread left behind.
 
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -57,7 +57,7 @@ impl std::fmt::Debug for PeerServer {
 struct Shared {
     stop: AtomicBool,
     /// Connections accepted and given a thread, since the start.
-    served: std::sync::atomic::AtomicU64,
+    served: AtomicU64,
     /// Throughput connections moved to each CPU (their flow's), since the start.
     followed: Mutex<BTreeMap<u32, u64>>,
     /// Live connections: a handle to shut the socket down, and the thread to join.
@@ -86,7 +86,7 @@ impl PeerServer {
             stop: AtomicBool::new(false),
             connections: Mutex::new(Vec::new()),
             followed: Mutex::new(BTreeMap::new()),
-            served: std::sync::atomic::AtomicU64::new(0),
+            served: AtomicU64::new(0),
         });
         let cpus: Arc<[u32]> = cpus.into();
         let udp_cpu = cpus.first().copied();
@@ -304,9 +304,9 @@ fn write_full(mut stream: &TcpStream, buf: &[u8], shared: &Shared) -> io::Result
 /// only guess; across veth or loopback it is the sending thread's CPU. Either way every
 /// packet of the flow, and the ACK-clocked sends its reads trigger, then take one CPU's path
 /// through the stack. Split across two CPUs they overtake each other, and TCP takes the
-/// reordering for loss: across veth on 2 vCPUs, 60-180 thousand spurious fast retransmits in
-/// 5 s with the reader left to the scheduler, none with it here, and a third more throughput
-/// when the flows are spread over both CPUs.
+/// reordering for loss: across veth on 2 vCPUs, 4 flows made 60-185 thousand spurious fast
+/// retransmits per 4-6 s run with the reader left to the scheduler and 0-50 with it here, and
+/// moved 30-36 Gbit/s spread over both CPUs against 21-25 at best before.
 fn follow_flow_cpu(stream: &TcpStream, allowed: &[u32], shared: &Shared) {
     let Ok(cpu) = sys::incoming_cpu(stream) else {
         return;

@@ -109,12 +109,11 @@ pub struct FlowConfig {
 /// The net.throughput workload of one probe thread.
 pub struct ThroughputWorkload {
     config: FlowConfig,
-    tx: Option<TcpStream>,
+    /// The sending flows: none (mode=reverse), one, or with flows_per_thread > 1 several, all
+    /// then non-blocking and written in turn, waiting in poll only when none can take more.
+    tx: Vec<TcpStream>,
     rx: Option<TcpStream>,
-    /// mode=send with flows_per_thread > 1: the other flows; all are then non-blocking and
-    /// written in turn, waiting in poll only when none can take more.
-    more_tx: Vec<TcpStream>,
-    /// One entry per sending flow (`tx` first), built once: polling allocates nothing.
+    /// With several sending flows, one entry per flow, built once: polling allocates nothing.
     poll_fds: Vec<libc::pollfd>,
     /// The flow to try first in the next step.
     next_flow: usize,
@@ -196,20 +195,14 @@ impl ThroughputWorkload {
             }
             Ok(tx)
         };
-        let tx = if sends {
-            Some(open_sender(&mut fq)?)
-        } else {
-            None
-        };
-        let mut more_tx = Vec::new();
-        if config.direction == Direction::Send {
-            for _ in 1..config.flows_per_thread {
-                more_tx.push(open_sender(&mut fq)?);
-            }
-        }
+        // flows_per_thread is 1 unless mode=send (resolve refuses more for the others).
+        let flows = if sends { config.flows_per_thread } else { 0 };
+        let tx = (0..flows)
+            .map(|_| open_sender(&mut fq))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut poll_fds = Vec::new();
-        if !more_tx.is_empty() {
-            for s in tx.iter().chain(&more_tx) {
+        if tx.len() > 1 {
+            for s in &tx {
                 s.set_nonblocking(true).map_err(sockopt_error)?;
                 poll_fds.push(libc::pollfd {
                     fd: s.as_raw_fd(),
@@ -238,7 +231,6 @@ impl ThroughputWorkload {
             config,
             tx,
             rx,
-            more_tx,
             poll_fds,
             next_flow: 0,
             write_buf: if sends {
@@ -261,7 +253,7 @@ impl ThroughputWorkload {
 
     /// One blocking write (mode=send) or read (mode=reverse).
     fn blocking_step(&mut self, receive: bool) -> Step {
-        let result = match (receive, &self.tx, &self.rx) {
+        let result = match (receive, self.tx.first(), &self.rx) {
             (false, Some(tx), _) => (&*tx).write(&self.write_buf),
             (true, _, Some(rx)) => (&*rx).read(&mut self.read_buf),
             _ => return self.fail("the flow is closed".into()),
@@ -302,18 +294,10 @@ impl ThroughputWorkload {
     /// mode=send with several flows: one non-blocking write to the first flow, from the one
     /// after the last written, that takes bytes; waits in poll only when none does.
     fn multi_send_step(&mut self) -> Step {
-        let flows = 1 + self.more_tx.len();
+        let flows = self.tx.len();
         for k in 0..flows {
             let i = (self.next_flow + k) % flows;
-            let flow = if i == 0 {
-                self.tx.as_ref()
-            } else {
-                self.more_tx.get(i - 1)
-            };
-            let Some(flow) = flow else {
-                return self.fail("the flow is closed".into());
-            };
-            match (&*flow).write(&self.write_buf) {
+            match (&self.tx[i]).write(&self.write_buf) {
                 Ok(n) => {
                     self.next_flow = (i + 1) % flows;
                     return Step::Timed {
@@ -338,7 +322,7 @@ impl ThroughputWorkload {
     /// mode=bidir: one non-blocking write or read, whichever socket is ready, alternating
     /// which is tried first; waits in poll only when neither is.
     fn bidir_step(&mut self) -> Step {
-        let (Some(tx), Some(rx)) = (&self.tx, &self.rx) else {
+        let (Some(tx), Some(rx)) = (self.tx.first(), &self.rx) else {
             return self.fail("the flow is closed".into());
         };
         self.rx_first = !self.rx_first;
@@ -446,7 +430,7 @@ impl Workload for ThroughputWorkload {
 
     fn step(&mut self, _samples: &mut Samples<'_>) -> Step {
         match self.config.direction {
-            Direction::Send if !self.more_tx.is_empty() => self.multi_send_step(),
+            Direction::Send if self.tx.len() > 1 => self.multi_send_step(),
             Direction::Send => self.blocking_step(false),
             Direction::Reverse => self.blocking_step(true),
             Direction::Bidir => self.bidir_step(),
@@ -458,8 +442,8 @@ impl Workload for ThroughputWorkload {
     }
 
     fn finish(&mut self) {
-        let mut senders = Vec::with_capacity(2 + self.more_tx.len());
-        for tx in self.tx.take().into_iter().chain(self.more_tx.drain(..)) {
+        let mut senders = Vec::with_capacity(self.tx.len() + 1);
+        for tx in self.tx.drain(..) {
             senders.extend(sys::tcp_stats(&tx).ok());
             let _ = tx.shutdown(Shutdown::Write);
         }
