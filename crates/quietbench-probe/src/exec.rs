@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::catalog::{IntParam, resolve_integers};
+use crate::disk::aligned::Rng;
 use crate::placement::WorkKind;
 use crate::{ParamError, ProbeSpec, RateBasis, Samples, Step, Variant, Workload};
 
@@ -298,8 +299,8 @@ pub struct ExecWorkload {
     stderr: std::fs::File,
     devnull: std::fs::File,
     error: Option<String>,
-    /// xorshift64 state that picks each pair's order (paired mode).
-    order: u64,
+    /// Picks each pair's order (paired mode).
+    order: Rng,
 }
 
 /// One command ready to exec: its program and NUL-terminated argv pointers.
@@ -373,7 +374,7 @@ impl ExecWorkload {
             .write(true)
             .open("/dev/null")
             .map_err(|e| format!("cannot open /dev/null: {e}"))?;
-        // Any odd seed will do: the order only has to be unpredictable to the commands.
+        // Any seed will do: the order only has to be unpredictable to the commands.
         let clock = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
@@ -387,16 +388,13 @@ impl ExecWorkload {
             stderr,
             devnull,
             error: None,
-            order: clock | 1,
+            order: Rng::new(clock),
         })
     }
 
-    /// The next pair's order: true when B goes first (xorshift64, Marsaglia 2003).
+    /// The next pair's order: true when B goes first.
     fn b_first(&mut self) -> bool {
-        self.order ^= self.order << 13;
-        self.order ^= self.order >> 7;
-        self.order ^= self.order << 17;
-        self.order & 1 == 1
+        self.order.below(2) == 1
     }
 
     /// Runs command `which` (0 = A, 1 = B) once: (wall ns, CPU ns) or why it failed.

@@ -10,6 +10,8 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use nix::libc;
+use quietbench_host::HostRoot;
+use quietbench_host::smaps::read_smaps_mapping;
 
 /// Alignment of every I/O buffer, offset and length: the largest logical block size in use.
 pub(crate) const ALIGN: usize = 4096;
@@ -107,7 +109,7 @@ pub(crate) struct AlignedBuf {
     ptr: NonNull<u8>,
     len: usize,
     /// Keeps the mapping alive while this buffer is.
-    _region: Arc<Region>,
+    region: Arc<Region>,
 }
 
 // SAFETY: the buffer is plain bytes that only this value reaches (the buffers of one region
@@ -134,7 +136,7 @@ impl AlignedBuf {
                 // SAFETY: i * len + len <= total, within the region.
                 ptr: unsafe { region.start.add(i * len) },
                 len,
-                _region: Arc::clone(&region),
+                region: Arc::clone(&region),
             })
             .collect())
     }
@@ -162,6 +164,17 @@ impl AlignedBuf {
 
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+
+    /// The share (0-100) of this buffer's region that huge pages back, from /proc/self/smaps:
+    /// what the MADV_HUGEPAGE hint got. `None` when smaps could not say. Ask after the pages
+    /// are touched (filled), since a page is only backed at its first touch.
+    pub(crate) fn huge_page_pct(&self) -> Option<f64> {
+        let start = self.region.start.as_ptr() as u64;
+        read_smaps_mapping(&HostRoot::live(), std::process::id(), start)
+            .ok()
+            .flatten()
+            .map(|m| m.huge_page_pct())
     }
 
     pub(crate) fn as_ptr(&self) -> *const u8 {
@@ -261,6 +274,12 @@ mod tests {
             assert_eq!(buf.as_ptr() as usize, base + i * (128 << 10));
             assert_eq!(buf.len(), 128 << 10);
         }
+        // Touched, so smaps can say what backs the region.
+        assert!(
+            bufs[0]
+                .huge_page_pct()
+                .is_some_and(|pct| (0.0..=100.0).contains(&pct))
+        );
         // Each filled from its own seed, none left zero.
         assert_ne!(bufs[0].as_slice(), bufs[1].as_slice());
         assert!(bufs.iter().all(|b| b.as_slice().iter().any(|&x| x != 0)));

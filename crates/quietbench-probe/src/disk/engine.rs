@@ -29,9 +29,6 @@ use std::time::Instant;
 
 use io_uring::{IoUring, types};
 
-use quietbench_host::HostRoot;
-use quietbench_host::smaps::read_smaps_mapping;
-
 use super::aligned::AlignedBuf;
 
 /// Which engine runs the I/O.
@@ -148,14 +145,7 @@ impl IoQueue {
         let slots = slots.max(1);
         let buffers = AlignedBuf::many_random(slots, buf_len, |slot| seed ^ (slot as u64) << 32)?;
         // Filled, so every page is faulted in: what backs them now is what the I/O will use.
-        let huge_page_pct = read_smaps_mapping(
-            &HostRoot::live(),
-            std::process::id(),
-            buffers[0].as_ptr() as u64,
-        )
-        .ok()
-        .flatten()
-        .map(|m| m.huge_page_pct());
+        let huge_page_pct = buffers[0].huge_page_pct();
         let backend = match kind {
             EngineKind::IoUring => Backend::Uring(UringQueue::new(file, buffers)?),
             EngineKind::Threads => Backend::Threads(ThreadQueue::new(file, buffers)?),
