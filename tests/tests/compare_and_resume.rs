@@ -16,33 +16,27 @@ fn spin(n: u32) -> String {
 }
 
 fn compare(a: &str, b: &str, json: &std::path::Path, db: &std::path::Path) -> Value {
-    let out = Command::new(common::quietbench_bin())
-        .args([
-            "compare",
-            "--local",
-            "--shell",
-            "--rounds",
-            "10",
-            "--warmup",
-            "1",
-            "--duration",
-            "0.4",
-            "--a",
-            a,
-            "--b",
-            b,
-            "--json",
-        ])
-        .arg(json)
-        .arg("--db")
-        .arg(db)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = common::succeed(
+        Command::new(common::quietbench_bin())
+            .args([
+                "compare",
+                "--local",
+                "--shell",
+                "--rounds",
+                "10",
+                "--warmup",
+                "1",
+                "--duration",
+                "0.4",
+                "--a",
+                a,
+                "--b",
+                b,
+                "--json",
+            ])
+            .arg(json)
+            .arg("--db")
+            .arg(db),
     );
     assert!(
         stdout.contains("rounds on 1 host"),
@@ -114,18 +108,12 @@ fn identical_commands_come_out_alike_and_five_percent_more_work_is_detected() {
         same["run_id"].as_str().unwrap(),
         slower["run_id"].as_str().unwrap(),
     ];
-    let out = Command::new(common::quietbench_bin())
-        .args(["compare", "--runs", ids[0], ids[1], "--db"])
-        .arg(&db)
-        .arg("--json")
-        .arg(&runs_json)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = common::succeed(
+        Command::new(common::quietbench_bin())
+            .args(["compare", "--runs", ids[0], ids[1], "--db"])
+            .arg(&db)
+            .arg("--json")
+            .arg(&runs_json),
     );
     assert!(stdout.contains("the runs were not interleaved"), "{stdout}");
     let runs: Value = serde_json::from_str(&std::fs::read_to_string(&runs_json).unwrap()).unwrap();
@@ -190,16 +178,10 @@ fn a_plan_with_two_variants_ends_with_a_verdict_for_the_second() {
         ),
     )
     .unwrap();
-    let out = Command::new(common::quietbench_bin())
-        .args(["run", "--no-store", "--plan"])
-        .arg(&plan)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = common::succeed(
+        Command::new(common::quietbench_bin())
+            .args(["run", "--no-store", "--plan"])
+            .arg(&plan),
     );
     let line = stdout
         .lines()
@@ -216,17 +198,12 @@ fn a_plan_with_two_variants_ends_with_a_verdict_for_the_second() {
 fn stored_trials(db: &std::path::Path, run: &str) -> Vec<Value> {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("show.json");
-    let out = Command::new(common::quietbench_bin())
-        .args(["show", run, "--db"])
-        .arg(db)
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    common::succeed(
+        Command::new(common::quietbench_bin())
+            .args(["show", run, "--db"])
+            .arg(db)
+            .arg("--json")
+            .arg(&json),
     );
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     report["trials"].as_array().unwrap().clone()
@@ -282,15 +259,10 @@ fn a_killed_controller_resumes_without_losing_or_repeating_trials() {
 
     let kept = stored_trials(&db, &run_id);
     assert!(kept.len() >= before.len(), "the store lost finished trials");
-    let out = Command::new(common::quietbench_bin())
-        .args(["resume", &run_id, "--db"])
-        .arg(&db)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    common::succeed(
+        Command::new(common::quietbench_bin())
+            .args(["resume", &run_id, "--db"])
+            .arg(&db),
     );
 
     let after = stored_trials(&db, &run_id);

@@ -126,24 +126,19 @@ fn throughput_and_round_trips_cross_a_veth_pair() {
     let (b, b_addr) = ns.agent(&ns.b, "10.201.0.2");
     let _b = Kill(b);
     let dir = tempfile::tempdir().unwrap();
+    // One 1 s trial of `probe` from the agent in A, its peer the agent in B.
+    let run_across = |probe: &str, params: &[&str], json: &str| {
+        let mut args = vec![
+            "run", "--agent", &a_addr, "--peer", &b_addr, "--probe", probe,
+        ];
+        for param in params {
+            args.extend(["--param", param]);
+        }
+        args.extend(["--rounds", "1", "--duration", "1"]);
+        run_in(&ns.a, &args, &dir.path().join(json))
+    };
 
-    let report = run_in(
-        &ns.a,
-        &[
-            "run",
-            "--agent",
-            &a_addr,
-            "--peer",
-            &b_addr,
-            "--probe",
-            "net.throughput",
-            "--rounds",
-            "1",
-            "--duration",
-            "1",
-        ],
-        &dir.path().join("tput.json"),
-    );
+    let report = run_across("net.throughput", &[], "tput.json");
     let trial = &report["trials"][0];
     assert_eq!(trial["peer"], b_addr.as_str());
     assert!(
@@ -164,25 +159,7 @@ fn throughput_and_round_trips_cross_a_veth_pair() {
     );
 
     // Three flows from one thread, written in turn.
-    let report = run_in(
-        &ns.a,
-        &[
-            "run",
-            "--agent",
-            &a_addr,
-            "--peer",
-            &b_addr,
-            "--probe",
-            "net.throughput",
-            "--param",
-            "flows_per_thread=3",
-            "--rounds",
-            "1",
-            "--duration",
-            "1",
-        ],
-        &dir.path().join("tput-mux.json"),
-    );
+    let report = run_across("net.throughput", &["flows_per_thread=3"], "tput-mux.json");
     let trial = &report["trials"][0];
     assert_eq!(trial["params"]["flows_per_thread"], "3", "{trial}");
     let sender_cpu = &trial["placement"]["threads"][0]["planned_cpu"];
@@ -198,24 +175,10 @@ fn throughput_and_round_trips_cross_a_veth_pair() {
     );
 
     for protocol in ["tcp", "udp"] {
-        let report = run_in(
-            &ns.a,
-            &[
-                "run",
-                "--agent",
-                &a_addr,
-                "--peer",
-                &b_addr,
-                "--probe",
-                "net.rr",
-                "--param",
-                &format!("protocol={protocol}"),
-                "--rounds",
-                "1",
-                "--duration",
-                "1",
-            ],
-            &dir.path().join(format!("rr-{protocol}.json")),
+        let report = run_across(
+            "net.rr",
+            &[&format!("protocol={protocol}")],
+            &format!("rr-{protocol}.json"),
         );
         let trial = &report["trials"][0];
         let latency = trial["metrics"]

@@ -32,6 +32,20 @@ pub fn quietbench_bin() -> PathBuf {
     bin
 }
 
+/// Runs `command` to its end and asserts that it succeeded, showing what it printed when it did
+/// not; returns its standard output.
+pub fn succeed(command: &mut Command) -> String {
+    let out = command.output().expect("the command starts");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{command:?} failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 /// A `quietbench agent` process on a free loopback port, killed when dropped.
 pub struct AgentProcess {
     pub child: Child,
