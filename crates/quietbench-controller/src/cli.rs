@@ -4,8 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{ArgGroup, Args, Parser, Subcommand};
-use quietbench_agent::AgentArgs;
+use clap::{ArgGroup, Args, Subcommand};
 
 use crate::connection::AgentConnection;
 use crate::local_agent::LocalAgent;
@@ -15,24 +14,19 @@ use crate::schedule::{VariantSpec, fresh_seed};
 use crate::session::{Outputs, Session, local_target, runtime};
 use quietbench_proto::v1 as pb;
 
-#[derive(Debug, Parser)]
-#[command(
-    name = "quietbench",
-    version,
-    about = "Low-noise performance measurement on cloud machines",
-    long_about = "Low-noise performance measurement on cloud machines.\n\n\
-        quietbench runs native probes through an agent on each measured machine, pins their \
-        threads away from housekeeping work, records full latency distributions, and reports \
-        them against the machine's fingerprint (CPU model, kernel, clocksource).\n\n\
-        Start here: quietbench run --local"
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
+/// The program's one-line description (`quietbench --help`).
+pub const ABOUT: &str = "Low-noise performance measurement on cloud machines";
 
+/// The program's long description (`quietbench --help`).
+pub const LONG_ABOUT: &str = "Low-noise performance measurement on cloud machines.\n\n\
+    quietbench runs native probes through an agent on each measured machine, pins their \
+    threads away from housekeeping work, records full latency distributions, and reports \
+    them against the machine's fingerprint (CPU model, kernel, clocksource).\n\n\
+    Start here: quietbench run --local";
+
+/// The controller's commands. The `quietbench` binary (crates/quietbench) adds `agent`.
 #[derive(Debug, Subcommand)]
-enum Command {
+pub enum ControllerCommand {
     /// Run probes on this machine or on running agents, and print a summary table
     Run(RunArgs),
     /// Show what machine an agent runs on (its fingerprint)
@@ -55,13 +49,11 @@ enum Command {
     History(HistoryArgs),
     /// Finish an interrupted run without re-running its finished trials
     Resume(ResumeArgs),
-    /// Serve as an agent (the same program as quietbench-agent)
-    Agent(AgentArgs),
 }
 
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("target").multiple(false).args(["local", "agents"])))]
-struct CompareArgs {
+pub struct CompareArgs {
     /// Command A, the baseline (run without a shell unless --shell)
     #[arg(long, value_name = "CMD", required_unless_present = "runs")]
     a: Option<String>,
@@ -192,7 +184,7 @@ fn parse_budget(text: &str) -> Result<Duration, String> {
 }
 
 #[derive(Debug, Args)]
-struct RunsArgs {
+pub struct RunsArgs {
     /// The result store [default: $XDG_DATA_HOME/quietbench/results.sqlite3]
     #[arg(long, value_name = "FILE")]
     db: Option<PathBuf>,
@@ -202,7 +194,7 @@ struct RunsArgs {
 }
 
 #[derive(Debug, Args)]
-struct ShowArgs {
+pub struct ShowArgs {
     /// The run's id, or a unique prefix of it
     run: String,
     /// The result store
@@ -217,7 +209,7 @@ struct ShowArgs {
 }
 
 #[derive(Debug, Args)]
-struct HistoryArgs {
+pub struct HistoryArgs {
     /// The probe, e.g. cpu.primes
     #[arg(long)]
     probe: String,
@@ -236,7 +228,7 @@ struct HistoryArgs {
 }
 
 #[derive(Debug, Args)]
-struct ResumeArgs {
+pub struct ResumeArgs {
     /// The interrupted run's id, or a unique prefix of it
     run: String,
     /// The result store
@@ -248,7 +240,7 @@ struct ResumeArgs {
 }
 
 #[derive(Debug, Args)]
-struct PrepareArgs {
+pub struct PrepareArgs {
     /// The agent whose host to tune
     #[arg(long, value_name = "HOST:PORT", required = true)]
     agent: String,
@@ -280,7 +272,7 @@ struct PrepareArgs {
 }
 
 #[derive(Debug, Args)]
-struct RestoreArgs {
+pub struct RestoreArgs {
     /// The agent whose host changes to undo
     #[arg(long, value_name = "HOST:PORT", required = true)]
     agent: String,
@@ -288,7 +280,7 @@ struct RestoreArgs {
 
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("target").required(true).multiple(false).args(["local", "agents", "plan"])))]
-struct RunArgs {
+pub struct RunArgs {
     /// Run a TOML plan file (docs/plans.md): hosts, variants, rounds and timing come from it;
     /// the output options (--json, --html, --hdr-log, --db) still apply
     #[arg(long, value_name = "FILE", conflicts_with_all = ["probes", "params", "peers", "cpus", "unpinned", "tune"])]
@@ -358,7 +350,7 @@ struct RunArgs {
 
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("target").required(true).multiple(false).args(["local", "agent"])))]
-struct HostArgs {
+pub struct HostArgs {
     /// This machine (starts an agent here for the question)
     #[arg(long)]
     local: bool,
@@ -413,28 +405,26 @@ fn parse_cpus(text: &str) -> Result<CpuList, String> {
     Ok(CpuList(cpus))
 }
 
-/// Parses the command line, runs the command, and maps the outcome to an exit code.
-pub fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let outcome = match cli.command {
-        Command::Agent(args) => quietbench_agent::serve(&args).map(|()| ExitCode::SUCCESS),
-        Command::Run(args) => run_command(args),
-        Command::Host(args) => host_command(args),
-        Command::Prepare(args) => prepare_command(args),
-        Command::Restore(args) => restore_command(args),
-        Command::Compare(args) => compare_command(args),
-        Command::Runs(args) => crate::stored::list(args.db.as_deref(), args.limit),
-        Command::Show(args) => {
+/// Runs a parsed command and maps the outcome to an exit code.
+pub fn execute(command: ControllerCommand) -> ExitCode {
+    let outcome = match command {
+        ControllerCommand::Run(args) => run_command(args),
+        ControllerCommand::Host(args) => host_command(args),
+        ControllerCommand::Prepare(args) => prepare_command(args),
+        ControllerCommand::Restore(args) => restore_command(args),
+        ControllerCommand::Compare(args) => compare_command(args),
+        ControllerCommand::Runs(args) => crate::stored::list(args.db.as_deref(), args.limit),
+        ControllerCommand::Show(args) => {
             crate::stored::show(args.db.as_deref(), &args.run, args.json, args.html)
         }
-        Command::History(args) => crate::stored::history(
+        ControllerCommand::History(args) => crate::stored::history(
             args.db.as_deref(),
             &args.probe,
             &args.metric,
             args.cpu_model.as_deref(),
             args.limit,
         ),
-        Command::Resume(args) => crate::stored::resume(args.db.as_deref(), &args.run, &args.agents),
+        ControllerCommand::Resume(args) => crate::stored::resume(args.db.as_deref(), &args.run, &args.agents),
     };
     match outcome {
         Ok(code) => code,

@@ -1,0 +1,50 @@
+//! `quietbench`: the controller CLI, plus `quietbench agent`. Thin: it parses the command line
+//! and hands each command to its library. It exists so that the controller library need not
+//! link the agent (and every probe) just to offer the agent re-exec that `run --local` uses.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use quietbench_agent::AgentArgs;
+use quietbench_controller::cli::{self, ControllerCommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "quietbench", version, about = cli::ABOUT, long_about = cli::LONG_ABOUT)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    #[command(flatten)]
+    Controller(ControllerCommand),
+    /// Serve as an agent (the same program as quietbench-agent)
+    Agent(AgentArgs),
+}
+
+fn main() -> ExitCode {
+    // First: when the agent inside this binary spawns it as a cpu.spawn child, exit at once.
+    quietbench_agent::exit_if_noop();
+    match Cli::parse().command {
+        Command::Agent(args) => match quietbench_agent::serve(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                eprintln!("quietbench: error: {err:#}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Controller(command) => cli::execute(command),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+}
