@@ -7,11 +7,13 @@ use std::time::Duration;
 use clap::{ArgGroup, Args, Subcommand};
 
 use crate::connection::AgentConnection;
+use crate::execute::{FailurePolicy, Flow};
+use crate::fleet::{HostEntry, Target, local_target};
 use crate::local_agent::LocalAgent;
 use crate::report::{HostKind, HostRecord, RunSettings, json, table};
-use crate::run::{Flow, Target, needs_peer, new_record};
+use crate::run::{needs_peer, new_record};
 use crate::schedule::{VariantSpec, fresh_seed};
-use crate::session::{Outputs, Session, local_target, runtime};
+use crate::session::{Outputs, Session, runtime};
 use quietbench_proto::v1 as pb;
 
 /// The program's one-line description (`quietbench --help`).
@@ -279,7 +281,7 @@ pub struct RestoreArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(group(ArgGroup::new("target").required(true).multiple(false).args(["local", "agents", "plan"])))]
+#[command(group(ArgGroup::new("target").required(true).multiple(false).args(["local", "agents", "hosts_file", "plan"])))]
 pub struct RunArgs {
     /// Run a TOML plan file (docs/plans.md): hosts, variants, rounds and timing come from it;
     /// the output options (--json, --html, --hdr-log, --db) still apply
@@ -291,10 +293,23 @@ pub struct RunArgs {
     /// Measure on a running agent; repeat for several hosts
     #[arg(long = "agent", value_name = "HOST:PORT")]
     agents: Vec<String>,
+    /// Measure on the running agents listed in FILE: one `HOST:PORT [label]` a line, `#`
+    /// starts a comment
+    #[arg(long = "hosts", value_name = "FILE")]
+    hosts_file: Option<PathBuf>,
     /// The peer agent that serves the other end of network probes (net.*): one for all
-    /// --agent hosts, or one per --agent in the same order. `--local` starts its own
+    /// hosts, or one per host in the same order. `--local` starts its own
     #[arg(long = "peer", value_name = "HOST:PORT", conflicts_with = "local")]
     peers: Vec<String>,
+    /// Let each host start its next round as soon as it finished the last, rather than
+    /// waiting for the others at round boundaries (the default keeps round r on every host at
+    /// about the same time, so a fleet-wide time effect hits every host alike)
+    #[arg(long)]
+    no_round_sync: bool,
+    /// Stop the whole run when one host fails; by default the others finish and the report
+    /// names the missing trials
+    #[arg(long)]
+    fail_fast: bool,
     /// Probe to run; repeat for several [default: cpu.primes]
     #[arg(long = "probe", value_name = "PROBE")]
     probes: Vec<String>,
@@ -424,7 +439,9 @@ pub fn execute(command: ControllerCommand) -> ExitCode {
             args.cpu_model.as_deref(),
             args.limit,
         ),
-        ControllerCommand::Resume(args) => crate::stored::resume(args.db.as_deref(), &args.run, &args.agents),
+        ControllerCommand::Resume(args) => {
+            crate::stored::resume(args.db.as_deref(), &args.run, &args.agents)
+        }
     };
     match outcome {
         Ok(code) => code,
@@ -436,7 +453,10 @@ pub fn execute(command: ControllerCommand) -> ExitCode {
 }
 
 fn plan_command(args: RunArgs, path: &std::path::Path) -> anyhow::Result<ExitCode> {
-    let plan = crate::plan::read_plan(path, args.seed.unwrap_or_else(fresh_seed))?;
+    let mut plan = crate::plan::read_plan(path, args.seed.unwrap_or_else(fresh_seed))?;
+    if args.no_round_sync {
+        plan.settings.round_sync = false;
+    }
     let variants = plan.settings.variants.len();
     let seed = plan.settings.seed;
     let rule = match plan.precision {
@@ -465,7 +485,16 @@ fn plan_command(args: RunArgs, path: &std::path::Path) -> anyhow::Result<ExitCod
         }
     };
     let wants_peer = plan.settings.variants.iter().any(|v| needs_peer(&v.probe));
-    let session = Session::start(plan.local, &plan.agents, &plan.peers, wants_peer)?;
+    let policy = FailurePolicy {
+        fail_fast: args.fail_fast,
+    };
+    let session = Session::for_hosts(
+        plan.local,
+        agent_entries(&plan.agents),
+        &plan.peers,
+        wants_peer,
+        policy,
+    )?;
     let hosts = if plan.local { 1 } else { plan.agents.len() };
     let outputs = Outputs::new(
         args.json,
@@ -539,6 +568,7 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
         variants: Vec::new(),
         warmup: args.warmup,
         seed: args.seed.unwrap_or_else(fresh_seed),
+        round_sync: !args.no_round_sync,
     };
     settings.variants = settings
         .probes
@@ -550,7 +580,14 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
         })
         .collect();
     let wants_peer = settings.probes.iter().any(|p| needs_peer(p));
-    let session = Session::start(args.local, &args.agents, &args.peers, wants_peer)?;
+    let hosts = match &args.hosts_file {
+        Some(path) => crate::fleet::read_hosts_file(path)?,
+        None => agent_entries(&args.agents),
+    };
+    let policy = FailurePolicy {
+        fail_fast: args.fail_fast,
+    };
+    let session = Session::for_hosts(args.local, hosts, &args.peers, wants_peer, policy)?;
     let outputs = Outputs::new(
         args.json,
         args.html,
@@ -562,6 +599,18 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
         Flow::Continue
     })?;
     Ok(code)
+}
+
+/// Hosts named with `--agent`, in order.
+pub fn agent_entries(addresses: &[String]) -> Vec<HostEntry> {
+    addresses
+        .iter()
+        .map(|a| HostEntry {
+            address: a.clone(),
+            label: None,
+            source: "--agent".into(),
+        })
+        .collect()
 }
 
 fn prepare_command(args: PrepareArgs) -> anyhow::Result<ExitCode> {
@@ -619,11 +668,13 @@ fn host_command(args: HostArgs) -> anyhow::Result<ExitCode> {
         None
     };
     let target = match (&local, &args.agent) {
-        (Some(agent), _) => local_target(agent),
+        (Some(agent), _) => local_target(agent, "local agent"),
         (None, Some(address)) => Target {
             address: address.clone(),
             kind: HostKind::Remote,
             label: address.clone(),
+            obtained: "--agent".into(),
+            instance_id: None,
             peer: None,
         },
         (None, None) => anyhow::bail!("give --local or --agent HOST:PORT"),
@@ -656,7 +707,15 @@ fn host_command(args: HostArgs) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
+    use clap::{CommandFactory, Parser};
+
+    /// The controller's commands as the `quietbench` binary parses them (it adds `agent`).
+    #[derive(Debug, Parser)]
+    #[command(name = "quietbench")]
+    struct Cli {
+        #[command(subcommand)]
+        command: ControllerCommand,
+    }
 
     #[test]
     fn the_command_line_is_consistent() {

@@ -345,7 +345,7 @@ pub struct CompareRequest {
 /// Runs an RMIT A/B of two commands and prints the verdict. Exit code: 0, 1 (error),
 /// 3 ([`EXIT_SLOWER`]: `--fail-if-slower` tripped), 130 (interrupted).
 pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode> {
-    use crate::run::Flow;
+    use crate::execute::{FailurePolicy, Flow};
     use crate::schedule::VariantSpec;
     use crate::session::{Outputs, Session};
 
@@ -385,6 +385,7 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
         variants,
         warmup: req.warmup,
         seed: req.seed,
+        round_sync: true,
     };
     let config = quietbench_stats::VerdictConfig {
         seed: quietbench_stats::Seed(req.seed),
@@ -405,15 +406,13 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
     let started = std::time::Instant::now();
     let mut stopped: Option<String> = None;
     let mut stop = |run: &RunRecord, planned: &crate::schedule::PlannedTrial| -> Flow {
-        // Look only at the end of a round on the last host: every pair of that round is in.
-        let round_done = planned.host + 1 == hosts && {
-            let in_round = run
-                .trials
-                .iter()
-                .filter(|t| t.round == planned.round)
-                .count();
-            in_round == trials_per_round * hosts
-        };
+        // Look only once a round is in on every host (hosts finish it in any order).
+        let round_done = run
+            .trials
+            .iter()
+            .filter(|t| t.round == planned.round)
+            .count()
+            == trials_per_round * hosts;
         if !round_done || planned.warmup {
             return Flow::Continue;
         }
@@ -437,7 +436,13 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
             _ => Flow::Continue,
         }
     };
-    let session = Session::start(req.local, &req.agents, &[], false)?;
+    let session = Session::for_hosts(
+        req.local,
+        crate::cli::agent_entries(&req.agents),
+        &[],
+        false,
+        FailurePolicy::default(),
+    )?;
     let outputs = Outputs::new(
         None,
         req.html.clone(),

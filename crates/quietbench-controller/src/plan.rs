@@ -530,6 +530,7 @@ pub fn parse_plan(text: &str, default_seed: u64) -> Result<Plan, PlanError> {
             variants,
             warmup,
             seed: file.seed.map_or(default_seed, |s| s.0),
+            round_sync: true,
         },
         local,
         agents,

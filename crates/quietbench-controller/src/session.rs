@@ -4,13 +4,14 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use anyhow::Context;
 
-use crate::local_agent::{LocalAgent, describe_status};
-use crate::report::{HostKind, RunRecord, table};
-use crate::run::{Flow, Progress, Target, execute, restore_all, write_json};
+use crate::execute::{FailurePolicy, Flow, Progress, execute};
+use crate::fleet::{Fleet, HostEntry, LocalFleet, StaticFleet, Target};
+use crate::report::{RunRecord, table};
+use crate::run::{restore_all, write_json};
 use crate::schedule::PlannedTrial;
 use crate::store::{RunStatus, Store};
 
@@ -23,44 +24,6 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()
         .context("cannot start the controller's runtime")
-}
-
-/// A local agent as a target.
-pub fn local_target(agent: &LocalAgent) -> Target {
-    Target {
-        address: agent.addr().to_string(),
-        kind: HostKind::Local,
-        label: format!("{} (local agent, pid {})", agent.addr(), agent.pid()),
-        peer: None,
-    }
-}
-
-/// Pins the controller (this thread, and so every thread it starts later: the runtime, the
-/// progress bar's ticker) to the lowest CPU it may use, the one the local agent keeps for
-/// housekeeping, so the controller never runs where a probe measures. Called after the agents
-/// started, so they keep the full CPU set. (A few lines of nix rather than the probe crate's
-/// helpers: the controller links no probe code.)
-fn keep_off_probe_cpus() {
-    use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
-    use nix::unistd::Pid;
-    let Ok(allowed) = sched_getaffinity(Pid::from_raw(0)) else {
-        return;
-    };
-    let cpus: Vec<usize> = (0..CpuSet::count())
-        .filter(|&c| allowed.is_set(c).unwrap_or(false))
-        .collect();
-    if cpus.len() < 2 {
-        return; // one CPU: nowhere else to go
-    }
-    let mut housekeeping = CpuSet::new();
-    if housekeeping.set(cpus[0]).is_ok()
-        && let Err(err) = sched_setaffinity(Pid::from_raw(0), &housekeeping)
-    {
-        eprintln!(
-            "quietbench: warning: cannot pin the controller to CPU {}: {err}",
-            cpus[0]
-        );
-    }
 }
 
 /// Where a session's results go besides the terminal.
@@ -135,6 +98,23 @@ impl Outputs {
         Ok(())
     }
 
+    /// A run that measured nothing is not kept in the store: it has no result to show and no
+    /// trial to resume from. Said, so the run id printed earlier does not vanish silently.
+    fn discard(&mut self, run: &RunRecord) -> anyhow::Result<()> {
+        if let Some(store) = &self.store {
+            store.discard_run(&run.run_id)?;
+            eprintln!(
+                "quietbench: run {} measured nothing and is not kept in the store",
+                run.run_id
+            );
+        }
+        if let Some(path) = &self.json {
+            write_json(path, run)?;
+            eprintln!("quietbench: JSON report written to {}", path.display());
+        }
+        Ok(())
+    }
+
     /// At the end: the final JSON, HTML and HDR interval logs; the run's status in the store.
     fn finish(&mut self, run: &RunRecord, status: RunStatus) -> anyhow::Result<()> {
         if let Some(store) = &self.store {
@@ -199,79 +179,45 @@ fn write_hdr_logs(run: &RunRecord, dir: &Path) -> anyhow::Result<usize> {
     Ok(metrics.len())
 }
 
-/// The agents of a session.
+/// The hosts of a session, and what to do when one fails.
 pub struct Session {
-    targets: Vec<Target>,
-    local: Option<LocalAgent>,
-    _local_peer: Option<LocalAgent>,
+    fleet: Box<dyn Fleet>,
+    policy: FailurePolicy,
+}
+
+/// What the session leaves the store with when a run measured nothing.
+fn nothing_measured(run: &RunRecord) -> bool {
+    run.trials.is_empty()
 }
 
 impl Session {
-    /// Starts local agents (`local`, plus a peer for network probes) or names remote ones.
-    /// Local agents are started from the main thread: their parent-death signal follows it.
-    pub fn start(
-        local: bool,
-        agents: &[String],
-        peers: &[String],
-        wants_peer: bool,
-    ) -> anyhow::Result<Self> {
-        if !peers.is_empty() && peers.len() != 1 && peers.len() != agents.len() {
-            anyhow::bail!(
-                "give one --peer for all agents or one per --agent ({} agents, {} peers)",
-                agents.len(),
-                peers.len()
-            );
-        }
-        let agent = if local {
-            Some(LocalAgent::start()?)
-        } else {
-            None
-        };
-        // Network probes on this machine: a second local agent serves the other end.
-        let local_peer = if local && wants_peer {
-            Some(LocalAgent::start()?)
-        } else {
-            None
-        };
-        if agent.is_some() {
-            keep_off_probe_cpus();
-        }
-        let targets = match &agent {
-            Some(a) => vec![Target {
-                peer: local_peer.as_ref().map(|p| {
-                    let mut t = local_target(p);
-                    t.label = format!("{} (local peer agent, pid {})", p.addr(), p.pid());
-                    Box::new(t)
-                }),
-                ..local_target(a)
-            }],
-            None => agents
-                .iter()
-                .enumerate()
-                .map(|(i, a)| Target {
-                    address: a.clone(),
-                    kind: HostKind::Remote,
-                    label: a.clone(),
-                    peer: peers.get(i).or(peers.first()).map(|p| {
-                        Box::new(Target {
-                            address: p.clone(),
-                            kind: HostKind::Remote,
-                            label: format!("{p} (peer)"),
-                            peer: None,
-                        })
-                    }),
-                })
-                .collect(),
-        };
-        Ok(Self {
-            targets,
-            local: agent,
-            _local_peer: local_peer,
-        })
+    /// A session on `fleet`'s hosts.
+    pub fn new(fleet: Box<dyn Fleet>, policy: FailurePolicy) -> Self {
+        Self { fleet, policy }
     }
 
-    /// Runs `run`'s schedule (skipping `done`), saving as it goes; `stop` may end it early
-    /// after any trial. Returns the finished record and the exit code; prints the table.
+    /// The session for a command's target options: `local` starts agents here (and a peer
+    /// agent when `wants_peer`), otherwise `hosts` are running agents, each with one of
+    /// `peers` (one for all, or one each).
+    pub fn for_hosts(
+        local: bool,
+        hosts: Vec<HostEntry>,
+        peers: &[String],
+        wants_peer: bool,
+        policy: FailurePolicy,
+    ) -> anyhow::Result<Self> {
+        let fleet: Box<dyn Fleet> = if local {
+            Box::new(LocalFleet::new(wants_peer))
+        } else {
+            Box::new(StaticFleet::new(hosts, peers.to_vec())?)
+        };
+        Ok(Self::new(fleet, policy))
+    }
+
+    /// Acquires the fleet's hosts, runs `run`'s schedule on them (skipping `done`), saving as
+    /// it goes; `stop` may end it early after any trial. Restores tuned hosts and releases the
+    /// fleet on every exit path. Returns the finished record and the exit code; prints the
+    /// table.
     pub fn drive(
         mut self,
         mut run: RunRecord,
@@ -279,30 +225,54 @@ impl Session {
         done: &[PlannedTrial],
         stop: &mut dyn FnMut(&RunRecord, &PlannedTrial) -> Flow,
     ) -> anyhow::Result<(RunRecord, ExitCode)> {
-        let settings = &run.settings;
-        let total = u64::from(settings.rounds + settings.warmup)
-            * settings.variants.len() as u64
-            * self.targets.len() as u64;
-        let progress = Progress::new(total.saturating_sub(done.len() as u64));
+        let progress = Progress::new(0);
         if let Some(store) = outputs.store()
             && done.is_empty()
         {
             store.begin_run(&run, None)?;
         }
         let rt = runtime()?;
-        let targets = self.targets.clone();
+        let policy = self.policy;
         let mut on_trial = |run: &RunRecord, planned: &PlannedTrial| -> anyhow::Result<Flow> {
             outputs.saved(run)?;
             Ok(stop(run, planned))
         };
+        let mut targets: Vec<Target> = Vec::new();
         let outcome = rt.block_on(async {
+            let acquired = tokio::select! {
+                acquired = self.fleet.acquire(&progress) => Some(acquired),
+                _ = tokio::signal::ctrl_c() => None,
+            };
+            match acquired {
+                None => return None,
+                Some(Err(err)) => return Some(Err(err)),
+                Some(Ok(acquired)) => targets = acquired,
+            }
+            run.fleet = self.fleet.report_lines();
+            for line in &run.fleet {
+                progress.line(line);
+            }
+            let settings = &run.settings;
+            let total = u64::from(settings.rounds + settings.warmup)
+                * settings.variants.len() as u64
+                * targets.len() as u64;
+            progress.set_length(total.saturating_sub(done.len() as u64));
             tokio::select! {
-                result = execute(&targets, &mut run, &progress, done, &mut on_trial) => Some(result),
+                result = execute(&targets, &mut run, &progress, done, policy, &mut on_trial) => Some(result),
                 _ = tokio::signal::ctrl_c() => None,
             }
         });
-        // Restore whatever happened above: success, failure or Ctrl-C.
+        // Restore and release whatever happened above: success, failure or Ctrl-C.
         let restored = !run.settings.tune || rt.block_on(restore_all(&targets, &progress));
+        let explanation = match &outcome {
+            Some(Err(_)) => self.fleet.explain_failure(),
+            _ => None,
+        };
+        if let Err(err) = rt.block_on(self.fleet.release(&progress)) {
+            progress.line(&format!(
+                "quietbench: error: releasing the hosts failed: {err:#}"
+            ));
+        }
         progress.finish();
         run.finished_at = Some(SystemTime::now());
         let (code, status) = match outcome {
@@ -310,18 +280,18 @@ impl Session {
                 run.error = Some("a host could not be restored after the run; see above".into());
                 (ExitCode::FAILURE, RunStatus::Failed)
             }
+            Some(Ok(())) if !run.host_failures.is_empty() => {
+                let message = describe_host_failures(&run);
+                eprintln!("quietbench: error: {message}");
+                run.error = Some(message);
+                (ExitCode::FAILURE, RunStatus::Failed)
+            }
             Some(Ok(())) => (ExitCode::SUCCESS, RunStatus::Complete),
             Some(Err(err)) => {
                 let mut message = format!("{err:#}");
                 // A dead local agent explains the error better than the broken connection does.
-                if let Some(agent) = self.local.as_mut()
-                    && let Some(status) = agent.wait_exit(Duration::from_millis(500))
-                {
-                    message.push_str(&format!(
-                        " (the local agent, pid {}, {})",
-                        agent.pid(),
-                        describe_status(status)
-                    ));
+                if let Some(why) = explanation {
+                    message.push_str(&format!(" ({why})"));
                 }
                 run.error = Some(message.clone());
                 eprintln!("quietbench: error: {message}");
@@ -337,14 +307,38 @@ impl Session {
                 (ExitCode::from(EXIT_INTERRUPTED), RunStatus::Interrupted)
             }
         };
-        drop(self.local.take());
         if !run.trials.is_empty() {
             println!("{}", table::render(&run));
         }
         for warning in crate::warnings::run_warnings(&run) {
             eprintln!("quietbench: warning: {warning}");
         }
-        outputs.finish(&run, status)?;
+        if nothing_measured(&run) && done.is_empty() && status == RunStatus::Failed {
+            outputs.discard(&run)?;
+        } else {
+            outputs.finish(&run, status)?;
+        }
         Ok((run, code))
     }
+}
+
+/// One sentence for a run some of whose hosts failed: which, why, and what is missing.
+fn describe_host_failures(run: &RunRecord) -> String {
+    let missing = crate::report::record::missing_trials(run);
+    let hosts: Vec<String> = run
+        .host_failures
+        .iter()
+        .map(|f| {
+            let address = run.hosts.get(f.host).map_or("?", |h| h.address.as_str());
+            format!("{address}: {}", f.error)
+        })
+        .collect();
+    format!(
+        "{} of {} host(s) failed, {} trial(s) missing (quietbench resume {} runs them): {}",
+        run.host_failures.len(),
+        run.hosts.len(),
+        missing.iter().map(|m| m.trials.len()).sum::<usize>(),
+        run.run_id,
+        hosts.join("; ")
+    )
 }

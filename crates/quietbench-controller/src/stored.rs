@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
+use crate::execute::{FailurePolicy, Flow};
 use crate::report::{HostKind, json, table};
-use crate::run::Flow;
 use crate::schedule::PlannedTrial;
 use crate::session::{Outputs, Session};
 use crate::store::{RunStatus, Store};
@@ -202,7 +202,12 @@ pub fn resume(db: Option<&Path>, run: &str, agents: &[String]) -> anyhow::Result
     record.hosts.clear();
     record.finished_at = None;
     record.error = None;
-    let session = Session::start(local, if local { &[] } else { &addresses }, &[], wants_peer)?;
+    let hosts = if local {
+        Vec::new()
+    } else {
+        crate::cli::agent_entries(&addresses)
+    };
+    let session = Session::for_hosts(local, hosts, &[], wants_peer, FailurePolicy::default())?;
     let outputs = Outputs::new(None, None, None, Some(store.path()), false)?.resuming(stored_hosts);
     drop(store);
     let (_, code) = session.drive(record, outputs, &done, &mut |_, _| Flow::Continue)?;

@@ -134,6 +134,8 @@ fn settings() -> RunSettings {
         warmup: 1,
         // Above i64::MAX, as half of all seeds are.
         seed: 0xdead_beef_cafe_f00d,
+        // Not the default, so the round trip shows it is kept.
+        round_sync: false,
     }
 }
 
@@ -146,6 +148,8 @@ fn new_run(run_id: &str, started_secs: u64) -> RunRecord {
         hosts: Vec::new(),
         trials: Vec::new(),
         error: None,
+        host_failures: Vec::new(),
+        fleet: Vec::new(),
     }
 }
 

@@ -42,6 +42,25 @@ pub struct Report {
     pub summary: Vec<SummaryJson>,
     /// What weakens these numbers, and what to do about it.
     pub warnings: Vec<WarningJson>,
+    /// The fleet: what it is and how its hosts were obtained (empty for a stored run).
+    pub fleet: Vec<String>,
+    /// Per host, the scheduled trials a failed or interrupted run did not finish, and why.
+    pub missing_trials: Vec<MissingJson>,
+}
+
+/// A host's trials that did not run.
+#[derive(Debug, Serialize)]
+pub struct MissingJson {
+    /// Index into `hosts`.
+    pub host: usize,
+    /// Its agent's address.
+    pub address: String,
+    /// How many trials are missing.
+    pub trials: usize,
+    /// The rounds they belong to, in order, each once.
+    pub rounds: Vec<u32>,
+    /// Why: the host's failure, or the run's error.
+    pub reason: String,
 }
 
 /// A warning: its kind and fields, and the message a person reads.
@@ -122,6 +141,8 @@ pub struct SettingsJson {
     pub warmup_rounds: u32,
     /// Seed of the randomized interleaved trial order (RMIT).
     pub seed: u64,
+    /// Hosts waited for each other at round boundaries (false with --no-round-sync).
+    pub round_sync: bool,
 }
 
 /// A host and its fingerprint.
@@ -391,6 +412,7 @@ pub fn build(run: &RunRecord) -> Report {
             variants: run.settings.variants.clone(),
             warmup_rounds: run.settings.warmup,
             seed: run.settings.seed,
+            round_sync: run.settings.round_sync,
         },
         hosts: run
             .hosts
@@ -410,6 +432,24 @@ pub fn build(run: &RunRecord) -> Report {
             .map(|w| WarningJson {
                 message: w.to_string(),
                 warning: w,
+            })
+            .collect(),
+        fleet: run.fleet.clone(),
+        missing_trials: crate::report::record::missing_trials(run)
+            .into_iter()
+            .map(|m| {
+                let mut rounds: Vec<u32> = m.trials.iter().map(|t| t.round).collect();
+                rounds.dedup();
+                MissingJson {
+                    host: m.host,
+                    address: run
+                        .hosts
+                        .get(m.host)
+                        .map_or_else(String::new, |h| h.address.clone()),
+                    trials: m.trials.len(),
+                    rounds,
+                    reason: m.reason,
+                }
             })
             .collect(),
     }

@@ -66,6 +66,9 @@ pub struct RunSettings {
     pub warmup: u32,
     /// The seed of the randomized interleaved order.
     pub seed: u64,
+    /// Hosts wait for each other at round boundaries (the default), so a fleet-wide time
+    /// effect hits every host alike; false with `--no-round-sync`.
+    pub round_sync: bool,
 }
 
 /// One decoded histogram with its bookkeeping.
@@ -194,6 +197,19 @@ pub struct RunRecord {
     pub trials: Vec<TrialRecord>,
     /// Why the run stopped early, if it did.
     pub error: Option<String>,
+    /// Hosts that failed while the others went on, in the order they failed.
+    pub host_failures: Vec<HostFailure>,
+    /// The fleet's lines: what it is and how its hosts were obtained (empty for stored runs).
+    pub fleet: Vec<String>,
+}
+
+/// A host that stopped measuring before its schedule was done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostFailure {
+    /// Index into [`RunRecord::hosts`].
+    pub host: usize,
+    /// What went wrong, naming the agent.
+    pub error: String,
 }
 
 /// The agent sent a histogram this controller cannot read.
@@ -243,6 +259,63 @@ pub fn trial_metrics(
                     .as_ref()
                     .map(|h| decode(&m.name, h))
                     .transpose()?,
+            })
+        })
+        .collect()
+}
+
+/// A host's trials that a failed or interrupted run did not finish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingTrials {
+    /// Index into [`RunRecord::hosts`].
+    pub host: usize,
+    /// The trials, in schedule order.
+    pub trials: Vec<crate::schedule::PlannedTrial>,
+    /// Why they are missing: the host's failure, or the run's error.
+    pub reason: String,
+}
+
+/// Per host, the scheduled trials a run did not finish, with why; empty for a run that ended
+/// without an error (an adaptive rule may stop a complete run early: nothing is missing then).
+pub fn missing_trials(run: &RunRecord) -> Vec<MissingTrials> {
+    if run.error.is_none() && run.host_failures.is_empty() {
+        return Vec::new();
+    }
+    let s = &run.settings;
+    let schedule = crate::schedule::rmit(
+        s.variants.len(),
+        run.hosts.len(),
+        s.rounds,
+        s.warmup,
+        s.seed,
+    );
+    let finished = |p: &crate::schedule::PlannedTrial| {
+        let name = &s.variants[p.variant].name;
+        run.trials
+            .iter()
+            .any(|t| t.host == p.host && t.round == p.round && &t.variant == name)
+    };
+    (0..run.hosts.len())
+        .filter_map(|host| {
+            let trials: Vec<_> = schedule
+                .iter()
+                .filter(|p| p.host == host && !finished(p))
+                .copied()
+                .collect();
+            if trials.is_empty() {
+                return None;
+            }
+            let reason = run
+                .host_failures
+                .iter()
+                .find(|f| f.host == host)
+                .map(|f| f.error.clone())
+                .or_else(|| run.error.clone())
+                .unwrap_or_default();
+            Some(MissingTrials {
+                host,
+                trials,
+                reason,
             })
         })
         .collect()

@@ -139,6 +139,9 @@ pub fn format_value(value: f64, unit: &str) -> String {
 /// The table of a run: a header, the hosts, placement, and one row per probe and metric.
 pub fn render(run: &RunRecord) -> String {
     let mut out = String::new();
+    for line in &run.fleet {
+        let _ = writeln!(out, "{line}");
+    }
     for host in &run.hosts {
         let _ = writeln!(out, "{}", host_line(host));
     }
@@ -214,6 +217,39 @@ pub fn render(run: &RunRecord) -> String {
     write_row(&header.map(String::from));
     for row in &rows {
         write_row(row);
+    }
+    out.push_str(&missing_lines(run));
+    out
+}
+
+/// "missing: 6 trial(s) on 127.0.0.1:7701 (rounds 3-5): lost agent ..." for each host that did
+/// not finish its schedule; the summary above uses what finished.
+pub fn missing_lines(run: &RunRecord) -> String {
+    let mut out = String::new();
+    let missing = crate::report::record::missing_trials(run);
+    if missing.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "\nmissing trials (the summary uses what finished; quietbench resume {} runs them):",
+        run.run_id
+    );
+    for m in missing {
+        let address = run.hosts.get(m.host).map_or("?", |h| h.address.as_str());
+        let first = m.trials.first().map_or(0, |t| t.round);
+        let last = m.trials.last().map_or(0, |t| t.round);
+        let rounds = if first == last {
+            format!("round {first}")
+        } else {
+            format!("rounds {first}-{last}")
+        };
+        let _ = writeln!(
+            out,
+            "  {address}: {} trial(s), {rounds}: {}",
+            m.trials.len(),
+            m.reason
+        );
     }
     out
 }

@@ -51,6 +51,13 @@ pub struct SettingsDoc {
     variants: Vec<VariantDoc>,
     warmup: u32,
     seed: u64,
+    /// Absent in runs stored before hosts ran concurrently; they ran in lock step.
+    #[serde(default = "round_sync_default")]
+    round_sync: bool,
+}
+
+fn round_sync_default() -> bool {
+    true
 }
 
 /// [`VariantSpec`] as stored.
@@ -83,6 +90,7 @@ impl From<&RunSettings> for SettingsDoc {
                 .collect(),
             warmup: s.warmup,
             seed: s.seed,
+            round_sync: s.round_sync,
         }
     }
 }
@@ -109,6 +117,7 @@ impl From<SettingsDoc> for RunSettings {
                 .collect(),
             warmup: d.warmup,
             seed: d.seed,
+            round_sync: d.round_sync,
         }
     }
 }

@@ -76,6 +76,14 @@ pub enum StoreError {
         /// The run.
         run_id: String,
     },
+    /// A run with results was to be discarded.
+    #[error("run {run_id} holds {trials} trial(s): a run with results is never discarded")]
+    HasResults {
+        /// The run.
+        run_id: String,
+        /// How many trials it holds.
+        trials: i64,
+    },
     /// A host or trial for a run that was never begun.
     #[error("run {run_id} is not in the result store: begin the run before adding to it")]
     NoSuchRun {

@@ -393,6 +393,9 @@ impl Store {
                 hosts,
                 trials,
                 error: run.error,
+                // Which hosts failed is kept in the run's error text only.
+                host_failures: Vec::new(),
+                fleet: Vec::new(),
                 run_id: id,
             },
         })

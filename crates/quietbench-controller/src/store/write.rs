@@ -292,6 +292,32 @@ impl Store {
         )
     }
 
+    /// Deletes a run that measured nothing (refused before its first trial, say), hosts and
+    /// all, so `runs` lists only runs that hold a result or can be resumed into one. Refuses a
+    /// run that has a trial: a result is never deleted by accident.
+    pub fn discard_run(&self, run_id: &str) -> Result<(), StoreError> {
+        let action = "discarding a run that measured nothing";
+        let tx = self.write_tx(action)?;
+        let trials: i64 = tx
+            .query_row(
+                "SELECT COUNT(*) FROM trials WHERE run_id = ?1",
+                [run_id],
+                |row| row.get(0),
+            )
+            .map_err(|e| self.sql_error(action, e))?;
+        if trials > 0 {
+            return Err(StoreError::HasResults {
+                run_id: run_id.to_string(),
+                trials,
+            });
+        }
+        tx.execute("DELETE FROM hosts WHERE run_id = ?1", [run_id])
+            .map_err(|e| self.sql_error(action, e))?;
+        tx.execute("DELETE FROM runs WHERE id = ?1", [run_id])
+            .map_err(|e| self.sql_error(action, e))?;
+        tx.commit().map_err(|e| self.sql_error(action, e))
+    }
+
     fn set_outcome(
         &self,
         run_id: &str,

@@ -133,6 +133,7 @@ fn build() -> RunRecord {
         variants: variants.clone(),
         warmup: 1,
         seed: 42,
+        round_sync: true,
     };
     let mut rng = Lcg(7);
     let mut trials = Vec::new();
@@ -241,5 +242,7 @@ fn build() -> RunRecord {
         hosts,
         trials,
         error: None,
+        host_failures: Vec::new(),
+        fleet: Vec::new(),
     }
 }

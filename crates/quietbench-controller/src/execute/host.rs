@@ -1,0 +1,428 @@
+//! One host's part of a run: its own randomized interleaved schedule, one trial at a time,
+//! waiting at round boundaries for the others, each finished trial sent to the run's writer.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use quietbench_proto::v1 as pb;
+use tokio::sync::{Mutex, OwnedMutexGuard, mpsc, watch};
+
+use super::progress::HostProgress;
+use crate::connection::{AgentConnection, AgentError};
+use crate::fleet::Target;
+use crate::report::RunSettings;
+use crate::report::record::{IntervalRecord, TrialRecord, trial_metrics};
+use crate::schedule::PlannedTrial;
+
+/// What a host tells the run's writer.
+#[derive(Debug)]
+pub enum HostEvent {
+    /// A trial finished (boxed: a record with its histograms is large).
+    Trial {
+        /// Which one.
+        planned: PlannedTrial,
+        /// Its record.
+        record: Box<TrialRecord>,
+    },
+    /// The host finished a round.
+    RoundFinished {
+        /// Index into the run's hosts.
+        host: usize,
+        /// The round.
+        round: u32,
+    },
+    /// The host is done: its schedule finished, the run stopped, or it failed (`error`).
+    Left {
+        /// Index into the run's hosts.
+        host: usize,
+        /// Why it stopped before its schedule was done.
+        error: Option<String>,
+    },
+}
+
+/// The other end of a host's network probes.
+pub struct PeerLink {
+    /// Its connection.
+    pub conn: AgentConnection,
+    /// Its target.
+    pub target: Target,
+    /// Its machine's host name, to tell whether both agents share one machine.
+    pub hostname: Option<String>,
+}
+
+/// Locks on agents, so that no agent measures and serves as another host's peer at once: a
+/// trial holds the lock of every agent it uses (its own, and its peer's for network probes),
+/// taken in address order so two hosts that are each other's peers cannot deadlock. Hosts that
+/// share one peer take turns for network trials; hosts with their own agents never wait.
+#[derive(Clone, Default)]
+pub struct AgentLocks(Arc<std::sync::Mutex<HashMap<String, Arc<Mutex<()>>>>>);
+
+impl AgentLocks {
+    async fn hold(&self, addresses: &[&str]) -> Vec<OwnedMutexGuard<()>> {
+        let mut sorted: Vec<&str> = addresses.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let locks: Vec<Arc<Mutex<()>>> = {
+            let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            sorted
+                .iter()
+                .map(|a| map.entry((*a).to_string()).or_default().clone())
+                .collect()
+        };
+        let mut guards = Vec::with_capacity(locks.len());
+        for lock in locks {
+            guards.push(lock.lock_owned().await);
+        }
+        guards
+    }
+}
+
+/// Everything one host's task owns.
+pub struct HostTask {
+    /// Index into the run's hosts.
+    pub index: usize,
+    /// The host.
+    pub target: Target,
+    /// Its agent.
+    pub conn: AgentConnection,
+    /// Its host name (from the fingerprint).
+    pub hostname: String,
+    /// Its network probes' peer, if it has one.
+    pub peer: Option<PeerLink>,
+    /// The run's settings.
+    pub settings: Arc<RunSettings>,
+    /// The run's id (trial ids are made from it).
+    pub run_id: String,
+    /// Its trials, each with its number in the whole schedule, in schedule order.
+    pub trials: Vec<(usize, PlannedTrial)>,
+    /// Where finished trials go.
+    pub events: mpsc::Sender<HostEvent>,
+    /// The highest round it may start.
+    pub released: watch::Receiver<u32>,
+    /// True once the run stops (adaptive rule met, or another host failed with --fail-fast).
+    pub stop: watch::Receiver<bool>,
+    /// Its progress line.
+    pub progress: HostProgress,
+    /// Agents in use.
+    pub locks: AgentLocks,
+}
+
+impl HostTask {
+    /// Runs the host's schedule, then tells the writer it left (with the error if it failed).
+    pub async fn run(mut self) {
+        let outcome = self.schedule().await;
+        let error = outcome.err().map(|e| format!("{e:#}"));
+        if let Some(e) = &error {
+            self.progress.failed(e);
+        }
+        let host = self.index;
+        // The writer outlives every host task; a send fails only when the run was aborted.
+        let _ = self.events.send(HostEvent::Left { host, error }).await;
+    }
+
+    async fn schedule(&mut self) -> anyhow::Result<()> {
+        let total_rounds = self.settings.warmup + self.settings.rounds;
+        let trials = std::mem::take(&mut self.trials);
+        for round in 1..=total_rounds {
+            if !self.wait_for_round(round).await {
+                return Ok(());
+            }
+            for (number, planned) in trials.iter().filter(|(_, p)| p.round == round) {
+                if *self.stop.borrow() {
+                    return Ok(());
+                }
+                let record = self.trial(*number, planned).await?;
+                self.progress.trial_done(&format!(
+                    "round {round}/{total_rounds}{} {}: {}",
+                    if planned.warmup { " warm-up" } else { "" },
+                    record.variant,
+                    headline_of(&record)
+                ));
+                self.send(HostEvent::Trial {
+                    planned: *planned,
+                    record: Box::new(record),
+                })
+                .await?;
+            }
+            self.send(HostEvent::RoundFinished {
+                host: self.index,
+                round,
+            })
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn send(&self, event: HostEvent) -> anyhow::Result<()> {
+        self.events
+            .send(event)
+            .await
+            .map_err(|_| anyhow::anyhow!("the run's writer stopped"))
+    }
+
+    /// Waits until `round` may start; false when the run stopped first.
+    async fn wait_for_round(&mut self, round: u32) -> bool {
+        if *self.released.borrow() >= round {
+            return true;
+        }
+        self.progress.status(format!(
+            "waiting for the other hosts to finish round {}",
+            round - 1
+        ));
+        tokio::select! {
+            released = self.released.wait_for(|r| *r >= round) => released.is_ok(),
+            _ = self.stop.wait_for(|s| *s) => false,
+        }
+    }
+
+    /// Runs one trial to its end and builds its record.
+    async fn trial(
+        &mut self,
+        number: usize,
+        planned: &PlannedTrial,
+    ) -> anyhow::Result<TrialRecord> {
+        let settings = self.settings.clone();
+        let spec = &settings.variants[planned.variant];
+        let probe = &spec.probe;
+        let mut params: HashMap<String, String> = spec.params.clone().into_iter().collect();
+        let network = crate::run::needs_peer(probe);
+        let mut agents = vec![self.target.address.clone()];
+        if network {
+            let Some(peer) = &self.peer else {
+                anyhow::bail!(
+                    "{probe} needs a peer agent for {}: give --peer HOST:PORT (run --local starts one)",
+                    self.target.address
+                );
+            };
+            agents.push(peer.target.address.clone());
+        }
+        let agent_refs: Vec<&str> = agents.iter().map(String::as_str).collect();
+        let _held = self.locks.hold(&agent_refs).await;
+        let mut peer_address = None;
+        let mut peer_on_this_machine = false;
+        if let Some(peer) = self.peer.as_mut().filter(|_| network) {
+            let ip = host_ip(&peer.target.address)?;
+            // Same host name: two agents on one machine (namespaces share the UTS name).
+            let same_machine = peer
+                .hostname
+                .as_ref()
+                .is_some_and(|h| !h.is_empty() && *h == self.hostname);
+            peer_on_this_machine = same_machine;
+            let ports = peer.conn.start_peer(&ip.to_string(), same_machine).await?;
+            let server = std::net::SocketAddr::new(ip, ports.tcp_port as u16);
+            params.insert("peer".into(), server.to_string());
+            params.insert("peer_udp".into(), ports.udp_port.to_string());
+            peer_address = Some(peer.target.address.clone());
+        }
+        let request = pb::RunProbeRequest {
+            probe: probe.clone(),
+            params,
+            duration_ms: settings.duration_ms,
+            interval_ms: settings.interval_ms,
+            cpus: settings.cpus.clone(),
+            unpinned: settings.unpinned,
+            trial_id: format!("{}-{}", self.run_id, number + 1),
+        };
+        let total_rounds = settings.warmup + settings.rounds;
+        let what = format!(
+            "round {}/{total_rounds}{} {}",
+            planned.round,
+            if planned.warmup { " warm-up" } else { "" },
+            spec.name
+        );
+        self.progress.status(what.clone());
+        let progress = self.progress.clone();
+        let completed = self
+            .conn
+            .run_probe(request, |event| {
+                if let pb::probe_event::Event::Interval(i) = event {
+                    progress.status(format!(
+                        "{what}: interval {} {}",
+                        i.index + 1,
+                        headline(&i.metrics)
+                    ));
+                }
+            })
+            .await;
+        let mut peer_flow_cpus = Vec::new();
+        if let Some(peer) = self.peer.as_mut().filter(|_| network) {
+            peer_flow_cpus = peer.conn.stop_peer().await;
+        }
+        let completed = completed?;
+        let metrics = trial_metrics(&completed.result, &completed.intervals).map_err(|e| {
+            AgentError::Protocol {
+                agent: self.conn.label().to_string(),
+                what: e.to_string(),
+            }
+        })?;
+        Ok(TrialRecord {
+            probe: probe.clone(),
+            variant: spec.name.clone(),
+            warmup: planned.warmup,
+            host: self.index,
+            round: planned.round,
+            trial_id: completed.result.trial_id.clone(),
+            start_unix_ns: completed.result.start_unix_ns,
+            end_unix_ns: completed.result.end_unix_ns,
+            cancelled: completed.result.cancelled,
+            params: completed
+                .accepted
+                .resolved_params
+                .clone()
+                .into_iter()
+                .collect::<BTreeMap<_, _>>(),
+            placement: completed
+                .result
+                .placement
+                .clone()
+                .or(completed.placement)
+                .map(|placement| {
+                    with_peer_flows(
+                        placement,
+                        peer_flow_cpus,
+                        peer_on_this_machine,
+                        !settings.cpus.is_empty(),
+                    )
+                }),
+            intervals: completed.result.intervals,
+            metrics,
+            noise: completed.result.noise.clone(),
+            peer: peer_address,
+            interval_records: completed
+                .intervals
+                .iter()
+                .map(IntervalRecord::from_wire)
+                .collect(),
+        })
+    }
+}
+
+/// Adds where the peer's readers ran to a trial's placement, with a note when both agents
+/// share one machine and the default placement left the readers on the senders' CPUs (with
+/// CPUs to spare, that measures the placement, not the machine).
+pub fn with_peer_flows(
+    mut placement: pb::Placement,
+    peer_flow_cpus: Vec<pb::PeerFlowCpu>,
+    peer_on_this_machine: bool,
+    cpus_given: bool,
+) -> pb::Placement {
+    let sender_cpus: Vec<u32> = placement.threads.iter().map(|t| t.planned_cpu).collect();
+    let crowded = peer_on_this_machine
+        && !cpus_given
+        && !peer_flow_cpus.is_empty()
+        && peer_flow_cpus.iter().all(|f| sender_cpus.contains(&f.cpu));
+    if crowded {
+        placement.notes.push(
+            "both agents share this machine: the peer's readers followed their flows onto the \
+             senders' CPUs; give --cpus with more CPUs to spread senders and readers"
+                .to_string(),
+        );
+    }
+    placement.peer_flow_cpus = peer_flow_cpus;
+    placement
+}
+
+/// The IP address of an agent address (HOST:PORT), resolving a name if needed: the address a
+/// peer server listens on and the client connects to.
+fn host_ip(address: &str) -> Result<std::net::IpAddr, AgentError> {
+    use std::net::ToSocketAddrs;
+    address
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut addrs| addrs.next())
+        .map(|a| a.ip())
+        .ok_or_else(|| AgentError::BadAddress {
+            agent: address.to_string(),
+            why: "cannot resolve its host".into(),
+        })
+}
+
+/// The first value metric, e.g. "1379.2 events/s", for progress lines.
+pub fn headline(metrics: &[pb::Metric]) -> String {
+    metrics
+        .iter()
+        .find(|m| m.histogram.is_none())
+        .and_then(|m| m.value.map(|v| format!("{v:.1} {}", m.unit)))
+        .unwrap_or_default()
+}
+
+/// A finished trial's first value metric, for progress lines.
+fn headline_of(record: &TrialRecord) -> String {
+    record
+        .metrics
+        .iter()
+        .find(|m| m.histogram.is_none())
+        .and_then(|m| m.value.map(|v| format!("{v:.1} {}", m.unit)))
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn placement_on(cpus: &[u32]) -> pb::Placement {
+        pb::Placement {
+            policy: "rss".into(),
+            threads: cpus
+                .iter()
+                .enumerate()
+                .map(|(i, &cpu)| pb::ThreadPlacement {
+                    thread_index: i as u32,
+                    planned_cpu: cpu,
+                    affinity_cpus: vec![cpu],
+                    observed_cpu: cpu,
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn flows(pairs: &[(u32, u64)]) -> Vec<pb::PeerFlowCpu> {
+        pairs
+            .iter()
+            .map(|&(cpu, flows)| pb::PeerFlowCpu { cpu, flows })
+            .collect()
+    }
+
+    #[test]
+    fn peer_readers_are_added_and_crowding_on_one_machine_is_noted() {
+        // One machine, default placement, readers on the senders' CPU: a note.
+        let p = with_peer_flows(placement_on(&[1, 1]), flows(&[(1, 2)]), true, false);
+        assert_eq!(p.peer_flow_cpus, flows(&[(1, 2)]));
+        assert_eq!(p.notes.len(), 1);
+        assert!(p.notes[0].contains("--cpus"), "{:?}", p.notes);
+        // CPUs chosen by the user, two machines, or a reader elsewhere: no note.
+        for (same, given, readers) in [
+            (true, true, flows(&[(1, 2)])),
+            (false, false, flows(&[(1, 2)])),
+            (true, false, flows(&[(0, 1), (1, 1)])),
+            (true, false, Vec::new()),
+        ] {
+            let p = with_peer_flows(placement_on(&[1, 1]), readers.clone(), same, given);
+            assert!(
+                p.notes.is_empty(),
+                "{same} {given} {readers:?}: {:?}",
+                p.notes
+            );
+            assert_eq!(p.peer_flow_cpus, readers);
+        }
+    }
+
+    #[tokio::test]
+    async fn agents_used_together_are_locked_in_one_order() {
+        let locks = AgentLocks::default();
+        // Two hosts that are each other's peers ask in opposite orders: no deadlock, and the
+        // second waits for the first.
+        let first = locks.hold(&["b:1", "a:1"]).await;
+        let second = {
+            let locks = locks.clone();
+            tokio::spawn(async move { locks.hold(&["a:1", "b:1"]).await.len() })
+        };
+        tokio::task::yield_now().await;
+        assert!(!second.is_finished(), "a:1 and b:1 are held");
+        // An agent nobody holds is free at once.
+        assert_eq!(locks.hold(&["c:1", "c:1"]).await.len(), 1);
+        drop(first);
+        assert_eq!(second.await.unwrap(), 2);
+    }
+}
