@@ -1,0 +1,211 @@
+//! Several hosts at once: real agent processes on loopback, each running its own schedule at
+//! the same time as the others; one killed mid-run while the others finish.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{AgentProcess, quietbench_bin};
+use serde_json::Value;
+
+/// (host index, round, start ns, end ns) of every trial in a JSON report.
+fn trial_spans(report: &Value) -> Vec<(usize, u64, u64, u64)> {
+    let hosts: Vec<&str> = report["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["address"].as_str().unwrap())
+        .collect();
+    report["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let started = humantime::parse_rfc3339(t["started_at"].as_str().unwrap()).unwrap();
+            let start = started
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64;
+            let length = Duration::from_secs_f64(t["duration_s"].as_f64().unwrap());
+            (
+                hosts
+                    .iter()
+                    .position(|h| *h == t["host"].as_str().unwrap())
+                    .unwrap(),
+                t["round"].as_u64().unwrap(),
+                start,
+                start + length.as_nanos() as u64,
+            )
+        })
+        .collect()
+}
+
+fn read_report(path: &std::path::Path) -> Option<Value> {
+    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+}
+
+#[test]
+fn hosts_measure_at_once_and_a_killed_host_leaves_the_others_finishing() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    let db = dir.path().join("store.sqlite3");
+    let mut agents: Vec<AgentProcess> = (0..4).map(|_| AgentProcess::start()).collect();
+    let rounds = 3;
+    let mut args = vec![
+        "run".to_string(),
+        "--rounds".into(),
+        rounds.to_string(),
+        "--duration".into(),
+        "1".into(),
+    ];
+    for a in &agents {
+        args.push("--agent".into());
+        args.push(a.addr.to_string());
+    }
+    args.extend([
+        "--json".into(),
+        json.display().to_string(),
+        "--db".into(),
+        db.display().to_string(),
+    ]);
+    let controller = Command::new(quietbench_bin())
+        .args(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Kill host 2's agent once its first trial is stored (the JSON is rewritten per trial).
+    let victim = 2;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "host {victim} never finished a trial"
+        );
+        if let Some(report) = read_report(&json)
+            && trial_spans(&report).iter().any(|t| t.0 == victim)
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    agents[victim].child.kill().unwrap();
+    let _ = agents[victim].child.wait();
+    let out = controller.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    let victim_addr = agents[victim].addr.to_string();
+    assert!(
+        stderr.contains(&format!("host {victim_addr} failed")),
+        "the failure names the host:\n{stderr}"
+    );
+
+    let report = read_report(&json).unwrap();
+    let spans = trial_spans(&report);
+    // Every other host finished its whole schedule.
+    for host in (0..4).filter(|&h| h != victim) {
+        let done: BTreeSet<u64> = spans.iter().filter(|t| t.0 == host).map(|t| t.1).collect();
+        assert_eq!(done, (1..=rounds).collect(), "host {host}: {spans:?}");
+    }
+    // The victim's missing trials are reported by host, with the reason.
+    let missing = report["missing_trials"].as_array().unwrap();
+    assert_eq!(missing.len(), 1, "{missing:?}");
+    assert_eq!(missing[0]["host"], victim);
+    assert_eq!(missing[0]["address"], victim_addr.as_str());
+    let victim_done = spans.iter().filter(|t| t.0 == victim).count();
+    assert_eq!(
+        missing[0]["trials"].as_u64().unwrap() as usize,
+        rounds as usize - victim_done
+    );
+    assert!(
+        missing[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains(&victim_addr),
+        "{missing:?}"
+    );
+    assert!(stdout.contains("missing trials"), "{stdout}");
+    assert_eq!(report["complete"], false);
+    // Hosts measured at the same time: some round-1 trials of different hosts overlap.
+    let round1: Vec<_> = spans.iter().filter(|t| t.1 == 1).collect();
+    let overlapping = round1
+        .iter()
+        .any(|a| round1.iter().any(|b| a.0 != b.0 && a.2 < b.3 && b.2 < a.3));
+    assert!(overlapping, "no two hosts measured at once: {round1:?}");
+    // Rounds in step: no host started round r+1 before every host still measuring had
+    // finished round r.
+    for &(host, round, start, _) in &spans {
+        for &(other, other_round, _, other_end) in &spans {
+            if other_round + 1 == round {
+                assert!(
+                    start >= other_end,
+                    "host {host} started round {round} before host {other} ended round {other_round}"
+                );
+            }
+        }
+    }
+    // Every finished trial is in the store too; `resume` would run only the missing ones.
+    let runs = common::succeed(Command::new(quietbench_bin()).args([
+        "runs",
+        "--db",
+        &db.display().to_string(),
+    ]));
+    assert!(runs.contains("failed"), "{runs}");
+    assert!(
+        runs.contains(&format!("{:>6}", spans.len())) || runs.contains(&spans.len().to_string()),
+        "{runs}"
+    );
+}
+
+#[test]
+fn a_hosts_file_names_the_agents_and_bad_lines_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let agents: Vec<AgentProcess> = (0..2).map(|_| AgentProcess::start()).collect();
+    let hosts = dir.path().join("hosts.txt");
+    std::fs::write(
+        &hosts,
+        format!(
+            "# two agents\n{} first\n{} second # the other\n",
+            agents[0].addr, agents[1].addr
+        ),
+    )
+    .unwrap();
+    let json = dir.path().join("run.json");
+    common::succeed(Command::new(quietbench_bin()).args([
+        "run",
+        "--hosts",
+        &hosts.display().to_string(),
+        "--rounds",
+        "1",
+        "--duration",
+        "0.3",
+        "--no-store",
+        "--no-round-sync",
+        "--json",
+        &json.display().to_string(),
+    ]));
+    let report = read_report(&json).unwrap();
+    assert_eq!(report["hosts"].as_array().unwrap().len(), 2);
+    assert_eq!(trial_spans(&report).len(), 2);
+    assert_eq!(report["settings"]["round_sync"], false);
+    assert!(
+        report["fleet"][0].as_str().unwrap().contains("hosts.txt"),
+        "{}",
+        report["fleet"]
+    );
+
+    std::fs::write(&hosts, format!("{}\nnot-an-address\n", agents[0].addr)).unwrap();
+    let out = Command::new(quietbench_bin())
+        .args(["run", "--hosts", &hosts.display().to_string(), "--no-store"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("hosts.txt line 2") && stderr.contains("no port"),
+        "{stderr}"
+    );
+}
