@@ -434,12 +434,11 @@ fn preview(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_fixtures::dev_vm;
     use std::io::BufRead;
     use std::net::TcpListener;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
-
-    const VM: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/kvm-2vcpu-xeon");
 
     /// What the test server saw of one request.
     struct Seen {
@@ -715,7 +714,7 @@ mod tests {
 
     #[test]
     fn the_development_vm_is_not_ec2() {
-        assert!(!looks_like_ec2(&HostRoot::at(VM)));
+        assert!(!looks_like_ec2(&dev_vm()));
     }
 
     #[test]
@@ -726,11 +725,11 @@ mod tests {
         listener.set_nonblocking(true).unwrap();
         let port = listener.local_addr().unwrap().port();
         let endpoint = SocketAddr::from(([0, 0, 0, 0], port));
-        let got = read_instance_identity(&HostRoot::at(VM), &cfg(endpoint, 300)).unwrap();
+        let got = read_instance_identity(&dev_vm(), &cfg(endpoint, 300)).unwrap();
         assert_eq!(got, None);
         assert!(listener.accept().is_err(), "a connection was made");
         // The default endpoint, too, is left alone.
-        let got = read_instance_identity(&HostRoot::at(VM), &ImdsConfig::default()).unwrap();
+        let got = read_instance_identity(&dev_vm(), &ImdsConfig::default()).unwrap();
         assert_eq!(got, None);
     }
 
@@ -742,7 +741,7 @@ mod tests {
             counter.fetch_add(1, Ordering::SeqCst);
             imdsv2(s)
         });
-        let got = read_instance_identity(&HostRoot::at(VM), &cfg(addr, 2000)).unwrap();
+        let got = read_instance_identity(&dev_vm(), &cfg(addr, 2000)).unwrap();
         assert_eq!(got.unwrap().instance_type.as_deref(), Some("c7i.large"));
         assert_eq!(calls.load(Ordering::SeqCst), 1 + FIELDS.len());
     }

@@ -497,15 +497,11 @@ fn read_turbo(root: &HostRoot, notes: &mut Vec<String>) -> Option<bool> {
 mod tests {
     use super::*;
 
-    const VM: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/kvm-2vcpu-xeon");
-
-    fn fixture(rel: &str) -> String {
-        std::fs::read_to_string(format!("{VM}/{rel}")).unwrap()
-    }
+    use crate::test_fixtures::{dev_vm, dev_vm_file};
 
     #[test]
     fn the_development_vm_cmdline_has_no_isolation_and_stops_at_the_init_arguments() {
-        let text = fixture("proc/cmdline");
+        let text = dev_vm_file("proc/cmdline");
         assert!(
             text.contains(" -- "),
             "the capture has init arguments after --"
@@ -517,7 +513,7 @@ mod tests {
 
     #[test]
     fn parses_isolation_parameters_appended_to_the_captured_cmdline() {
-        let real = fixture("proc/cmdline");
+        let real = dev_vm_file("proc/cmdline");
         let (kernel, init) = real.split_once(" -- ").unwrap();
         let text = format!(
             "{kernel} isolcpus=nohz,domain,managed_irq,1,3-4 nohz_full=1 rcu_nocbs irqaffinity=0 -- isolcpus=9 {init}"
@@ -594,12 +590,12 @@ mod tests {
 
     #[test]
     fn parses_aslr_and_thp_from_the_captures() {
-        let aslr = fixture("proc/sys/kernel/randomize_va_space");
+        let aslr = dev_vm_file("proc/sys/kernel/randomize_va_space");
         assert_eq!(parse_randomize_va_space(&aslr).unwrap(), Aslr::Full);
         assert!(parse_randomize_va_space("3").is_err());
-        let enabled = fixture("sys/kernel/mm/transparent_hugepage/enabled");
+        let enabled = dev_vm_file("sys/kernel/mm/transparent_hugepage/enabled");
         assert_eq!(bracketed_choice(&enabled).as_deref(), Some("madvise"));
-        let defrag = fixture("sys/kernel/mm/transparent_hugepage/defrag");
+        let defrag = dev_vm_file("sys/kernel/mm/transparent_hugepage/defrag");
         assert_eq!(defrag.split_whitespace().count(), 5);
         assert_eq!(bracketed_choice(&defrag).as_deref(), Some("madvise"));
         for odd in ["", "[", "]", "[]", "a ] [b", "[ ]"] {
@@ -609,7 +605,7 @@ mod tests {
 
     #[test]
     fn the_captured_cpuinfo_has_the_hypervisor_flag() {
-        assert!(has_hypervisor_flag(&fixture("proc/cpuinfo")));
+        assert!(has_hypervisor_flag(&dev_vm_file("proc/cpuinfo")));
         let metal = include_str!("../tests/fixtures/public/ec2-t4g-small-graviton2/proc/cpuinfo");
         assert!(!has_hypervisor_flag(metal), "Arm has no such flag");
         assert!(has_hypervisor_flag("fpu hypervisor lahf_lm"));
@@ -662,7 +658,7 @@ mod tests {
 
     #[test]
     fn reads_the_development_vm() {
-        let (k, notes) = read_kernel_settings(&HostRoot::at(VM), &[0, 1]);
+        let (k, notes) = read_kernel_settings(&dev_vm(), &[0, 1]);
         assert_eq!(notes, Vec::<String>::new());
         assert_eq!(k.aslr, Some(Aslr::Full));
         assert_eq!(k.thp_enabled.as_deref(), Some("madvise"));

@@ -9,12 +9,12 @@ use std::io::ErrorKind;
 
 use serde::Serialize;
 
-use crate::interrupts::{parse_digits, split_counts};
+use crate::proc_table::{cpu_table, parse_digits, split_counts};
 use crate::{HostRoot, ReadError};
 
 /// The errors of this module's parsers and delta helpers: the same types as
-/// [`crate::interrupts`], since both read the same kind of /proc tables.
-pub use crate::interrupts::{DeltaError, ParseError};
+/// [`crate::interrupts`], since both read the same kind of /proc tables (see `proc_table`).
+pub use crate::proc_table::{DeltaError, ParseError};
 
 const STAT: &str = "/proc/stat";
 const SOFTIRQS: &str = "/proc/softirqs";
@@ -250,7 +250,7 @@ pub fn parse_softirqs(text: &str) -> Result<SoftirqTable, ParseError> {
         line,
         reason,
     };
-    let (cpus, numbered) = crate::interrupts::cpu_table(SOFTIRQS, text)?;
+    let (cpus, numbered) = cpu_table(SOFTIRQS, text)?;
     let mut rows: Vec<(String, Vec<u64>)> = Vec::new();
     for (no, line) in numbered {
         let (name, rest) = line
@@ -468,11 +468,7 @@ mod tests {
     const ODD_SCHED: &str =
         include_str!("../tests/fixtures/kvm-2vcpu-xeon/proc/28607/task/28607/sched");
 
-    fn fixture(name: &str) -> HostRoot {
-        HostRoot::at(
-            concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures").to_string() + "/" + name,
-        )
-    }
+    use crate::test_fixtures::{dev_vm, fixture_root};
 
     #[test]
     fn parses_the_kvm_proc_stat() {
@@ -501,7 +497,7 @@ mod tests {
 
     #[test]
     fn reads_steal_on_the_8_cpu_vm() {
-        let s = read_proc_stat(&fixture("public/goprocinfo-8vcpu-vm")).unwrap();
+        let s = read_proc_stat(&fixture_root("public/goprocinfo-8vcpu-vm")).unwrap();
         assert_eq!(s.per_cpu.len(), 8);
         let steal: Vec<u64> = s.per_cpu.iter().map(|t| t.steal.unwrap()).collect();
         assert_eq!(steal, vec![865, 868, 837, 842, 879, 872, 881, 885]);
@@ -613,7 +609,7 @@ mod tests {
         let mut other = t1.clone();
         other.cpus = vec![0, 2];
         assert!(softirqs_on_cpus(&t0, &other, &[0]).is_err());
-        assert_eq!(read_softirqs(&fixture("kvm-2vcpu-xeon")).unwrap(), t);
+        assert_eq!(read_softirqs(&dev_vm()).unwrap(), t);
     }
 
     #[test]
@@ -668,7 +664,7 @@ mod tests {
 
     #[test]
     fn task_readers_take_pid_and_tid() {
-        let root = fixture("kvm-2vcpu-xeon");
+        let root = dev_vm();
         assert_eq!(
             read_task_stat(&root, 28607, 28607).unwrap().utime_ticks,
             108
