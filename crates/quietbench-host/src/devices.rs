@@ -297,11 +297,11 @@ fn read_block_device(root: &HostRoot, name: String, notes: &mut Vec<String>) -> 
 mod tests {
     use super::*;
 
-    const VM: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/kvm-2vcpu-xeon");
+    use crate::test_fixtures::dev_vm;
 
     #[test]
     fn reads_the_development_vm_nics() {
-        let (nics, notes) = read_nics(&HostRoot::at(VM));
+        let (nics, notes) = read_nics(&dev_vm());
         assert_eq!(notes, Vec::<String>::new());
         let names: Vec<&str> = nics.iter().map(|n| n.name.as_str()).collect();
         assert_eq!(names, vec!["eth0", "ifb0", "ifb1"], "lo is skipped");
@@ -331,7 +331,7 @@ mod tests {
 
     #[test]
     fn reads_the_development_vm_disks() {
-        let (disks, notes) = read_block_devices(&HostRoot::at(VM));
+        let (disks, notes) = read_block_devices(&dev_vm());
         assert_eq!(notes, Vec::<String>::new());
         assert_eq!(disks.len(), 1, "loop0-7 and zram0 are skipped: {disks:?}");
         let vda = &disks[0];
@@ -345,7 +345,7 @@ mod tests {
         assert_eq!(vda.serial.as_deref(), Some("overlayblk"));
         assert_eq!(vda.ebs_volume_id, None);
 
-        let (all, notes) = read_block_devices_with(&HostRoot::at(VM), true);
+        let (all, notes) = read_block_devices_with(&dev_vm(), true);
         assert_eq!(notes, Vec::<String>::new());
         assert_eq!(all.len(), 10);
         let zram = all.iter().find(|d| d.name == "zram0").unwrap();

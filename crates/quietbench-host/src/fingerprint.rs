@@ -74,15 +74,11 @@ pub fn read_fingerprint(root: &HostRoot) -> Fingerprint {
 mod tests {
     use super::*;
 
-    fn fixture(name: &str) -> HostRoot {
-        HostRoot::at(
-            concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures").to_string() + "/" + name,
-        )
-    }
+    use crate::test_fixtures::dev_vm;
 
     #[test]
     fn reads_the_development_vm_fixture_tree() {
-        let fp = read_fingerprint(&fixture("kvm-2vcpu-xeon"));
+        let fp = read_fingerprint(&dev_vm());
         assert_eq!(fp.unreadable, Vec::<String>::new());
         assert_eq!(fp.cpu.unwrap().model_name, "Intel(R) Xeon(R) Processor");
         assert_eq!(fp.online_cpus, vec![0, 1]);

@@ -17,9 +17,12 @@ pub mod interrupts;
 pub mod journal;
 pub mod kernel;
 pub mod noise;
+mod proc_table;
 pub mod procstat;
 mod root;
 pub mod smaps;
+#[cfg(test)]
+mod test_fixtures;
 pub mod topology;
 pub mod tuning;
 

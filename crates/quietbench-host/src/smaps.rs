@@ -2,7 +2,7 @@
 //! pages (the disk probes ask for them for their I/O buffers, and report whether they got them).
 
 use crate::HostRoot;
-use crate::interrupts::ParseError;
+use crate::proc_table::ParseError;
 use crate::procstat::ProcStatError;
 
 const SMAPS: &str = "/proc/<pid>/smaps";
@@ -97,17 +97,12 @@ pub fn read_smaps_mapping(
 mod tests {
     use super::*;
 
-    fn fixture_root() -> HostRoot {
-        HostRoot::at(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/kvm-2vcpu-xeon"
-        ))
-    }
+    use crate::test_fixtures::dev_vm;
 
     #[test]
     fn finds_the_huge_page_backed_io_buffers_of_a_disk_probe() {
         // The agent running disk.seq (128 KiB x QD16: one 2 MiB region of buffers).
-        let root = fixture_root();
+        let root = dev_vm();
         for addr in [0x7ff9_3e60_0000, 0x7ff9_3e6a_1234, 0x7ff9_3e7f_ffff] {
             let mapping = read_smaps_mapping(&root, 14782, addr).unwrap().unwrap();
             assert_eq!(mapping.start, 0x7ff9_3e60_0000);
@@ -120,7 +115,7 @@ mod tests {
     #[test]
     fn a_mapping_in_small_pages_reads_zero() {
         // The process's executable text: file-backed, no huge pages.
-        let mapping = read_smaps_mapping(&fixture_root(), 14782, 0x5647_7b9f_0000)
+        let mapping = read_smaps_mapping(&dev_vm(), 14782, 0x5647_7b9f_0000)
             .unwrap()
             .unwrap();
         assert_eq!(mapping.anon_huge_kib, Some(0));
@@ -129,10 +124,7 @@ mod tests {
 
     #[test]
     fn an_unmapped_address_has_no_mapping() {
-        assert_eq!(
-            read_smaps_mapping(&fixture_root(), 14782, 0x10).unwrap(),
-            None
-        );
+        assert_eq!(read_smaps_mapping(&dev_vm(), 14782, 0x10).unwrap(), None);
     }
 
     #[test]
@@ -154,7 +146,7 @@ mod tests {
 
     #[test]
     fn a_missing_file_is_a_read_error() {
-        let err = read_smaps_mapping(&fixture_root(), 1, 0).unwrap_err();
+        let err = read_smaps_mapping(&dev_vm(), 1, 0).unwrap_err();
         assert!(matches!(err, ProcStatError::Read(_)), "{err}");
     }
 }

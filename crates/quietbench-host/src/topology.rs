@@ -425,18 +425,14 @@ fn read_caches(root: &HostRoot, cpu: u32, notes: &mut Vec<String>) -> Vec<Cache>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_fixtures::{dev_vm, read_fixture};
 
-    const VM: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/kvm-2vcpu-xeon");
-    const CACHE0: &str = "tests/fixtures/kvm-2vcpu-xeon/sys/devices/system/cpu/cpu0/cache";
-
-    fn fixture(rel: &str) -> String {
-        std::fs::read_to_string(format!("{}/{rel}", env!("CARGO_MANIFEST_DIR"))).unwrap()
-    }
+    const CACHE0: &str = "kvm-2vcpu-xeon/sys/devices/system/cpu/cpu0/cache";
 
     #[test]
     fn parses_the_captured_cache_sizes() {
         let sizes: Vec<u64> = (0..4)
-            .map(|i| parse_cache_size("size", &fixture(&format!("{CACHE0}/index{i}/size"))))
+            .map(|i| parse_cache_size("size", &read_fixture(&format!("{CACHE0}/index{i}/size"))))
             .collect::<Result<_, _>>()
             .unwrap();
         // 48K L1d, 32K L1i, 2048K L2, 266240K (260 MiB) L3 on this Xeon guest.
@@ -464,13 +460,13 @@ mod tests {
 
     #[test]
     fn parses_ids_and_kinds() {
-        let cpu1 = "tests/fixtures/kvm-2vcpu-xeon/sys/devices/system/cpu/cpu1/topology";
-        let core = fixture(&format!("{cpu1}/core_id"));
+        let cpu1 = "kvm-2vcpu-xeon/sys/devices/system/cpu/cpu1/topology";
+        let core = read_fixture(&format!("{cpu1}/core_id"));
         assert_eq!(parse_topology_id("core_id", &core).unwrap(), Some(1));
         assert_eq!(parse_topology_id("p", "-1\n").unwrap(), None);
         assert!(parse_topology_id("p", "x").is_err());
         assert!(parse_topology_id("p", "99999999999").is_err());
-        let kind = fixture(&format!("{CACHE0}/index1/type"));
+        let kind = read_fixture(&format!("{CACHE0}/index1/type"));
         assert_eq!(
             parse_cache_kind("type", &kind).unwrap(),
             CacheKind::Instruction
@@ -480,7 +476,7 @@ mod tests {
 
     #[test]
     fn reads_the_development_vm() {
-        let (topo, notes) = read_topology(&HostRoot::at(VM), &[0, 1]);
+        let (topo, notes) = read_topology(&dev_vm(), &[0, 1]);
         assert_eq!(notes, Vec::<String>::new());
         assert_eq!(topo.sockets(), 1);
         assert_eq!(topo.cores(), 2, "2 vCPUs, no SMT: {:?}", topo.cpus);
@@ -513,7 +509,7 @@ mod tests {
 
     #[test]
     fn an_offline_or_missing_cpu_is_noted_not_invented() {
-        let (topo, notes) = read_topology(&HostRoot::at(VM), &[5]);
+        let (topo, notes) = read_topology(&dev_vm(), &[5]);
         assert_eq!(topo.cpus[0].package_id, None);
         assert_eq!(topo.cpus[0].numa_node, None);
         assert!(

@@ -2,7 +2,7 @@
 //! what to do about it, because these messages end up in front of the engineer running the
 //! benchmark.
 
-use crate::paired::Variant;
+use crate::variant::Variant;
 
 /// Why a statistic could not be computed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -106,7 +106,7 @@ pub fn hierarchical_ratio_interval(
     let means: Vec<f64> = hosts.iter().map(HostRounds::mean_log_ratio).collect();
     let shrinkage = match resampling {
         Resampling::RoundsOnly => None,
-        Resampling::HostsThenRounds { .. } => Some(host_shrinkage(paired, &means)),
+        Resampling::HostsThenRounds { .. } => Some(host_shrinkage(&noise_split(paired))),
     };
     let mut rng = Resampler::new(seed);
     let mut draws = Vec::with_capacity(resamples.get() as usize);
@@ -169,6 +169,52 @@ pub fn hierarchical_ratio_interval(
     Ok(out)
 }
 
+/// The one-way ANOVA split of the per-round log-ratios over hosts (method of moments), as
+/// variances. The only place the between-host term is computed: the bootstrap below shrinks
+/// host means with it, and [`crate::verdict::estimate_noise`] reports it as SDs, so the interval
+/// and the reported noise cannot drift apart.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct NoiseSplit {
+    /// σ_w²: the within-host variance, pooled over hosts; 0 when no host has two rounds.
+    pub(crate) within: f64,
+    /// The sample variance of the host means; `None` with fewer than two hosts.
+    pub(crate) host_means: Option<f64>,
+    /// σ_h² = var(host means) − σ_w² · mean(1/n_host), truncated at 0; 0 with one host.
+    pub(crate) between: f64,
+}
+
+/// Splits the noise of `paired` into [`NoiseSplit`]'s within- and between-host variances.
+pub(crate) fn noise_split(paired: &PairedRounds) -> NoiseSplit {
+    let mut ss = 0.0;
+    let mut df = 0usize;
+    for h in &paired.hosts {
+        let m = h.mean_log_ratio();
+        ss += h.log_ratios.iter().map(|v| (v - m) * (v - m)).sum::<f64>();
+        df += h.log_ratios.len() - 1;
+    }
+    let within = if df > 0 { ss / df as f64 } else { 0.0 };
+    let means: Vec<f64> = paired
+        .hosts
+        .iter()
+        .map(HostRounds::mean_log_ratio)
+        .collect();
+    let inv_n: Vec<f64> = paired
+        .hosts
+        .iter()
+        .map(|h| 1.0 / h.log_ratios.len() as f64)
+        .collect();
+    let host_means = variance_unchecked(&means);
+    let between = match host_means {
+        Some(v) => (v - within * mean_unchecked(&inv_n)).max(0.0),
+        None => 0.0,
+    };
+    NoiseSplit {
+        within,
+        host_means,
+        between,
+    }
+}
+
 /// The factor c that shrinks host means toward their mean before resampling hosts, so that
 /// resampling rounds inside the chosen hosts does not count round noise twice.
 ///
@@ -181,23 +227,15 @@ pub fn hierarchical_ratio_interval(
 /// within then restore σ_w²/n once. This is the rescaled-residual bootstrap for multilevel data
 /// of Carpenter, Goldstein & Rasbash (JRSS C 52, 2003). c = 0 when hosts differ no more than
 /// their round noise explains, 1 when round noise is negligible.
-fn host_shrinkage(paired: &PairedRounds, means: &[f64]) -> f64 {
-    let Some(spread) = variance_unchecked(means) else {
+fn host_shrinkage(split: &NoiseSplit) -> f64 {
+    let Some(spread) = split.host_means else {
         return 1.0;
     };
     if spread <= 0.0 || !spread.is_finite() {
         return 0.0;
     }
-    let within = crate::verdict::estimate_noise(paired)
-        .within_host_sd
-        .powi(2);
-    let inv_n: Vec<f64> = paired
-        .hosts
-        .iter()
-        .map(|h| 1.0 / h.log_ratios.len() as f64)
-        .collect();
-    let between = (spread - within * mean_unchecked(&inv_n)).max(0.0);
-    (between / spread).sqrt().clamp(0.0, 1.0)
+    // split.between is (spread − σ̂_w² · mean(1/n)) truncated at 0: the host component alone.
+    (split.between / spread).sqrt().clamp(0.0, 1.0)
 }
 
 /// Mean of a with-replacement resample of `values`, without materialising it.

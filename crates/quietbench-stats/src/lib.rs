@@ -18,6 +18,21 @@
 //! - [`verdict`]: the A/B [`Verdict`] and the sentence it prints;
 //! - [`stopping`]: the adaptive stopping rule;
 //! - [`unpaired`]: Welch's interval for two runs that were not interleaved.
+//!
+//! Modules depend on each other one way only, from the bottom up: each imports only modules
+//! listed before it here, never one after it.
+//!
+//! 1. `variant` (the [`Variant`] newtype) and [`dist`]: leaves, importing nothing from the crate;
+//! 2. `error` ([`StatsError`]): imports only `variant`, so that every other module can return
+//!    it;
+//! 3. [`robust`], `summary`, [`bootstrap`]: numbers in, numbers out;
+//! 4. [`paired`]: the data model ([`Observation`], [`PairedRounds`]), re-exporting [`Variant`];
+//! 5. [`components`], [`outliers`], [`power`], [`unpaired`]: each on the layers below;
+//! 6. [`hierarchical`]: the bootstrap interval, and the one computation of the within- and
+//!    between-host variances (`noise_split`);
+//! 7. [`verdict`]: the judgement, on [`hierarchical`] (its interval and its noise split) and
+//!    [`power`];
+//! 8. [`stopping`]: on [`verdict`].
 
 pub mod bootstrap;
 pub mod components;
@@ -31,6 +46,7 @@ pub mod robust;
 pub mod stopping;
 mod summary;
 pub mod unpaired;
+mod variant;
 pub mod verdict;
 
 pub use bootstrap::{

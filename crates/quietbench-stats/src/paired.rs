@@ -8,7 +8,6 @@
 //! per-round ratios.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use serde::Serialize;
 
@@ -16,6 +15,10 @@ use crate::bootstrap::{ConfidenceLevel, Interval};
 use crate::dist::student_t_quantile;
 use crate::error::StatsError;
 use crate::robust::{mean_unchecked, variance_unchecked};
+
+/// Defined in its own leaf module so that [`crate::StatsError`] can name a variant without
+/// depending on this module; re-exported here, its home in the public API.
+pub use crate::variant::Variant;
 
 /// One measured value: one variant, in one round, on one host.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -30,28 +33,6 @@ pub struct Observation {
     pub variant: Variant,
     /// The measured value (a time, a throughput): finite and, for ratios, positive.
     pub value: f64,
-}
-
-/// A variant by index: [`Variant::A`] (0) is the usual baseline, [`Variant::B`] (1) the
-/// candidate; more variants take further indices and print as letters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(transparent)]
-pub struct Variant(pub u32);
-
-impl Variant {
-    /// The first variant, the usual baseline.
-    pub const A: Variant = Variant(0);
-    /// The second variant, the usual candidate.
-    pub const B: Variant = Variant(1);
-}
-
-impl fmt::Display for Variant {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match char::from_u32(u32::from(b'A') + self.0) {
-            Some(c) if self.0 < 26 => write!(f, "{c}"),
-            _ => write!(f, "#{}", self.0),
-        }
-    }
 }
 
 /// Which way is better for a metric. Times and latencies are lower-is-better, throughputs

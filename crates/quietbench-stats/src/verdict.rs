@@ -17,10 +17,9 @@ use serde::Serialize;
 use crate::bootstrap::{ConfidenceLevel, Resamples, Seed};
 use crate::dist::student_t_quantile;
 use crate::error::StatsError;
-use crate::hierarchical::{RatioInterval, Resampling, hierarchical_ratio_interval};
-use crate::paired::{Direction, HostRounds, Observation, PairedRounds, Variant, pair_rounds};
+use crate::hierarchical::{RatioInterval, Resampling, hierarchical_ratio_interval, noise_split};
+use crate::paired::{Direction, Observation, PairedRounds, Variant, pair_rounds};
 use crate::power::{DEFAULT_POWER, Noise};
-use crate::robust::{mean_unchecked, variance_unchecked};
 
 /// Fewest paired rounds a verdict accepts.
 pub const MIN_PAIRED_ROUNDS: usize = 5;
@@ -190,33 +189,14 @@ pub fn judge_paired(paired: &PairedRounds, config: &VerdictConfig) -> Result<Ver
 }
 
 /// Noise of the per-round log-ratios by one-way ANOVA over hosts: σ_w pooled within hosts;
-/// σ_h² = var(host means) − σ_w² · mean(1/n_host), truncated at 0 (method of moments).
+/// σ_h² = var(host means) − σ_w² · mean(1/n_host), truncated at 0 (method of moments). The
+/// split is computed by the hierarchical bootstrap's module, which shrinks host means with the
+/// same σ_h², so the two always agree.
 pub fn estimate_noise(paired: &PairedRounds) -> Noise {
-    let mut ss = 0.0;
-    let mut df = 0usize;
-    for h in &paired.hosts {
-        let m = h.mean_log_ratio();
-        ss += h.log_ratios.iter().map(|v| (v - m) * (v - m)).sum::<f64>();
-        df += h.log_ratios.len() - 1;
-    }
-    let within = if df > 0 { ss / df as f64 } else { 0.0 };
-    let means: Vec<f64> = paired
-        .hosts
-        .iter()
-        .map(HostRounds::mean_log_ratio)
-        .collect();
-    let inv_n: Vec<f64> = paired
-        .hosts
-        .iter()
-        .map(|h| 1.0 / h.log_ratios.len() as f64)
-        .collect();
-    let between = match variance_unchecked(&means) {
-        Some(v) => (v - within * mean_unchecked(&inv_n)).max(0.0),
-        None => 0.0,
-    };
+    let split = noise_split(paired);
     Noise {
-        within_host_sd: within.sqrt(),
-        between_host_sd: between.sqrt(),
+        within_host_sd: split.within.sqrt(),
+        between_host_sd: split.between.sqrt(),
     }
 }
 
@@ -393,6 +373,25 @@ mod tests {
                 })
             })
             .collect()
+    }
+
+    #[test]
+    fn the_reported_noise_and_the_bootstrap_shrinkage_come_from_one_split() {
+        // Three hosts whose B/A ratios differ by more than their round noise explains.
+        let mut obs = Vec::new();
+        for (h, shift) in [("h0", 0.97), ("h1", 1.0), ("h2", 1.04)] {
+            let rounds: Vec<(f64, f64)> = (0..8)
+                .map(|i| (100.0, 100.0 * shift * (1.0 + [0.01, -0.01][i % 2])))
+                .collect();
+            obs.extend(run(&rounds, h));
+        }
+        let v = judge(&obs, &VerdictConfig::default()).unwrap();
+        let split = noise_split(&pair_rounds(&obs, Variant::A, Variant::B).unwrap());
+        assert_eq!(v.noise.within_host_sd, split.within.sqrt());
+        assert_eq!(v.noise.between_host_sd, split.between.sqrt());
+        assert!(split.between > 0.0, "{split:?}");
+        let c = (split.between / split.host_means.unwrap()).sqrt();
+        assert_eq!(v.interval.host_shrinkage, Some(c));
     }
 
     #[test]
