@@ -486,15 +486,13 @@ fn plan_command(args: RunArgs, path: &std::path::Path) -> anyhow::Result<ExitCod
     };
     let wants_peer = plan.settings.variants.iter().any(|v| needs_peer(&v.probe));
     let policy = FailurePolicy {
-        fail_fast: args.fail_fast,
+        fail_fast: args.fail_fast || plan.fail_fast,
     };
-    let session = Session::for_hosts(
-        plan.local,
-        agent_entries(&plan.agents),
-        &plan.peers,
-        wants_peer,
-        policy,
-    )?;
+    let hosts = match &plan.hosts_file {
+        Some(file) => crate::fleet::read_hosts_file(file)?,
+        None => plan_entries(&plan.agents, path),
+    };
+    let session = Session::for_hosts(plan.local, hosts, &plan.peers, wants_peer, policy)?;
     let hosts = if plan.local { 1 } else { plan.agents.len() };
     let outputs = Outputs::new(
         args.json,
@@ -599,6 +597,18 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
         Flow::Continue
     })?;
     Ok(code)
+}
+
+/// Hosts a plan lists, in order.
+fn plan_entries(addresses: &[String], plan: &std::path::Path) -> Vec<HostEntry> {
+    addresses
+        .iter()
+        .map(|a| HostEntry {
+            address: a.clone(),
+            label: None,
+            source: plan.display().to_string(),
+        })
+        .collect()
 }
 
 /// Hosts named with `--agent`, in order.

@@ -34,6 +34,11 @@ pub struct Plan {
     pub agents: Vec<String>,
     /// Peer agents for network probes: none, one for all hosts, or one per host.
     pub peers: Vec<String>,
+    /// `[fleet] hosts_file`: running agents listed in a hosts file, as the plan wrote its path
+    /// (relative paths are relative to the plan's folder once [`read_plan`] resolved them).
+    pub hosts_file: Option<PathBuf>,
+    /// `[fleet] fail_fast = true`: stop the whole run when one host fails.
+    pub fail_fast: bool,
     /// Adaptive stop: the target half-width of the 95% interval as a fraction (the file gives
     /// percent: `precision_pct = 0.5` is 0.005).
     pub precision: Option<f64>,
@@ -177,6 +182,41 @@ pub enum PlanError {
         /// Where peers is.
         at: Location,
     },
+    /// Hosts given both at the top level and in `[fleet]`.
+    #[error("{at}: {field} is given both at the top level and in [fleet]: keep one")]
+    GivenTwice {
+        /// The field.
+        field: &'static str,
+        /// Where the second one is.
+        at: Location,
+    },
+    /// No hosts at all.
+    #[error(
+        "the plan names no hosts: give hosts = \"local\" or hosts = [\"HOST:PORT\", ...], or a \
+         [fleet] table with kind = \"local\" or \"static\" (see docs/plans.md)"
+    )]
+    NoFleet,
+    /// A `[fleet]` kind this build does not have.
+    #[error(
+        "{at}: [fleet] kind = {kind:?} is not a fleet kind: give \"local\" (agents started \
+         here) or \"static\" (running agents: hosts or hosts_file)"
+    )]
+    FleetKind {
+        /// The kind given.
+        kind: String,
+        /// Where.
+        at: Location,
+    },
+    /// A `[fleet]` table whose fields do not fit its kind.
+    #[error("{at}: [fleet] kind = {kind:?}: {why}")]
+    FleetFields {
+        /// The kind.
+        kind: &'static str,
+        /// What is wrong.
+        why: &'static str,
+        /// Where the table is.
+        at: Location,
+    },
     /// `cpus` is not in the kernel's list format.
     #[error("{at}: cpus: {source}")]
     BadCpus {
@@ -232,8 +272,10 @@ const DEFAULT_INTERVAL_S: f64 = 1.0;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PlanFile {
-    hosts: Spanned<Hosts>,
+    /// The short form of `[fleet]`: "local" or a list of running agents.
+    hosts: Option<Spanned<Hosts>>,
     peers: Option<Spanned<Vec<Spanned<String>>>>,
+    fleet: Option<Spanned<FleetFile>>,
     // Integers are read wide and range-checked here, so `rounds = 0` and `rounds = -1` get the
     // same "give 1 to 100000" rather than a type error for the second.
     rounds: Option<Spanned<i64>>,
@@ -250,6 +292,106 @@ struct PlanFile {
     unpinned: bool,
     #[serde(default)]
     variant: Vec<VariantFile>,
+}
+
+/// `[fleet]`: where the hosts come from, and how the run treats them.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FleetFile {
+    kind: Spanned<String>,
+    hosts: Option<Spanned<Vec<Spanned<String>>>>,
+    hosts_file: Option<Spanned<String>>,
+    peers: Option<Spanned<Vec<Spanned<String>>>>,
+    round_sync: Option<bool>,
+    #[serde(default)]
+    fail_fast: bool,
+}
+
+/// The hosts a plan names, from `hosts` or `[fleet]`, before the address checks.
+struct FleetChoice<'a> {
+    hosts: Option<(Hosts, Range<usize>)>,
+    hosts_file: Option<String>,
+    peers: Option<&'a Spanned<Vec<Spanned<String>>>>,
+    round_sync: bool,
+    fail_fast: bool,
+}
+
+/// Reads `hosts`/`peers` and `[fleet]` into one choice, refusing a plan that names hosts twice
+/// or gives a fleet fields its kind does not have.
+fn fleet_choice<'a>(file: &'a PlanFile, text: &str) -> Result<FleetChoice<'a>, PlanError> {
+    let at = |span: Range<usize>| locate(text, span.start);
+    let Some(fleet) = &file.fleet else {
+        let Some(hosts) = &file.hosts else {
+            return Err(PlanError::NoFleet);
+        };
+        let list = match hosts.get_ref() {
+            Hosts::Local => Hosts::Local,
+            Hosts::Agents(list) => Hosts::Agents(list.clone()),
+        };
+        return Ok(FleetChoice {
+            hosts: Some((list, hosts.span())),
+            hosts_file: None,
+            peers: file.peers.as_ref(),
+            round_sync: true,
+            fail_fast: false,
+        });
+    };
+    let table = fleet.get_ref();
+    for (given, field) in [
+        (file.hosts.as_ref().map(Spanned::span), "hosts"),
+        (file.peers.as_ref().map(Spanned::span), "peers"),
+    ] {
+        if let Some(span) = given {
+            return Err(PlanError::GivenTwice {
+                field,
+                at: at(span),
+            });
+        }
+    }
+    let fields = |kind: &'static str, why: &'static str| PlanError::FleetFields {
+        kind,
+        why,
+        at: at(fleet.span()),
+    };
+    let hosts = match table.kind.get_ref().as_str() {
+        "local" => {
+            if table.hosts.is_some() || table.hosts_file.is_some() || table.peers.is_some() {
+                return Err(fields(
+                    "local",
+                    "a local fleet starts its own agent (and peer): remove hosts, hosts_file \
+                     and peers",
+                ));
+            }
+            Some((Hosts::Local, table.kind.span()))
+        }
+        "static" => match (&table.hosts, &table.hosts_file) {
+            (Some(_), Some(_)) => {
+                return Err(fields("static", "give hosts or hosts_file, not both"));
+            }
+            (None, None) => {
+                return Err(fields(
+                    "static",
+                    "name the running agents: hosts = [\"HOST:PORT\", ...] or \
+                     hosts_file = \"FILE\"",
+                ));
+            }
+            (Some(list), None) => Some((Hosts::Agents(list.get_ref().clone()), list.span())),
+            (None, Some(_)) => None,
+        },
+        other => {
+            return Err(PlanError::FleetKind {
+                kind: other.to_string(),
+                at: at(table.kind.span()),
+            });
+        }
+    };
+    Ok(FleetChoice {
+        hosts,
+        hosts_file: table.hosts_file.as_ref().map(|f| f.get_ref().clone()),
+        peers: table.peers.as_ref(),
+        round_sync: table.round_sync.unwrap_or(true),
+        fail_fast: table.fail_fast,
+    })
 }
 
 #[derive(Debug, Deserialize)]
@@ -398,10 +540,16 @@ pub fn read_plan(path: &Path, default_seed: u64) -> Result<Plan, PlanError> {
         path: path.to_path_buf(),
         source,
     })?;
-    parse_plan(&text, default_seed).map_err(|error| PlanError::InFile {
+    let mut plan = parse_plan(&text, default_seed).map_err(|error| PlanError::InFile {
         path: path.to_path_buf(),
         error: Box::new(error),
-    })
+    })?;
+    // A hosts file is found beside the plan, wherever the command runs.
+    if let Some(file) = plan.hosts_file.take() {
+        let folder = path.parent().unwrap_or(Path::new("."));
+        plan.hosts_file = Some(folder.join(file));
+    }
+    Ok(plan)
 }
 
 /// Decodes and checks a plan. `default_seed` is the seed when the plan gives none (the caller
@@ -410,19 +558,21 @@ pub fn parse_plan(text: &str, default_seed: u64) -> Result<Plan, PlanError> {
     let file: PlanFile = toml::from_str(text)?;
     let at = |span: Range<usize>| locate(text, span.start);
 
-    let (local, agents) = match file.hosts.get_ref() {
-        Hosts::Local => (true, Vec::new()),
-        Hosts::Agents(list) => {
+    let choice = fleet_choice(&file, text)?;
+    let (local, agents) = match &choice.hosts {
+        None => (false, Vec::new()),
+        Some((Hosts::Local, _)) => (true, Vec::new()),
+        Some((Hosts::Agents(list), span)) => {
             if list.is_empty() {
                 return Err(PlanError::NoHosts {
-                    at: at(file.hosts.span()),
+                    at: at(span.clone()),
                 });
             }
             (false, addresses("hosts", list, text)?)
         }
     };
 
-    let peers = match &file.peers {
+    let peers = match choice.peers {
         None => Vec::new(),
         Some(list) if list.get_ref().is_empty() => Vec::new(),
         // Session::start would ignore them; saying so beats a silently different run.
@@ -433,7 +583,8 @@ pub fn parse_plan(text: &str, default_seed: u64) -> Result<Plan, PlanError> {
         }
         Some(list) => {
             let n = list.get_ref().len();
-            if n != 1 && n != agents.len() {
+            // With a hosts file the count is checked once the file is read.
+            if n != 1 && n != agents.len() && choice.hosts_file.is_none() {
                 return Err(PlanError::PeerCount {
                     peers: n,
                     hosts: agents.len(),
@@ -530,11 +681,13 @@ pub fn parse_plan(text: &str, default_seed: u64) -> Result<Plan, PlanError> {
             variants,
             warmup,
             seed: file.seed.map_or(default_seed, |s| s.0),
-            round_sync: true,
+            round_sync: choice.round_sync,
         },
         local,
         agents,
         peers,
+        hosts_file: choice.hosts_file.map(PathBuf::from),
+        fail_fast: choice.fail_fast,
         precision,
         budget,
     })
@@ -873,7 +1026,11 @@ probe = "cpu.primes"
         );
 
         let msg = message("[[variant]]\nname = \"a\"\nprobe = \"exec\"\n");
-        assert!(msg.contains("missing field `hosts`"), "{msg}");
+        // hosts may come from [fleet] instead, so its absence is one sentence naming both.
+        assert!(
+            msg.contains("names no hosts") && msg.contains("[fleet]"),
+            "{msg}"
+        );
 
         let msg = message(&format!(
             "{}params = {{ cmd = [\"a\", \"b\"] }}\n",
@@ -1097,5 +1254,63 @@ probe = "cpu.primes"
         assert_eq!(locate("ab\ncd", 4), at(2, 2));
         assert_eq!(locate("é = 1\nx", 4), at(1, 4));
         assert_eq!(locate("ab", 99), at(1, 3));
+    }
+
+    #[test]
+    fn a_fleet_table_names_the_hosts_and_the_run_policy() {
+        let variant = "[[variant]]\nname = \"a\"\nprobe = \"cpu.primes\"\n";
+        let plan = parse_plan(
+            &format!(
+                "[fleet]\nkind = \"static\"\nhosts = [\"a:1\", \"b:1\"]\npeers = [\"c:1\"]\n\
+                 round_sync = false\nfail_fast = true\n{variant}"
+            ),
+            0,
+        )
+        .unwrap();
+        assert!(!plan.local);
+        assert_eq!(plan.agents, ["a:1", "b:1"]);
+        assert_eq!(plan.peers, ["c:1"]);
+        assert!(!plan.settings.round_sync);
+        assert!(plan.fail_fast);
+        let plan = parse_plan(
+            &format!("[fleet]\nkind = \"static\"\nhosts_file = \"hosts.txt\"\n{variant}"),
+            0,
+        )
+        .unwrap();
+        assert_eq!(plan.hosts_file, Some(PathBuf::from("hosts.txt")));
+        assert!(plan.agents.is_empty());
+        assert!(plan.settings.round_sync, "round sync is the default");
+        let plan = parse_plan(&format!("[fleet]\nkind = \"local\"\n{variant}"), 0).unwrap();
+        assert!(plan.local);
+    }
+
+    #[test]
+    fn fleet_tables_that_do_not_fit_their_kind_are_refused_with_the_line() {
+        let variant = "[[variant]]\nname = \"a\"\nprobe = \"cpu.primes\"\n";
+        for (head, words) in [
+            (
+                "[fleet]\nkind = \"ec2\"\n",
+                "line 2, column 8: [fleet] kind = \"ec2\" is not a fleet kind",
+            ),
+            (
+                "[fleet]\nkind = \"local\"\nhosts = [\"a:1\"]\n",
+                "remove hosts",
+            ),
+            ("[fleet]\nkind = \"static\"\n", "name the running agents"),
+            (
+                "[fleet]\nkind = \"static\"\nhosts = [\"a:1\"]\nhosts_file = \"f\"\n",
+                "not both",
+            ),
+            (
+                "hosts = \"local\"\n[fleet]\nkind = \"local\"\n",
+                "line 1, column 9: hosts is given both",
+            ),
+            ("[fleet]\nkind = \"static\"\nhosts = [\"a\"]\n", "line 3"),
+            ("[fleet]\nkind = \"local\"\nzones = 2\n", "zones"),
+            ("rounds = 2\n", "names no hosts"),
+        ] {
+            let err = parse_plan(&format!("{head}{variant}"), 0).unwrap_err();
+            assert!(err.to_string().contains(words), "{head:?}: {err}");
+        }
     }
 }
