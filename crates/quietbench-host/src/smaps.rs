@@ -1,4 +1,4 @@
-//! /proc/<pid>/smaps: how one mapping of a process is backed, here whether by transparent huge
+//! `/proc/<pid>/smaps`: how one mapping of a process is backed, here whether by transparent huge
 //! pages (the disk probes ask for them for their I/O buffers, and report whether they got them).
 
 use crate::HostRoot;
@@ -7,7 +7,7 @@ use crate::procstat::ProcStatError;
 
 const SMAPS: &str = "/proc/<pid>/smaps";
 
-/// The mapping of /proc/<pid>/smaps that holds an address.
+/// The mapping of `/proc/<pid>/smaps` that holds an address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SmapsMapping {
     /// First byte of the mapping.

@@ -88,7 +88,7 @@ const ASLR: &str = "/proc/sys/kernel/randomize_va_space";
 const THP: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
 const DROP_CACHES: &str = "/proc/sys/vm/drop_caches";
 
-/// The value a sysfs choice file holds: the bracketed word of "always [madvise] never", or the
+/// The value a sysfs choice file holds: the bracketed word of "always \[madvise\] never", or the
 /// trimmed text of a plain file.
 pub fn current_choice(text: &str) -> String {
     match (text.find('['), text.find(']')) {

@@ -27,11 +27,11 @@
 //!    it;
 //! 3. [`robust`], `summary`, [`bootstrap`]: numbers in, numbers out;
 //! 4. [`paired`]: the data model ([`Observation`], [`PairedRounds`]), re-exporting [`Variant`];
-//! 5. [`components`], [`outliers`], [`power`], [`unpaired`]: each on the layers below;
+//! 5. [`components`], [`outliers`], [`power`](mod@power), [`unpaired`]: each on the layers below;
 //! 6. [`hierarchical`]: the bootstrap interval, and the one computation of the within- and
 //!    between-host variances (`noise_split`);
 //! 7. [`verdict`]: the judgement, on [`hierarchical`] (its interval and its noise split) and
-//!    [`power`];
+//!    [`power`](mod@power);
 //! 8. [`stopping`]: on [`verdict`].
 
 pub mod bootstrap;

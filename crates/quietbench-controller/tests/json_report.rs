@@ -1,0 +1,30 @@
+//! The JSON report of a fixed run, pinned by a snapshot (tests/snapshots/): its schema is a
+//! promise to other tools (docs/json-report.md), so any change to a field's name, shape or
+//! value shows up in review as a diff. Update on purpose with `cargo insta review`.
+
+use quietbench_controller as qb;
+
+#[path = "support/sample_run.rs"]
+mod sample_run;
+
+#[test]
+fn the_json_report_of_a_fixed_run_is_pinned() {
+    let run = sample_run::sample_run();
+    let report = qb::report::json::build(&run);
+    let mut value = serde_json::to_value(&report).unwrap();
+    // The one field that changes with every release, not with the report.
+    value["quietbench_version"] = "VERSION".into();
+    // Trials carry every histogram as base64 DEFLATE, whose bytes follow the compressor's
+    // version: the snapshot keeps that a histogram is there, not its bytes (the decoding tests
+    // check those).
+    for trial in value["trials"].as_array_mut().unwrap() {
+        for metric in trial["metrics"].as_array_mut().unwrap() {
+            if let Some(h) = metric.get_mut("histogram")
+                && h.is_string()
+            {
+                *h = "<HdrHistogram V2 + DEFLATE, base64>".into();
+            }
+        }
+    }
+    insta::assert_json_snapshot!(value);
+}
