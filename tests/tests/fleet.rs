@@ -209,3 +209,35 @@ fn a_hosts_file_names_the_agents_and_bad_lines_are_refused() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_run_refused_before_its_first_trial_is_not_kept_in_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("store.sqlite3");
+    let agent = AgentProcess::start();
+    let out = Command::new(quietbench_bin())
+        .args([
+            "run",
+            "--agent",
+            &agent.addr.to_string(),
+            "--probe",
+            "no.such.probe",
+            "--db",
+            &db.display().to_string(),
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("no.such.probe"), "{stderr}");
+    assert!(
+        stderr.contains("measured nothing and is not kept"),
+        "{stderr}"
+    );
+    let runs = common::succeed(Command::new(quietbench_bin()).args([
+        "runs",
+        "--db",
+        &db.display().to_string(),
+    ]));
+    assert!(!runs.contains("failed"), "a refused run is listed:\n{runs}");
+}
