@@ -549,6 +549,7 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
         variants: Vec::new(),
         warmup: args.warmup,
         seed: args.seed.unwrap_or_else(fresh_seed),
+        compare_figure: None,
     };
     settings.variants = settings
         .probes

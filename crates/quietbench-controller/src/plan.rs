@@ -530,6 +530,7 @@ pub fn parse_plan(text: &str, default_seed: u64) -> Result<Plan, PlanError> {
             variants,
             warmup,
             seed: file.seed.map_or(default_seed, |s| s.0),
+            compare_figure: None,
         },
         local,
         agents,

@@ -9,6 +9,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use quietbench_controller::compare::TrialFigure;
 use quietbench_controller::report::record::{HistogramRecord, IntervalRecord};
 use quietbench_controller::report::{
     HostKind, HostRecord, MetricRecord, RunRecord, RunSettings, TrialRecord,
@@ -134,6 +135,8 @@ fn settings() -> RunSettings {
         warmup: 1,
         // Above i64::MAX, as half of all seeds are.
         seed: 0xdead_beef_cafe_f00d,
+        // Kept for compare runs; round-tripped here like every other setting.
+        compare_figure: Some(TrialFigure::Mean),
     }
 }
 
@@ -276,6 +279,10 @@ fn a_run_round_trips_exactly() {
     assert_eq!(loaded.status, RunStatus::Failed);
     assert_eq!(loaded.plan_json.as_deref(), Some(r#"{"rounds":2}"#));
     assert_eq!(loaded.record.settings.seed, 0xdead_beef_cafe_f00d);
+    assert_eq!(
+        loaded.record.settings.compare_figure,
+        Some(TrialFigure::Mean)
+    );
     // The histograms decode to what was recorded.
     for (t, original) in loaded.record.trials.iter().zip(&originals) {
         let h = t.metrics[1].histogram.as_ref().unwrap();

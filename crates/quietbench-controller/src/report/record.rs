@@ -66,6 +66,10 @@ pub struct RunSettings {
     pub warmup: u32,
     /// The seed of the randomized interleaved order.
     pub seed: u64,
+    /// Set by `quietbench compare`: the figure of each trial its verdict compares
+    /// (`--figure`), so a stored compare run is judged again exactly as it was. `None` for
+    /// other runs.
+    pub compare_figure: Option<crate::compare::TrialFigure>,
 }
 
 /// One decoded histogram with its bookkeeping.

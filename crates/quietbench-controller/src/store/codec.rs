@@ -8,6 +8,7 @@ use prost::Message;
 use quietbench_proto::v1 as pb;
 use serde::{Deserialize, Serialize};
 
+use crate::compare::TrialFigure;
 use crate::report::RunSettings;
 use crate::schedule::VariantSpec;
 
@@ -51,6 +52,10 @@ pub struct SettingsDoc {
     variants: Vec<VariantDoc>,
     warmup: u32,
     seed: u64,
+    /// `--figure` of a compare run ("median" or "mean"); absent in runs stored before it was
+    /// kept, and for other runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    compare_figure: Option<String>,
 }
 
 /// [`VariantSpec`] as stored.
@@ -83,6 +88,7 @@ impl From<&RunSettings> for SettingsDoc {
                 .collect(),
             warmup: s.warmup,
             seed: s.seed,
+            compare_figure: s.compare_figure.map(|f| f.as_str().to_string()),
         }
     }
 }
@@ -109,6 +115,9 @@ impl From<SettingsDoc> for RunSettings {
                 .collect(),
             warmup: d.warmup,
             seed: d.seed,
+            // A figure this build does not know is dropped: the run then reads as judged on
+            // the default figure, which beats refusing to load it.
+            compare_figure: d.compare_figure.as_deref().and_then(TrialFigure::parse),
         }
     }
 }

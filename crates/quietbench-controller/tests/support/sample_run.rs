@@ -133,6 +133,7 @@ fn build() -> RunRecord {
         variants: variants.clone(),
         warmup: 1,
         seed: 42,
+        compare_figure: None,
     };
     let mut rng = Lcg(7);
     let mut trials = Vec::new();
