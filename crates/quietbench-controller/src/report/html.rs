@@ -44,6 +44,13 @@ pub const VARIANT_COLOURS: [&str; 6] = [
     "#4E79A7", "#E15759", "#59A14F", "#B07AA1", "#F28E2B", "#76B7B2",
 ];
 
+/// Colours of verdicts' outcomes (the bar beside the sentence): no difference, A better, B
+/// better; Tableau's blue, red and green, as the variants A and B are drawn.
+pub const VERDICT_COLOURS: [&str; 3] = ["#4E79A7", "#E15759", "#59A14F"];
+
+/// The fill of a verdict's interval in the ratio charts.
+pub const INTERVAL_COLOUR: &str = "#DBE6F1";
+
 const UNKNOWN_MODEL: &str = "unknown CPU model";
 const WIDTH: f64 = 1120.0;
 
@@ -249,13 +256,16 @@ pub fn render_html(run: &RunRecord) -> String {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="generator" content="quietbench {version}">
 <title>quietbench run {id}</title>
-<style>{STYLE}</style>
+<style>{STYLE}p.sentence.no_difference{{border-color:{nd}}}p.sentence.a_faster{{border-color:{af}}}p.sentence.b_faster{{border-color:{bf}}}svg .ci{{fill:{INTERVAL_COLOUR}}}</style>
 </head>
 <body>
 <main>
 "#,
         version = env!("CARGO_PKG_VERSION"),
         id = esc(&run.run_id),
+        nd = VERDICT_COLOURS[0],
+        af = VERDICT_COLOURS[1],
+        bf = VERDICT_COLOURS[2],
     );
     tables::title(&page, &mut out);
     verdict::verdicts(&page, &mut out);
@@ -303,14 +313,10 @@ code{font-family:"Liberation Mono",Menlo,monospace;font-size:12.5px}
 h3{font-size:15px;margin:16px 0 4px}
 p.commands{margin:4px 0 8px}
 p.sentence{font-size:18px;font-weight:600;margin:8px 0;padding:8px 12px;border-left:5px solid #999;background:#f7f7f7}
-p.sentence.a_faster{border-color:#E15759}
-p.sentence.b_faster{border-color:#59A14F}
-p.sentence.no_difference{border-color:#4E79A7}
 dl.tiles{display:flex;flex-wrap:wrap;gap:10px;margin:8px 0}
 dl.tiles .tile{border:1px solid #ddd;border-radius:4px;padding:6px 14px;min-width:150px}
 dl.tiles dt{color:#555;font-size:12px}
 dl.tiles dd{margin:0;font-size:20px;font-weight:600;font-variant-numeric:tabular-nums}
-svg .ci{fill:#dbe6f1}
 "#;
 
 /// A variant's counted trials' histograms of `metric`, merged.
@@ -372,6 +378,129 @@ mod tests {
         haystack.matches(needle).count()
     }
 
+    /// The `<svg>` with `id`, whole.
+    fn chart<'h>(html: &'h str, id: &str) -> &'h str {
+        let at = html
+            .find(&format!(r#"<svg id="{id}""#))
+            .unwrap_or_else(|| panic!("no chart {id}"));
+        &html[at..at + html[at..].find("</svg>").expect("closed")]
+    }
+
+    #[test]
+    fn a_compare_page_leads_with_its_verdict() {
+        use crate::compare::{TrialFigure, judge_run};
+        let run = sample_run::sample_compare_run();
+        let v = judge_run(&run, TrialFigure::Median).expect("8 rounds on 2 hosts are judged");
+        // B took 3% longer in every pair: a difference, A the faster.
+        assert_eq!(v.kind, quietbench_stats::VerdictKind::AFaster);
+        let html = render_html(&run);
+        // The verdict comes first: before the settings, the hosts and every other chart.
+        let verdict_at = html.find(r#"<section id="verdict">"#).expect("verdict");
+        assert!(verdict_at < html.find(r#"<section id="settings">"#).expect("settings"));
+        assert!(verdict_at < html.find(r#"<svg id="chart-per-host-"#).expect("per host"));
+        // The terminal's sentence, without its warnings (listed below it).
+        let text = v.to_string();
+        let sentence = text.lines().next().expect("a sentence");
+        assert!(sentence.starts_with("A is "), "{sentence}");
+        assert!(html.contains(&format!(
+            r#"<p id="verdict-sentence" class="sentence a_faster">{}</p>"#,
+            esc(sentence)
+        )));
+        assert!(!v.warnings.is_empty());
+        for w in &v.warnings {
+            assert!(html.contains(&format!("<li>{}</li>", esc(w))), "{w}");
+        }
+        // The ratio, its interval and the smallest detectable difference.
+        assert!(html.contains(&format!("<dt>B/A ratio</dt><dd>{:.4}</dd>", v.ratio)));
+        assert!(html.contains(&format!(
+            "<dt>95% interval</dt><dd>[{:.4}, {:.4}]</dd>",
+            v.ci_low, v.ci_high
+        )));
+        assert!(html.contains(&format!(
+            "<dt>smallest detectable difference</dt><dd>{}</dd>",
+            quietbench_stats::pct(v.mde)
+        )));
+        assert!(html.contains("<code>gzip -kf corpus.bin</code>"));
+        assert!(html.contains("the median B/A wall-time ratio of each trial&#39;s pairs"));
+        // The ratio chart: a dot per host and measured round, the interval as a band, the ratio
+        // and 1 as lines.
+        let svg = chart(&html, "chart-ratio-0");
+        assert!(svg.contains(r#"role="img""#));
+        assert!(svg.contains(r#"<title id="chart-ratio-0-title">"#));
+        assert_eq!(
+            count(svg, "<circle"),
+            sample_run::COMPARE_HOSTS * sample_run::COMPARE_ROUNDS as usize
+        );
+        assert!(
+            !svg.contains(", round 1: "),
+            "warm-up rounds are not judged"
+        );
+        assert!(svg.contains(&format!(
+            "<title>95% interval of B/A: [{:.4}, {:.4}]</title></rect>",
+            v.ci_low, v.ci_high
+        )));
+        assert!(svg.contains(&format!("<title>B/A = {:.4}</title></polyline>", v.ratio)));
+        assert!(svg.contains("<title>1: no difference</title></polyline>"));
+        // Each dot is a round's ratio, near the 3% the sample put in every pair.
+        let dot = svg.find("round 2: B/A = ").expect("a round's dot");
+        let r: f64 = svg[dot + 15..dot + 21].parse().expect("a ratio");
+        assert!((r / 1.03 - 1.0).abs() < 0.01, "{r}");
+        // A compare run's page has no plan verdicts beside its own.
+        assert!(!html.contains(r#"<section id="verdicts">"#));
+    }
+
+    #[test]
+    fn a_stored_compare_run_renders_the_same_page() {
+        let run = sample_run::sample_compare_run();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = crate::store::Store::open(&dir.path().join("s.sqlite3")).expect("store");
+        store.begin_run(&run, None).expect("begin");
+        for (i, h) in run.hosts.iter().enumerate() {
+            store.add_host(&run.run_id, i, h).expect("host");
+        }
+        for (seq, t) in run.trials.iter().enumerate() {
+            store.add_trial(&run.run_id, seq, t).expect("trial");
+        }
+        store
+            .finish_run(&run, crate::store::RunStatus::Complete)
+            .expect("finish");
+        let stored = store.load_run(&run.run_id).expect("load");
+        assert_eq!(render_html(&stored), render_html(&run));
+    }
+
+    #[test]
+    fn a_compare_run_too_short_to_judge_says_why() {
+        let mut run = sample_run::sample_compare_run();
+        run.trials.retain(|t| t.round <= 2);
+        let html = render_html(&run);
+        assert!(html.contains(r#"<p id="verdict-sentence" class="sentence none">No verdict: "#));
+        assert!(!html.contains("chart-ratio-"));
+    }
+
+    #[test]
+    fn a_run_of_two_variants_shows_each_verdict() {
+        let run = sample_run::sample_run();
+        let html = render_html(&run);
+        let verdicts = crate::plan_verdicts::judge_plan(&run, run.settings.seed);
+        assert_eq!(verdicts.len(), 1);
+        let v = verdicts[0]
+            .verdict
+            .as_ref()
+            .expect("28 paired rounds are judged");
+        // B's cpu.primes ran 2.5% faster in the sample.
+        assert_eq!(v.kind, quietbench_stats::VerdictKind::BFaster);
+        let at = html.find(r#"<section id="verdicts">"#).expect("verdicts");
+        assert!(at < html.find(r#"<section id="settings">"#).expect("settings"));
+        let text = verdicts[0].to_string();
+        assert!(html.contains(&format!(
+            r#"<p class="sentence b_faster">{}</p>"#,
+            esc(text.lines().next().expect("a sentence"))
+        )));
+        assert!(html.contains(&format!("<dt>B/A ratio</dt><dd>{:.4}</dd>", v.ratio)));
+        // 7 hosts × 4 measured rounds.
+        assert_eq!(count(chart(&html, "chart-ratio-0"), "<circle"), 28);
+    }
+
     #[test]
     fn escapes_markup_and_quotes() {
         assert_eq!(
@@ -399,6 +528,7 @@ mod tests {
             "chart-noise-steal",
             "chart-noise-foreign",
             "chart-noise-interrupts",
+            "chart-ratio-0",
         ] {
             let at = html
                 .find(&format!(r#"<svg id="{id}""#))
