@@ -454,11 +454,21 @@ fn a_killed_writer_loses_no_finished_trial() {
         &mut expected,
     );
     assert_same_run(&store.load_run("crashed").unwrap(), &expected);
-    assert_eq!(store.list_runs(5).unwrap()[0].status, RunStatus::Running);
+    // Its writer is gone: the run reads as interrupted, wherever its status is read.
+    assert_eq!(
+        store.list_runs(5).unwrap()[0].status,
+        RunStatus::Interrupted
+    );
+    let stored = store.load_stored_run("crashed").unwrap();
+    assert_eq!(stored.status, RunStatus::Interrupted);
+    assert_eq!(stored.holder.map(|h| h.pid), Some(child.id()));
     assert_eq!(store.trials_done("crashed").unwrap().len(), 2);
 
-    // Resuming: back to running, more trials, then finished.
+    // Resuming: back to running (held by this live process), more trials, then finished.
     store.resume_run("crashed").unwrap();
+    assert_eq!(store.list_runs(5).unwrap()[0].status, RunStatus::Running);
+    let stored = store.load_stored_run("crashed").unwrap();
+    assert_eq!(stored.holder.map(|h| h.pid), Some(std::process::id()));
     store.add_trial("crashed", 2, &trial(2, 0, 2, 1.0)).unwrap();
     store.finish_run(&expected, RunStatus::Complete).unwrap();
     let summary = &store.list_runs(5).unwrap()[0];
@@ -632,7 +642,7 @@ fn foreign_and_damaged_files_give_clear_errors_and_stay_untouched() {
             err,
             StoreError::NewerSchema {
                 found: 99,
-                supported: 1,
+                supported: 2,
                 ..
             }
         ),

@@ -20,6 +20,7 @@ const STAT: &str = "/proc/stat";
 const SOFTIRQS: &str = "/proc/softirqs";
 const TASK_STATUS: &str = "/proc/<pid>/task/<tid>/status";
 const TASK_STAT: &str = "/proc/<pid>/task/<tid>/stat";
+const PROCESS_STAT: &str = "/proc/<pid>/stat";
 
 /// A reader of a /proc file failed: it could not be read, or was read but is malformed. The
 /// error of this module's readers and of [`crate::smaps`]'s.
@@ -396,6 +397,39 @@ pub fn parse_task_stat(text: &str) -> Result<TaskStat, ParseError> {
     })
 }
 
+/// Field 22 of `/proc/<pid>/stat`, `starttime`: when the process started, in clock ticks
+/// since boot. With the boot it belongs to, it names one process for good, where a pid alone
+/// is reused as soon as the process exits. The command name (field 2) is skipped as in
+/// [`parse_task_stat`].
+pub fn parse_process_start_ticks(text: &str) -> Result<u64, ParseError> {
+    let err = |reason: String| ParseError::Line {
+        file: PROCESS_STAT,
+        line: 1,
+        reason,
+    };
+    let (_, after_comm) = text
+        .rsplit_once(')')
+        .ok_or_else(|| err("no ')' closing the command name (field 2)".to_string()))?;
+    let token = after_comm
+        .split_whitespace()
+        .nth(22 - 3)
+        .ok_or_else(|| err("field 22 (starttime) is missing".to_string()))?;
+    parse_digits::<u64>(token).ok_or_else(|| {
+        err(format!(
+            "field 22 (starttime) '{token}' is not a tick count"
+        ))
+    })
+}
+
+/// Reads when process `pid` started (see [`parse_process_start_ticks`]) below `root`. A
+/// process that has exited has no /proc entry: the error is then a read error whose source is
+/// [`ErrorKind::NotFound`].
+pub fn read_process_start_ticks(root: &HostRoot, pid: u32) -> Result<u64, ProcStatError> {
+    Ok(parse_process_start_ticks(
+        &root.read(&format!("/proc/{pid}/stat"))?,
+    )?)
+}
+
 /// `se.nr_migrations` from `/proc/<pid>/task/<tid>/sched`: how often the scheduler moved the
 /// thread to another CPU. `None` when the line is absent or unreadable. This returns an
 /// `Option` rather than an error because the file is scheduler debug output with no stable
@@ -467,6 +501,19 @@ mod tests {
         include_str!("../tests/fixtures/kvm-2vcpu-xeon/proc/28607/task/28607/status");
     const ODD_SCHED: &str =
         include_str!("../tests/fixtures/kvm-2vcpu-xeon/proc/28607/task/28607/sched");
+
+    #[test]
+    fn reads_a_process_start_time_and_tells_an_exited_one() {
+        assert_eq!(parse_process_start_ticks(SELF_STAT).unwrap(), 164197);
+        let root = fixture("kvm-2vcpu-xeon");
+        // 14782 has no stat file in the fixture, as an exited process has none.
+        match read_process_start_ticks(&root, 14782) {
+            Err(ProcStatError::Read(e)) => assert_eq!(e.source.kind(), ErrorKind::NotFound),
+            other => panic!("{other:?}"),
+        }
+        assert!(parse_process_start_ticks("12 (x) S 1 2").is_err());
+        assert!(parse_process_start_ticks("no parenthesis").is_err());
+    }
 
     fn fixture(name: &str) -> HostRoot {
         HostRoot::at(
@@ -647,6 +694,7 @@ mod tests {
         // A real process whose executable was named "q) x (y": its stat line reads
         // "28607 (q) x (y) S 28606 …", so splitting at the first ')' would misread every field.
         assert!(ODD_STAT.starts_with("28607 (q) x (y) S "));
+        assert_eq!(parse_process_start_ticks(ODD_STAT).unwrap(), 166743);
         let st = parse_task_stat(ODD_STAT).unwrap();
         assert_eq!(
             st,
