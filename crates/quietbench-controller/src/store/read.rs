@@ -12,7 +12,7 @@ use rusqlite::{OptionalExtension, Transaction, params};
 
 use quietbench_host::HostRoot;
 
-use super::holder::{self, Holder, Machine, Process};
+use super::holder::{self, HOLDER_COLUMNS, Holder, Machine, Process, holder_of};
 use super::{DoneTrial, RunStatus, RunSummary, Store, StoreError, StoredRun, codec, sql_int};
 use crate::report::record::{HistogramRecord, IntervalRecord};
 use crate::report::{HostKind, HostRecord, MetricRecord, RunRecord, TrialRecord};
@@ -29,25 +29,6 @@ struct RunRow {
     plan: Option<String>,
     holder: Option<Holder>,
 }
-
-/// The holder columns of `runs` (all four, or none) as a [`Holder`]. A partial or out-of-range
-/// holder is no holder: the run then reads as stored, as runs from before holders did.
-fn holder_of(
-    host: Option<String>,
-    boot_id: Option<String>,
-    pid: Option<i64>,
-    ticks: Option<i64>,
-) -> Option<Holder> {
-    Some(Holder {
-        host: host?,
-        boot_id: boot_id?,
-        pid: u32::try_from(pid?).ok()?,
-        start_ticks: u64::try_from(ticks?).ok()?,
-    })
-}
-
-/// The columns [`holder_of`] reads, in its order.
-const HOLDER_COLUMNS: &str = "holder_host, holder_boot_id, holder_pid, holder_start_ticks";
 
 struct HostRow {
     idx: i64,
