@@ -32,8 +32,9 @@ impl Store {
         self.begin_run_held_by(run, plan_json, Holder::this_process().as_ref())
     }
 
-    /// [`Store::begin_run`] with the holder given: tests stand in a controller that is gone.
-    pub(crate) fn begin_run_held_by(
+    /// [`Store::begin_run`] with the holder given (`None` where /proc could not name this
+    /// process).
+    fn begin_run_held_by(
         &self,
         run: &RunRecord,
         plan_json: Option<&str>,
