@@ -259,6 +259,31 @@ fn a_killed_controller_resumes_without_losing_or_repeating_trials() {
 
     let kept = stored_trials(&db, &run_id);
     assert!(kept.len() >= before.len(), "the store lost finished trials");
+    // No controller holds the run any more: `runs` and `show` say interrupted, not running.
+    let listing = common::succeed(
+        Command::new(common::quietbench_bin())
+            .args(["runs", "--db"])
+            .arg(&db),
+    );
+    let line = listing
+        .lines()
+        .find(|l| l.starts_with(run_id.as_str()))
+        .unwrap_or_else(|| panic!("{run_id} is not listed:\n{listing}"));
+    assert!(line.contains(" interrupted "), "{line}");
+    assert!(listing.contains("quietbench resume RUN"), "{listing}");
+    let shown = common::succeed(
+        Command::new(common::quietbench_bin())
+            .args(["show", &run_id, "--db"])
+            .arg(&db),
+    );
+    assert!(
+        shown.starts_with(&format!("run {run_id} (interrupted)")),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(&format!("quietbench resume {run_id}")),
+        "{shown}"
+    );
     common::succeed(
         Command::new(common::quietbench_bin())
             .args(["resume", &run_id, "--db"])
@@ -276,10 +301,14 @@ fn a_killed_controller_resumes_without_losing_or_repeating_trials() {
     let mut rounds: Vec<u64> = after.iter().map(|t| t["round"].as_u64().unwrap()).collect();
     rounds.sort_unstable();
     assert_eq!(rounds, (1..=8).collect::<Vec<_>>());
-    let listing = Command::new(common::quietbench_bin())
-        .args(["runs", "--db"])
-        .arg(&db)
-        .output()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&listing.stdout).contains("complete"));
+    let listing = common::succeed(
+        Command::new(common::quietbench_bin())
+            .args(["runs", "--db"])
+            .arg(&db),
+    );
+    let line = listing
+        .lines()
+        .find(|l| l.starts_with(run_id.as_str()))
+        .unwrap_or_else(|| panic!("{run_id} is not listed:\n{listing}"));
+    assert!(line.contains(" complete "), "{line}");
 }

@@ -567,6 +567,7 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
         warmup: args.warmup,
         seed: args.seed.unwrap_or_else(fresh_seed),
         round_sync: !args.no_round_sync,
+        compare_figure: None,
     };
     settings.variants = settings
         .probes

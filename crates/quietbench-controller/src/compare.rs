@@ -212,6 +212,57 @@ pub fn histogram_median_of(hist: &hdrhistogram::Histogram<u64>) -> Option<f64> {
     low
 }
 
+/// How a run's trials were figured for `compare`'s verdict, or `None` for a run that is not a
+/// `compare` run. Runs stored before the settings carried the figure are recognized by their
+/// one paired variant ([`PAIRED_VARIANT`], which only `compare` makes) and were judged on the
+/// default figure, the median.
+pub fn compare_figure(run: &RunRecord) -> Option<TrialFigure> {
+    let s = &run.settings;
+    s.compare_figure.or_else(|| {
+        let paired =
+            matches!(s.variants.as_slice(), [v] if v.name == PAIRED_VARIANT && v.probe == "exec");
+        paired.then_some(TrialFigure::Median)
+    })
+}
+
+/// How a compare run's A and B took turns: in pairs within every trial when its one variant is
+/// [`PAIRED_VARIANT`], else in separate trials.
+pub fn interleave_of(run: &RunRecord) -> Interleave {
+    if run
+        .settings
+        .variants
+        .iter()
+        .any(|v| v.name == PAIRED_VARIANT)
+    {
+        Interleave::Invocations
+    } else {
+        Interleave::Trials
+    }
+}
+
+/// The statistics crate's observations of a compare run's counted trials: A and B's figures,
+/// paired by host and round.
+pub fn observations(run: &RunRecord, figure: TrialFigure) -> Vec<quietbench_stats::Observation> {
+    figures::stats_observations(&figures::trial_values(run, None, figure), "A", "B")
+}
+
+/// How `compare` judges: B against A, lower times better, bootstrapped with the run's seed.
+pub fn verdict_config(run: &RunRecord) -> quietbench_stats::VerdictConfig {
+    quietbench_stats::VerdictConfig {
+        seed: quietbench_stats::Seed(run.settings.seed),
+        ..Default::default()
+    }
+}
+
+/// The verdict of a compare run, from its record alone: what `compare` prints at the end of a
+/// run, and what the HTML report of the same run, live or stored, leads with.
+pub fn judge_run(
+    run: &RunRecord,
+    figure: TrialFigure,
+) -> Result<Verdict, quietbench_stats::StatsError> {
+    quietbench_stats::judge(&observations(run, figure), &verdict_config(run))
+}
+
 /// The fields every verdict in JSON shares (`compare` and `compare --runs`).
 #[derive(Debug, Clone, Serialize)]
 pub struct RatioJson {
@@ -386,10 +437,7 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
         warmup: req.warmup,
         seed: req.seed,
         round_sync: true,
-    };
-    let config = quietbench_stats::VerdictConfig {
-        seed: quietbench_stats::Seed(req.seed),
-        ..Default::default()
+        compare_figure: Some(req.figure),
     };
     let first_look = quietbench_stats::stopping::MIN_ROUNDS_BEFORE_FIRST_LOOK;
     let rule = match req.precision {
@@ -426,9 +474,8 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
         let Some(rule) = &rule else {
             return Flow::Continue;
         };
-        let obs =
-            figures::stats_observations(&figures::trial_values(run, None, req.figure), "A", "B");
-        match rule.decide_observations(&obs, started.elapsed(), &config) {
+        let obs = observations(run, req.figure);
+        match rule.decide_observations(&obs, started.elapsed(), &verdict_config(run)) {
             Ok(quietbench_stats::Decision::Stop(reason)) => {
                 stopped = Some(format!("{reason:?}"));
                 Flow::Stop
@@ -454,9 +501,7 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
     if code != std::process::ExitCode::SUCCESS {
         return Ok(code);
     }
-    let obs = figures::stats_observations(&figures::trial_values(&run, None, req.figure), "A", "B");
-    let verdict =
-        quietbench_stats::judge(&obs, &config).map_err(|e| anyhow::anyhow!("no verdict: {e}"))?;
+    let verdict = judge_run(&run, req.figure).map_err(|e| anyhow::anyhow!("no verdict: {e}"))?;
     println!("{verdict}");
     println!("  compared: {}", req.figure.describe(req.interleave));
     if let Some(reason) = &stopped {

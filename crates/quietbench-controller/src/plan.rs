@@ -682,6 +682,7 @@ pub fn parse_plan(text: &str, default_seed: u64) -> Result<Plan, PlanError> {
             warmup,
             seed: file.seed.map_or(default_seed, |s| s.0),
             round_sync: choice.round_sync,
+            compare_figure: None,
         },
         local,
         agents,

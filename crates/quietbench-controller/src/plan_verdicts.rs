@@ -22,6 +22,10 @@ pub struct PlanVerdict {
     pub metric: String,
     /// The verdict, or why there is none.
     pub verdict: Result<Verdict, String>,
+    /// What it was judged on: the baseline's (A) and the candidate's (B) figures, by host and
+    /// round (empty when there was nothing to judge). The HTML report draws their per-round
+    /// ratios.
+    pub observations: Vec<quietbench_stats::Observation>,
 }
 
 impl std::fmt::Display for PlanVerdict {
@@ -110,13 +114,21 @@ pub fn judge_plan(run: &RunRecord, seed: u64) -> Vec<PlanVerdict> {
         .unwrap_or_default();
     comparisons(run, seed)
         .into_iter()
-        .map(|(candidate, metric, data)| PlanVerdict {
-            baseline: baseline.clone(),
-            candidate,
-            metric,
-            verdict: data.and_then(|(obs, config)| {
-                quietbench_stats::judge(&obs, &config).map_err(|e| e.to_string())
-            }),
+        .map(|(candidate, metric, data)| {
+            let (verdict, observations) = match data {
+                Ok((obs, config)) => (
+                    quietbench_stats::judge(&obs, &config).map_err(|e| e.to_string()),
+                    obs,
+                ),
+                Err(why) => (Err(why), Vec::new()),
+            };
+            PlanVerdict {
+                baseline: baseline.clone(),
+                candidate,
+                metric,
+                verdict,
+                observations,
+            }
         })
         .collect()
 }

@@ -30,6 +30,10 @@ pub fn list(db: Option<&Path>, limit: usize) -> anyhow::Result<ExitCode> {
         "{:<36}  {:<24}  {:<11}  {:>5}  {:>6}  probes",
         "run", "started", "status", "hosts", "trials"
     );
+    let interrupted = runs
+        .iter()
+        .filter(|r| r.status == RunStatus::Interrupted)
+        .count();
     for r in runs {
         println!(
             "{:<36}  {:<24}  {:<11}  {:>5}  {:>6}  {}",
@@ -39,6 +43,12 @@ pub fn list(db: Option<&Path>, limit: usize) -> anyhow::Result<ExitCode> {
             r.hosts,
             r.trials,
             r.probes.join(",")
+        );
+    }
+    if interrupted > 0 {
+        println!(
+            "{interrupted} interrupted run(s): their finished trials are kept; continue one with \
+             `quietbench resume RUN`"
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -62,6 +72,12 @@ pub fn show(
     );
     if let Some(error) = &record.error {
         println!("stopped early: {error}");
+    }
+    if stored.status == RunStatus::Interrupted {
+        if record.error.is_none() {
+            println!("stopped early: its controller is gone (killed, or its machine restarted)");
+        }
+        println!("continue it with `quietbench resume {}`", record.run_id);
     }
     for host in &record.hosts {
         println!("{}", table::host_line(host));
@@ -144,6 +160,22 @@ pub fn resume(db: Option<&Path>, run: &str, agents: &[String]) -> anyhow::Result
     if stored.status == RunStatus::Complete {
         anyhow::bail!(
             "run {} is already complete: nothing to resume",
+            stored.record.run_id
+        );
+    }
+    // Running as readers see it: its controller is alive, or cannot be checked from here.
+    if stored.status == RunStatus::Running {
+        let by = stored.holder.as_ref().map_or_else(
+            || {
+                "a controller this machine cannot check (one begun by an older quietbench, \
+                or on another machine)"
+                    .to_string()
+            },
+            |h| format!("quietbench process {} on {}", h.pid, h.host),
+        );
+        anyhow::bail!(
+            "run {} is still running in {by}: resuming it now would run its trials twice; \
+             wait for it to finish, or stop that controller first",
             stored.record.run_id
         );
     }

@@ -163,3 +163,40 @@ fn chromium_draws_the_report() {
         );
     }
 }
+
+/// How many pixels are `colour`, within rounding.
+fn pixels_of(pixels: &[[u8; 3]], colour: &str) -> usize {
+    let want = hex(colour);
+    pixels
+        .iter()
+        .filter(|p| p.iter().zip(want).all(|(a, b)| a.abs_diff(b) <= 3))
+        .count()
+}
+
+#[test]
+fn chromium_draws_the_compare_verdict() {
+    let run = sample_run::sample_compare_run();
+    let html = qb::report::html::render_html(&run);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let page = dir.path().join("compare.html");
+    std::fs::write(&page, &html).expect("write the page");
+    let shot = dir.path().join("compare.png");
+    screenshot(&page, &shot, &dir.path().join("profile"));
+    if let Some(keep) = std::env::var_os("QUIETBENCH_KEEP_REPORT") {
+        let keep = PathBuf::from(keep);
+        std::fs::create_dir_all(&keep).expect("make the directory to keep the report in");
+        std::fs::copy(&page, keep.join("compare.html")).expect("keep the page");
+        std::fs::copy(&shot, keep.join("compare.png")).expect("keep the screenshot");
+    }
+    let (width, height, pixels) = decode(&shot);
+    assert_eq!((width, height), (WIDTH, HEIGHT));
+    // The verdict sentence's bar in the colour of "A is faster", and the ratio chart's
+    // interval band: both solid areas, drawn only if the verdict section is there.
+    let bar = pixels_of(&pixels, qb::report::html::VERDICT_COLOURS[1]);
+    assert!(bar >= 100, "the verdict's bar is on only {bar} pixels");
+    let band = pixels_of(&pixels, qb::report::html::INTERVAL_COLOUR);
+    assert!(
+        band >= 1000,
+        "the ratio chart's interval band is on only {band} pixels"
+    );
+}

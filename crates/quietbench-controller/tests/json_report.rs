@@ -9,8 +9,19 @@ mod sample_run;
 
 #[test]
 fn the_json_report_of_a_fixed_run_is_pinned() {
-    let run = sample_run::sample_run();
-    let report = qb::report::json::build(&run);
+    insta::assert_json_snapshot!("run", report_of(&sample_run::sample_run()));
+}
+
+#[test]
+fn the_json_report_of_a_fixed_compare_run_is_pinned() {
+    let run = sample_run::sample_compare_run();
+    assert_eq!(run.hosts.len(), sample_run::COMPARE_HOSTS);
+    let _ = sample_run::COMPARE_ROUNDS; // the HTML tests check the rounds
+    insta::assert_json_snapshot!("compare_run", report_of(&run));
+}
+
+fn report_of(run: &qb::report::RunRecord) -> serde_json::Value {
+    let report = qb::report::json::build(run);
     let mut value = serde_json::to_value(&report).unwrap();
     // The one field that changes with every release, not with the report.
     value["quietbench_version"] = "VERSION".into();
@@ -26,5 +37,5 @@ fn the_json_report_of_a_fixed_run_is_pinned() {
             }
         }
     }
-    insta::assert_json_snapshot!(value);
+    value
 }

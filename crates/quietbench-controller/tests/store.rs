@@ -9,6 +9,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use quietbench_controller::compare::TrialFigure;
 use quietbench_controller::report::record::{HistogramRecord, IntervalRecord};
 use quietbench_controller::report::{
     HostKind, HostRecord, MetricRecord, RunRecord, RunSettings, TrialRecord,
@@ -136,6 +137,8 @@ fn settings() -> RunSettings {
         seed: 0xdead_beef_cafe_f00d,
         // Not the default, so the round trip shows it is kept.
         round_sync: false,
+        // Kept for compare runs; round-tripped here like every other setting.
+        compare_figure: Some(TrialFigure::Mean),
     }
 }
 
@@ -280,6 +283,10 @@ fn a_run_round_trips_exactly() {
     assert_eq!(loaded.status, RunStatus::Failed);
     assert_eq!(loaded.plan_json.as_deref(), Some(r#"{"rounds":2}"#));
     assert_eq!(loaded.record.settings.seed, 0xdead_beef_cafe_f00d);
+    assert_eq!(
+        loaded.record.settings.compare_figure,
+        Some(TrialFigure::Mean)
+    );
     // The histograms decode to what was recorded.
     for (t, original) in loaded.record.trials.iter().zip(&originals) {
         let h = t.metrics[1].histogram.as_ref().unwrap();
@@ -458,11 +465,21 @@ fn a_killed_writer_loses_no_finished_trial() {
         &mut expected,
     );
     assert_same_run(&store.load_run("crashed").unwrap(), &expected);
-    assert_eq!(store.list_runs(5).unwrap()[0].status, RunStatus::Running);
+    // Its writer is gone: the run reads as interrupted, wherever its status is read.
+    assert_eq!(
+        store.list_runs(5).unwrap()[0].status,
+        RunStatus::Interrupted
+    );
+    let stored = store.load_stored_run("crashed").unwrap();
+    assert_eq!(stored.status, RunStatus::Interrupted);
+    assert_eq!(stored.holder.map(|h| h.pid), Some(child.id()));
     assert_eq!(store.trials_done("crashed").unwrap().len(), 2);
 
-    // Resuming: back to running, more trials, then finished.
+    // Resuming: back to running (held by this live process), more trials, then finished.
     store.resume_run("crashed").unwrap();
+    assert_eq!(store.list_runs(5).unwrap()[0].status, RunStatus::Running);
+    let stored = store.load_stored_run("crashed").unwrap();
+    assert_eq!(stored.holder.map(|h| h.pid), Some(std::process::id()));
     store.add_trial("crashed", 2, &trial(2, 0, 2, 1.0)).unwrap();
     store.finish_run(&expected, RunStatus::Complete).unwrap();
     let summary = &store.list_runs(5).unwrap()[0];
@@ -636,7 +653,7 @@ fn foreign_and_damaged_files_give_clear_errors_and_stay_untouched() {
             err,
             StoreError::NewerSchema {
                 found: 99,
-                supported: 1,
+                supported: 2,
                 ..
             }
         ),

@@ -20,6 +20,7 @@ const STAT: &str = "/proc/stat";
 const SOFTIRQS: &str = "/proc/softirqs";
 const TASK_STATUS: &str = "/proc/<pid>/task/<tid>/status";
 const TASK_STAT: &str = "/proc/<pid>/task/<tid>/stat";
+const PROCESS_STAT: &str = "/proc/<pid>/stat";
 
 /// A reader of a /proc file failed: it could not be read, or was read but is malformed. The
 /// error of this module's readers and of [`crate::smaps`]'s.
@@ -394,6 +395,39 @@ pub fn parse_task_stat(text: &str) -> Result<TaskStat, ParseError> {
         stime_ticks,
         processor,
     })
+}
+
+/// Field 22 of `/proc/<pid>/stat`, `starttime`: when the process started, in clock ticks
+/// since boot. With the boot it belongs to, it names one process for good, where a pid alone
+/// is reused as soon as the process exits. The command name (field 2) is skipped as in
+/// [`parse_task_stat`].
+pub fn parse_process_start_ticks(text: &str) -> Result<u64, ParseError> {
+    let err = |reason: String| ParseError::Line {
+        file: PROCESS_STAT,
+        line: 1,
+        reason,
+    };
+    let (_, after_comm) = text
+        .rsplit_once(')')
+        .ok_or_else(|| err("no ')' closing the command name (field 2)".to_string()))?;
+    let token = after_comm
+        .split_whitespace()
+        .nth(22 - 3)
+        .ok_or_else(|| err("field 22 (starttime) is missing".to_string()))?;
+    parse_digits::<u64>(token).ok_or_else(|| {
+        err(format!(
+            "field 22 (starttime) '{token}' is not a tick count"
+        ))
+    })
+}
+
+/// Reads when process `pid` started (see [`parse_process_start_ticks`]) below `root`. A
+/// process that has exited has no /proc entry: the error is then a read error whose source is
+/// [`ErrorKind::NotFound`].
+pub fn read_process_start_ticks(root: &HostRoot, pid: u32) -> Result<u64, ProcStatError> {
+    Ok(parse_process_start_ticks(
+        &root.read(&format!("/proc/{pid}/stat"))?,
+    )?)
 }
 
 /// `se.nr_migrations` from `/proc/<pid>/task/<tid>/sched`: how often the scheduler moved the

@@ -19,15 +19,15 @@ use std::fmt::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use hdrhistogram::Histogram;
-use quietbench_stats::summarize;
 
-use super::json::{counted, metric_keys, rfc3339, trial_values};
+use super::json::counted;
 use super::record::{HostRecord, RunRecord};
-use super::table::format_value;
 
 mod by_host;
 mod charts;
 mod svg;
+mod tables;
+mod verdict;
 
 /// Colours of CPU models, in the order of their sorted names: Okabe–Ito, told apart with the
 /// common colour-vision deficiencies; its yellow comes last, being faint on white.
@@ -43,6 +43,13 @@ pub const UNKNOWN_MODEL_COLOUR: &str = "#999999";
 pub const VARIANT_COLOURS: [&str; 6] = [
     "#4E79A7", "#E15759", "#59A14F", "#B07AA1", "#F28E2B", "#76B7B2",
 ];
+
+/// Colours of verdicts' outcomes (the bar beside the sentence): no difference, A better, B
+/// better; Tableau's blue, red and green, as the variants A and B are drawn.
+pub const VERDICT_COLOURS: [&str; 3] = ["#4E79A7", "#E15759", "#59A14F"];
+
+/// The fill of a verdict's interval in the ratio charts.
+pub const INTERVAL_COLOUR: &str = "#DBE6F1";
 
 const UNKNOWN_MODEL: &str = "unknown CPU model";
 const WIDTH: f64 = 1120.0;
@@ -249,16 +256,21 @@ pub fn render_html(run: &RunRecord) -> String {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="generator" content="quietbench {version}">
 <title>quietbench run {id}</title>
-<style>{STYLE}</style>
+<style>{STYLE}p.sentence.no_difference{{border-color:{nd}}}p.sentence.a_faster{{border-color:{af}}}p.sentence.b_faster{{border-color:{bf}}}svg .ci{{fill:{INTERVAL_COLOUR}}}</style>
 </head>
 <body>
 <main>
 "#,
         version = env!("CARGO_PKG_VERSION"),
         id = esc(&run.run_id),
+        nd = VERDICT_COLOURS[0],
+        af = VERDICT_COLOURS[1],
+        bf = VERDICT_COLOURS[2],
     );
-    header(&page, &mut out);
-    summary(&page, &mut out);
+    tables::title(&page, &mut out);
+    verdict::verdicts(&page, &mut out);
+    tables::settings_and_hosts(&page, &mut out);
+    tables::summary(&page, &mut out);
     by_host::per_host(&page, &mut out);
     charts::per_round(&page, &mut out);
     charts::latency(&page, &mut out);
@@ -298,142 +310,14 @@ svg .axis-title{font-size:12px;fill:#333}
 svg .label{font-size:11px;fill:#333}
 svg .band{fill:#f1f1f1}
 code{font-family:"Liberation Mono",Menlo,monospace;font-size:12.5px}
+h3{font-size:15px;margin:16px 0 4px}
+p.commands{margin:4px 0 8px}
+p.sentence{font-size:18px;font-weight:600;margin:8px 0;padding:8px 12px;border-left:5px solid #999;background:#f7f7f7}
+dl.tiles{display:flex;flex-wrap:wrap;gap:10px;margin:8px 0}
+dl.tiles .tile{border:1px solid #ddd;border-radius:4px;padding:6px 14px;min-width:150px}
+dl.tiles dt{color:#555;font-size:12px}
+dl.tiles dd{margin:0;font-size:20px;font-weight:600;font-variant-numeric:tabular-nums}
 "#;
-
-fn header(page: &Page<'_>, out: &mut String) {
-    let run = page.run;
-    let s = &run.settings;
-    let _ = write!(
-        out,
-        r#"<header id="run-header"><h1>quietbench run <code>{}</code></h1><p class="meta">started {}"#,
-        esc(&run.run_id),
-        esc(&rfc3339(run.started_at))
-    );
-    match run.finished_at {
-        Some(f) => {
-            let secs = f
-                .duration_since(run.started_at)
-                .map_or(0.0, |d| d.as_secs_f64());
-            let _ = write!(out, ", finished {} ({secs:.0} s)", esc(&rfc3339(f)));
-        }
-        None => out.push_str(", not finished"),
-    }
-    let _ = write!(
-        out,
-        " · {} trials on {} hosts</p>",
-        run.trials.len(),
-        run.hosts.len()
-    );
-    if let Some(e) = &run.error {
-        let _ = write!(
-            out,
-            r#"<p class="error">The run stopped early: {}</p>"#,
-            esc(e)
-        );
-    }
-    out.push_str(r#"</header><section id="settings"><h2>Settings</h2><dl class="settings">"#);
-    let mut row = |k: &str, v: String| {
-        let _ = write!(out, "<dt>{}</dt><dd>{}</dd>", esc(k), esc(&v));
-    };
-    row("probes", s.probes.join(", "));
-    for v in &s.variants {
-        let params: Vec<String> = v.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let what = if params.is_empty() {
-            v.probe.clone()
-        } else {
-            format!("{} {}", v.probe, params.join(" "))
-        };
-        row(&format!("variant {}", v.name), what);
-    }
-    if !s.params.is_empty() {
-        let params: Vec<String> = s.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        row("params", params.join(" "));
-    }
-    row(
-        "rounds",
-        format!("{} measured after {} warm-up", s.rounds, s.warmup),
-    );
-    row(
-        "trial",
-        format!(
-            "{} s measured, {} s intervals",
-            s.duration_ms as f64 / 1000.0,
-            s.interval_ms as f64 / 1000.0
-        ),
-    );
-    let cpus: Vec<String> = s.cpus.iter().map(u32::to_string).collect();
-    row(
-        "placement",
-        format!(
-            "{}{}{}",
-            if s.unpinned { "unpinned" } else { "pinned" },
-            if cpus.is_empty() {
-                String::new()
-            } else {
-                format!(", CPUs {}", cpus.join(","))
-            },
-            if s.tune { ", hosts tuned" } else { "" }
-        ),
-    );
-    row("order seed", s.seed.to_string());
-    out.push_str("</dl></section>");
-
-    out.push_str(
-        r#"<section id="hosts"><h2>Hosts</h2><div class="scroll"><table class="hosts"><thead><tr><th>#</th><th>agent</th><th>hostname</th><th>CPU model</th><th>stepping</th><th>microcode</th><th class="num">CPUs</th><th>kernel</th><th>clocksource</th>"#,
-    );
-    // The EC2 column only where some host is on EC2.
-    let on_ec2 = run.hosts.iter().any(|h| h.fingerprint.instance.is_some());
-    if on_ec2 {
-        out.push_str("<th>instance</th>");
-    }
-    out.push_str("</tr></thead><tbody>");
-    for (i, h) in run.hosts.iter().enumerate() {
-        let fp = &h.fingerprint;
-        let cpu = fp.cpu.as_ref();
-        let instance = fp
-            .instance
-            .as_ref()
-            .map(|id| {
-                [&id.instance_type, &id.availability_zone, &id.instance_id]
-                    .into_iter()
-                    .flatten()
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
-            .unwrap_or_default();
-        let _ = write!(
-            out,
-            r#"<tr><td class="num">{}</td><td>{} ({})</td><td class="wrap">{}</td><td>{}{}</td><td class="num">{}</td><td>{}</td><td class="num">{}</td><td>{}</td><td>{}</td>"#,
-            i,
-            esc(&h.address),
-            h.kind.as_str(),
-            esc(&fp.hostname),
-            Page::swatch(page.host_colour(i)),
-            esc(&model_of(h)),
-            cpu.and_then(|c| c.stepping)
-                .map_or("-".into(), |s| s.to_string()),
-            esc(cpu.and_then(|c| c.microcode.as_deref()).unwrap_or("-")),
-            fp.logical_cpus,
-            esc(&fp.kernel_release),
-            esc(&fp.clocksource),
-        );
-        if on_ec2 {
-            let _ = write!(out, r#"<td class="wrap">{}</td>"#, esc(&instance));
-        }
-        out.push_str("</tr>");
-    }
-    out.push_str("</tbody></table></div></section>");
-
-    let warnings = crate::warnings::run_warnings(run);
-    if !warnings.is_empty() {
-        out.push_str(r#"<section id="warnings"><h2>Warnings</h2><ul class="warnings">"#);
-        for w in warnings {
-            let _ = write!(out, "<li>{}</li>", esc(&w.to_string()));
-        }
-        out.push_str("</ul></section>");
-    }
-}
 
 /// A variant's counted trials' histograms of `metric`, merged.
 fn merged_histogram(run: &RunRecord, variant: &str, metric: &str) -> Option<Histogram<u64>> {
@@ -446,49 +330,6 @@ fn merged_histogram(run: &RunRecord, variant: &str, metric: &str) -> Option<Hist
         }
     }
     (!merged.is_empty()).then_some(merged)
-}
-
-fn summary(page: &Page<'_>, out: &mut String) {
-    let run = page.run;
-    out.push_str(
-        r#"<section id="summary"><h2>Summary</h2><p class="note">Warm-up and cancelled trials left out; percentiles from the merged histograms of the counted trials.</p><table><thead><tr><th>variant</th><th>metric</th><th>unit</th><th class="num">trials</th><th class="num">mean</th><th class="num">median</th><th class="num">CV</th><th class="num">min</th><th class="num">max</th><th class="num">p50</th><th class="num">p99</th><th class="num">p99.9</th></tr></thead><tbody>"#,
-    );
-    for (variant, probe, metric, unit) in metric_keys(&run.trials) {
-        let values = trial_values(&run.trials, &variant, &metric);
-        let Some(s) = summarize(&values) else {
-            continue;
-        };
-        let merged = merged_histogram(run, &variant, &metric);
-        let pct = |q: f64| {
-            merged.as_ref().map_or("-".to_string(), |h| {
-                format_value(h.value_at_quantile(q) as f64, &unit)
-            })
-        };
-        let _ = write!(
-            out,
-            r#"<tr><td>{}{}</td><td>{}</td><td>{}</td>"#,
-            Page::swatch(page.variant_colour(&variant)),
-            esc(&page.variant_label(&variant, &probe)),
-            esc(&metric),
-            esc(&unit)
-        );
-        let cells = [
-            s.n.to_string(),
-            format_value(s.mean, &unit),
-            format_value(s.median, &unit),
-            s.cv.map_or("-".into(), |cv| format!("{:.2}%", cv * 100.0)),
-            format_value(s.min, &unit),
-            format_value(s.max, &unit),
-            pct(0.5),
-            pct(0.99),
-            pct(0.999),
-        ];
-        for c in cells {
-            let _ = write!(out, r#"<td class="num">{}</td>"#, esc(&c));
-        }
-        out.push_str("</tr>");
-    }
-    out.push_str("</tbody></table></section>");
 }
 
 fn truncate(s: &str, max: usize) -> String {
@@ -529,191 +370,4 @@ use crate as qb;
 pub(crate) mod sample_run;
 
 #[cfg(test)]
-mod tests {
-    use super::charts::percentile_name;
-    use super::*;
-
-    fn count(haystack: &str, needle: &str) -> usize {
-        haystack.matches(needle).count()
-    }
-
-    #[test]
-    fn escapes_markup_and_quotes() {
-        assert_eq!(
-            esc(r#"<a href="x">'&'</a>"#),
-            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;"
-        );
-    }
-
-    #[test]
-    fn names_percentiles() {
-        assert_eq!(percentile_name(0.5), "p50");
-        assert_eq!(percentile_name(0.999), "p99.9");
-        assert_eq!(percentile_name(0.9999), "p99.99");
-        assert_eq!(percentile_name(0.0), "p0");
-    }
-
-    #[test]
-    fn every_chart_is_there_with_an_id_and_a_title() {
-        let html = render_html(&sample_run::sample_run());
-        for id in [
-            "chart-per-host-0",
-            "chart-per-host-1",
-            "chart-per-round-0",
-            "chart-latency-0",
-            "chart-noise-steal",
-            "chart-noise-foreign",
-            "chart-noise-interrupts",
-        ] {
-            let at = html
-                .find(&format!(r#"<svg id="{id}""#))
-                .unwrap_or_else(|| panic!("no chart {id}"));
-            let svg = &html[at..at + html[at..].find("</svg>").expect("closed")];
-            assert!(svg.contains(r#"role="img""#), "{id}");
-            assert!(svg.contains("aria-label=\""), "{id}");
-            assert!(svg.contains(&format!(r#"<title id="{id}-title">"#)), "{id}");
-        }
-        // One chart per variant for (a), one per metric for (b) and (c).
-        assert_eq!(count(&html, r#"<svg id="chart-per-host-"#), 2);
-        assert_eq!(count(&html, r#"<svg id="chart-per-round-"#), 1);
-        assert_eq!(count(&html, r#"<svg id="chart-latency-"#), 1);
-        assert!(html.contains("events_per_sec per host, coloured by CPU model"));
-        assert!(html.contains("event_latency percentiles"));
-    }
-
-    #[test]
-    fn per_host_chart_groups_hosts_by_cpu_model() {
-        let run = sample_run::sample_run();
-        let html = render_html(&run);
-        let at = html.find(r#"<svg id="chart-per-host-0""#).expect("chart");
-        let svg = &html[at..at + html[at..].find("</svg>").expect("closed")];
-        // A dot per measured trial of A: 7 hosts × 4 rounds, none from the warm-up round.
-        let dots = count(svg, "<circle");
-        assert_eq!(dots, sample_run::HOST_MODELS.len() * 4);
-        assert!(
-            !svg.contains(" round 1: "),
-            "warm-up trials are not plotted"
-        );
-        // Sorted model names: 8124M, 8223CL, 8275CL get the first three colours.
-        let colour_of = |i: usize| CPU_MODEL_COLOURS[i];
-        assert_eq!(
-            count(svg, &format!(r#"fill="{}" stroke"#, colour_of(0))),
-            3 * 4
-        );
-        assert_eq!(count(svg, &format!(r#"fill="{}" stroke"#, colour_of(1))), 4);
-        assert_eq!(
-            count(svg, &format!(r#"fill="{}" stroke"#, colour_of(2))),
-            3 * 4
-        );
-        // Hosts appear grouped: every 8124M host's label before every 8275CL host's.
-        let label_at = |addr: &str| svg.find(&format!(">{addr}<title>")).expect(addr);
-        let m8124 = ["10.0.1.11:7171", "10.0.1.12:7171", "10.0.1.15:7171"];
-        let m8275 = ["10.0.1.10:7171", "10.0.1.13:7171", "10.0.1.16:7171"];
-        let last_8124 = m8124.iter().map(|a| label_at(a)).max();
-        let first_8275 = m8275.iter().map(|a| label_at(a)).min();
-        assert!(last_8124 < first_8275);
-        // The legend tells the groups apart by their means of host means.
-        let fig_end = html[at..].find("</figure>").expect("figure") + at;
-        let legend = &html[at..fig_end];
-        assert!(
-            legend.contains("8124M CPU @ 3.00GHz — 3 hosts, mean 1004 events/s, the lowest</li>")
-        );
-        assert!(legend.contains(
-            "8275CL CPU @ 3.00GHz — 3 hosts, mean 1052 events/s, +4.8% vs the lowest</li>"
-        ));
-    }
-
-    #[test]
-    fn per_round_marks_warm_up() {
-        let html = render_html(&sample_run::sample_run());
-        let at = html.find(r#"<svg id="chart-per-round-0""#).expect("chart");
-        let svg = &html[at..at + html[at..].find("</svg>").expect("closed")];
-        assert!(svg.contains(">warm-up</text>"));
-        assert!(svg.contains("round 1 (warm-up): mean"));
-        // One line per variant through the round means.
-        assert_eq!(count(svg, ": mean per round</title>"), 2);
-    }
-
-    #[test]
-    fn latency_curves_span_p0_to_p99_99() {
-        let html = render_html(&sample_run::sample_run());
-        let at = html.find(r#"<svg id="chart-latency-0""#).expect("chart");
-        let svg = &html[at..at + html[at..].find("</svg>").expect("closed")];
-        for tick in [">p0<", ">p50<", ">p90<", ">p99<", ">p99.9<", ">p99.99<"] {
-            assert!(svg.contains(tick), "{tick}");
-        }
-        // A 1% tail at 4-14x: a log axis, and 81 points per curve.
-        assert!(svg.contains(">event_latency (log scale)</text>"));
-        let line = svg.find("<polyline points=\"").expect("curve");
-        let pts = svg[line..].split('"').nth(1).expect("points");
-        assert_eq!(pts.split(' ').count(), 81);
-    }
-
-    #[test]
-    fn noise_shows_the_steal_spike() {
-        let html = render_html(&sample_run::sample_run());
-        let at = html.find(r#"<svg id="chart-noise-steal""#).expect("chart");
-        let svg = &html[at..at + html[at..].find("</svg>").expect("closed")];
-        // Every interval of every trial is a reading.
-        let run = sample_run::sample_run();
-        let readings = run.trials.len() * sample_run::INTERVALS as usize;
-        assert!(svg.contains(&format!(
-            "{readings} readings from {} trials",
-            run.trials.len()
-        )));
-        // Host 3 (10.0.1.13) stole 4-6% in round 3.
-        assert!(svg.contains("10.0.1.13:7171 — A round 3, "));
-    }
-
-    #[test]
-    fn host_and_user_text_is_escaped() {
-        let html = render_html(&sample_run::sample_run());
-        assert!(!html.contains("<script"));
-        assert!(!html.contains("<img"));
-        assert!(html.contains("&lt;script&gt;alert(&#39;host&#39;)&lt;/script&gt;"));
-        assert!(html.contains("limit=&quot;&gt;&lt;img src=x onerror=alert(1)&gt;"));
-        assert!(html.contains("Content-Security-Policy"));
-    }
-
-    #[test]
-    fn noise_falls_back_to_trial_samples_and_long_runs_count_hours() {
-        let mut run = sample_run::sample_run();
-        for t in &mut run.trials {
-            for i in &mut t.interval_records {
-                i.noise = None;
-            }
-        }
-        // One trial three hours in: a drift run's length.
-        let last = run.trials.last_mut().expect("trials");
-        last.start_unix_ns += 3 * 3_600_000_000_000;
-        last.end_unix_ns += 3 * 3_600_000_000_000;
-        let html = render_html(&run);
-        let at = html.find(r#"<svg id="chart-noise-steal""#).expect("chart");
-        let svg = &html[at..at + html[at..].find("</svg>").expect("closed")];
-        let trials = run.trials.len();
-        assert!(svg.contains(&format!("{trials} readings from {trials} trials")));
-        assert!(svg.contains(">hours since the run&#39;s start</text>"));
-    }
-
-    #[test]
-    fn a_damaged_record_renders_without_panicking() {
-        let mut run = sample_run::sample_run();
-        run.hosts.clear();
-        let html = render_html(&run);
-        assert!(html.contains(r#"<svg id="chart-per-host-0""#));
-        assert!(html.contains("unknown CPU model"));
-        assert!(html.contains(&format!(r#"fill="{UNKNOWN_MODEL_COLOUR}""#)));
-    }
-
-    #[test]
-    fn an_empty_run_still_renders() {
-        let mut run = sample_run::sample_run();
-        run.trials.clear();
-        run.error = Some("agent <10.0.1.10> refused".into());
-        let html = render_html(&run);
-        assert!(html.contains("The run stopped early: agent &lt;10.0.1.10&gt; refused"));
-        assert!(!html.contains("<svg"));
-        assert!(html.contains(r#"id="chart-noise-steal""#));
-        assert!(html.ends_with("</html>\n"));
-    }
-}
+mod tests;

@@ -69,6 +69,10 @@ pub struct RunSettings {
     /// Hosts wait for each other at round boundaries (the default), so a fleet-wide time
     /// effect hits every host alike; false with `--no-round-sync`.
     pub round_sync: bool,
+    /// Set by `quietbench compare`: the figure of each trial its verdict compares
+    /// (`--figure`), so a stored compare run is judged again exactly as it was. `None` for
+    /// other runs.
+    pub compare_figure: Option<crate::compare::TrialFigure>,
 }
 
 /// One decoded histogram with its bookkeeping.

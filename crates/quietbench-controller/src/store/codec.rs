@@ -8,6 +8,7 @@ use prost::Message;
 use quietbench_proto::v1 as pb;
 use serde::{Deserialize, Serialize};
 
+use crate::compare::TrialFigure;
 use crate::report::RunSettings;
 use crate::schedule::VariantSpec;
 
@@ -54,6 +55,10 @@ pub struct SettingsDoc {
     /// Absent in runs stored before hosts ran concurrently; they ran in lock step.
     #[serde(default = "round_sync_default")]
     round_sync: bool,
+    /// `--figure` of a compare run ("median" or "mean"); absent in runs stored before it was
+    /// kept, and for other runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    compare_figure: Option<String>,
 }
 
 fn round_sync_default() -> bool {
@@ -91,6 +96,7 @@ impl From<&RunSettings> for SettingsDoc {
             warmup: s.warmup,
             seed: s.seed,
             round_sync: s.round_sync,
+            compare_figure: s.compare_figure.map(|f| f.as_str().to_string()),
         }
     }
 }
@@ -118,6 +124,9 @@ impl From<SettingsDoc> for RunSettings {
             warmup: d.warmup,
             seed: d.seed,
             round_sync: d.round_sync,
+            // A figure this build does not know is dropped: the run then reads as judged on
+            // the default figure, which beats refusing to load it.
+            compare_figure: d.compare_figure.as_deref().and_then(TrialFigure::parse),
         }
     }
 }

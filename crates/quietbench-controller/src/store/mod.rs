@@ -3,7 +3,8 @@
 //!
 //! Writes are incremental, one transaction each: the run when it begins, each host as it
 //! connects, each trial as it finishes, and the outcome at the end. A controller killed at any
-//! point leaves every finished trial behind, with the run still marked `running`. The file is in
+//! point leaves every finished trial behind, with the run still marked `running`; readers show
+//! such a run as `interrupted` once its controller is gone ([`holder`]). The file is in
 //! WAL mode, so reports and `history` can read it while a run writes, and two controllers can
 //! share it.
 //!
@@ -15,6 +16,7 @@
 mod codec;
 mod error;
 mod history;
+pub mod holder;
 mod read;
 mod schema;
 mod write;
@@ -44,13 +46,15 @@ pub struct Store {
 /// How a stored run ended, or that it has not (yet).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunStatus {
-    /// Begun and not finished: still running, or its controller died (it can be resumed).
+    /// Begun and not finished, and its controller is alive (or cannot be checked from here:
+    /// see [`holder::shown_status`]).
     Running,
     /// Every planned trial ran.
     Complete,
     /// Stopped by an error.
     Failed,
-    /// Stopped by the user.
+    /// Stopped by the user, or its controller died (killed, or its machine rebooted) before it
+    /// finished. Either way it can be resumed (`quietbench resume RUN`).
     Interrupted,
 }
 
@@ -114,6 +118,8 @@ pub struct StoredRun {
     pub status: RunStatus,
     /// The plan it was begun with, if one was given.
     pub plan_json: Option<String>,
+    /// The controller that last began or resumed it, where recorded.
+    pub holder: Option<holder::Holder>,
 }
 
 /// A trial already stored, for resuming a run without repeating it.

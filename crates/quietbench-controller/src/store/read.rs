@@ -10,6 +10,9 @@ use prost::Message;
 use quietbench_proto::v1 as pb;
 use rusqlite::{OptionalExtension, Transaction, params};
 
+use quietbench_host::HostRoot;
+
+use super::holder::{self, HOLDER_COLUMNS, Holder, Machine, Process, holder_of};
 use super::{DoneTrial, RunStatus, RunSummary, Store, StoreError, StoredRun, codec, sql_int};
 use crate::report::record::{HistogramRecord, IntervalRecord};
 use crate::report::{HostKind, HostRecord, MetricRecord, RunRecord, TrialRecord};
@@ -24,6 +27,7 @@ struct RunRow {
     error: Option<String>,
     settings: String,
     plan: Option<String>,
+    holder: Option<Holder>,
 }
 
 struct HostRow {
@@ -145,16 +149,18 @@ impl Store {
         let action = "listing runs";
         let tx = self.read_tx(action)?;
         let mut stmt = tx
-            .prepare_cached(
+            .prepare_cached(&format!(
                 "SELECT r.id, r.started_at_unix_ns, r.finished_at_unix_ns, r.status, r.error,
-                        r.settings_json,
-                        (SELECT count(*) FROM hosts h WHERE h.run_id = r.id),
-                        (SELECT count(*) FROM trials t WHERE t.run_id = r.id)
-                 FROM runs r
-                 ORDER BY r.started_at_unix_ns DESC, r.id DESC
-                 LIMIT ?1",
-            )
+                            r.settings_json,
+                            (SELECT count(*) FROM hosts h WHERE h.run_id = r.id),
+                            (SELECT count(*) FROM trials t WHERE t.run_id = r.id),
+                            {HOLDER_COLUMNS}
+                     FROM runs r
+                     ORDER BY r.started_at_unix_ns DESC, r.id DESC
+                     LIMIT ?1"
+            ))
             .map_err(|e| self.sql_error(action, e))?;
+        let here = Machine::read(&HostRoot::live());
         let rows = stmt
             .query_map([i64::try_from(limit).unwrap_or(i64::MAX)], |r| {
                 Ok((
@@ -166,6 +172,7 @@ impl Store {
                         error: r.get(4)?,
                         settings: r.get(5)?,
                         plan: None,
+                        holder: holder_of(r.get(8)?, r.get(9)?, r.get(10)?, r.get(11)?),
                     },
                     r.get::<_, i64>(6)?,
                     r.get::<_, i64>(7)?,
@@ -178,7 +185,7 @@ impl Store {
                 Ok(RunSummary {
                     probes: codec::parse_probes(&run.settings)
                         .map_err(|e| self.corrupt(&id, "settings", e))?,
-                    status: self.status(&id, &run.status)?,
+                    status: self.shown_status(&id, &run, here.as_ref())?,
                     started_at: codec::from_unix_ns(run.started),
                     finished_at: run.finished.map(codec::from_unix_ns),
                     error: run.error,
@@ -192,6 +199,24 @@ impl Store {
 
     fn status(&self, run_id: &str, word: &str) -> Result<RunStatus, StoreError> {
         RunStatus::parse(word).ok_or_else(|| self.corrupt(run_id, "status", format!("{word:?}")))
+    }
+
+    /// The run's status as readers show it: a `running` run whose controller is gone reads as
+    /// `interrupted` ([`holder::shown_status`]). `here` is this machine.
+    fn shown_status(
+        &self,
+        run_id: &str,
+        run: &RunRow,
+        here: Option<&Machine>,
+    ) -> Result<RunStatus, StoreError> {
+        let stored = self.status(run_id, &run.status)?;
+        let root = HostRoot::live();
+        Ok(holder::shown_status(
+            stored,
+            run.holder.as_ref(),
+            here,
+            |pid| Process::read(&root, pid),
+        ))
     }
 
     /// The run whose id is `id_or_prefix` or starts with it, exactly as it was written: hosts
@@ -208,9 +233,11 @@ impl Store {
         let err = |e| self.sql_error(action, e);
         let run = tx
             .query_row(
-                "SELECT started_at_unix_ns, finished_at_unix_ns, status, error, settings_json,
-                        plan_json
-                 FROM runs WHERE id = ?1",
+                &format!(
+                    "SELECT started_at_unix_ns, finished_at_unix_ns, status, error, settings_json,
+                            plan_json, {HOLDER_COLUMNS}
+                     FROM runs WHERE id = ?1"
+                ),
                 [&id],
                 |r| {
                     Ok(RunRow {
@@ -220,6 +247,7 @@ impl Store {
                         error: r.get(3)?,
                         settings: r.get(4)?,
                         plan: r.get(5)?,
+                        holder: holder_of(r.get(6)?, r.get(7)?, r.get(8)?, r.get(9)?),
                     })
                 },
             )
@@ -383,7 +411,8 @@ impl Store {
             .collect::<Result<Vec<_>, _>>()?;
 
         Ok(StoredRun {
-            status: self.status(&id, &run.status)?,
+            status: self.shown_status(&id, &run, Machine::read(&HostRoot::live()).as_ref())?,
+            holder: run.holder.clone(),
             plan_json: run.plan,
             record: RunRecord {
                 settings: codec::parse_settings(&run.settings)

@@ -116,9 +116,20 @@ CREATE TABLE interval_histograms (
 ) STRICT, WITHOUT ROWID;
 "#;
 
-/// Every migration, in order: index 0 brings an empty file to version 1, index 1 would bring
+/// Version 2: the controller that holds a running run (see [`super::holder`]), so that a run
+/// whose controller was killed reads as `interrupted` instead of `running` for good. Runs
+/// stored before have no holder: they read as stored.
+const V2: &str = r#"
+ALTER TABLE runs ADD COLUMN holder_host TEXT;
+ALTER TABLE runs ADD COLUMN holder_boot_id TEXT;
+ALTER TABLE runs ADD COLUMN holder_pid INTEGER CHECK (holder_pid >= 0);
+-- Clock ticks since boot (field 22 of /proc/PID/stat): far below i64::MAX.
+ALTER TABLE runs ADD COLUMN holder_start_ticks INTEGER CHECK (holder_start_ticks >= 0);
+"#;
+
+/// Every migration, in order: index 0 brings an empty file to version 1, index 1 brings
 /// version 1 to 2, and so on.
-const MIGRATIONS: &[&str] = &[V1];
+const MIGRATIONS: &[&str] = &[V1, V2];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -260,4 +271,72 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
         .map_err(err("recording the schema version"))?;
     }
     tx.commit().map_err(err("committing the schema"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{RunStatus, Store};
+
+    /// A store as a build of schema version 1 left it, with a run its killed controller left
+    /// `running`.
+    fn version_1_store(path: &Path) {
+        let conn = Connection::open(path).unwrap();
+        conn.pragma_update(None, "application_id", APPLICATION_ID)
+            .unwrap();
+        conn.execute_batch(
+            "CREATE TABLE schema_version (
+                version INTEGER PRIMARY KEY NOT NULL,
+                applied_at_unix_ns INTEGER NOT NULL
+            ) STRICT;",
+        )
+        .unwrap();
+        conn.execute_batch(V1).unwrap();
+        conn.execute(
+            "INSERT INTO schema_version (version, applied_at_unix_ns) VALUES (1, 0)",
+            [],
+        )
+        .unwrap();
+        let settings = crate::report::html::sample_run::sample_run().settings;
+        conn.execute(
+            "INSERT INTO runs (id, started_at_unix_ns, status, settings_json, seed)
+             VALUES ('old-run', 1700000000000000000, 'running', ?1, '42')",
+            [super::super::codec::settings_json(&settings)],
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_version_1_store_gains_run_holders_and_keeps_its_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v1.sqlite3");
+        version_1_store(&path);
+        let store = Store::open(&path).unwrap();
+        let version: i64 = store
+            .conn
+            .query_row("SELECT max(version) FROM schema_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        assert_eq!(SCHEMA_VERSION, 2);
+        // The old run has no holder: nothing says its controller is gone, so it reads as
+        // stored.
+        let list = store.list_runs(5).unwrap();
+        assert_eq!(
+            (list[0].id.as_str(), list[0].status),
+            ("old-run", RunStatus::Running)
+        );
+        let old = store.load_stored_run("old-run").unwrap();
+        assert_eq!(old.holder, None);
+        assert_eq!(old.record.settings.seed, 42);
+        // New runs in the migrated store record theirs.
+        let mut run = crate::report::html::sample_run::sample_run();
+        run.run_id = "new-run".into();
+        store.begin_run(&run, None).unwrap();
+        let new = store.load_stored_run("new-run").unwrap();
+        assert_eq!(new.holder.map(|h| h.pid), Some(std::process::id()));
+        assert_eq!(new.status, RunStatus::Running);
+        // Opening again migrates nothing twice.
+        drop(store);
+        assert!(Store::open(&path).is_ok());
+    }
 }

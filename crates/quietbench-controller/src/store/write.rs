@@ -4,6 +4,7 @@
 use prost::Message;
 use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 
+use super::holder::Holder;
 use super::{RunStatus, Store, StoreError, codec, sql_int};
 use crate::report::{HostRecord, RunRecord, TrialRecord};
 
@@ -23,10 +24,22 @@ impl Store {
             .map_err(|e| self.sql_error("looking up a run", e))
     }
 
-    /// Stores a new run, marked `running`, with its settings (the seed included) and the plan it
-    /// was made from, if any. Only the run itself: its hosts and trials are added with
-    /// [`Store::add_host`] and [`Store::add_trial`] as they come.
+    /// Stores a new run, marked `running` and held by this process ([`Holder`]), with its
+    /// settings (the seed included) and the plan it was made from, if any. Only the run
+    /// itself: its hosts and trials are added with [`Store::add_host`] and [`Store::add_trial`]
+    /// as they come.
     pub fn begin_run(&self, run: &RunRecord, plan_json: Option<&str>) -> Result<(), StoreError> {
+        self.begin_run_held_by(run, plan_json, Holder::this_process().as_ref())
+    }
+
+    /// [`Store::begin_run`] with the holder given (`None` where /proc could not name this
+    /// process).
+    fn begin_run_held_by(
+        &self,
+        run: &RunRecord,
+        plan_json: Option<&str>,
+        holder: Option<&Holder>,
+    ) -> Result<(), StoreError> {
         let action = "storing a new run";
         let started = time_ns("the run's start time", run.started_at)?;
         let tx = self.write_tx(action)?;
@@ -49,7 +62,38 @@ impl Store {
             ],
         )
         .map_err(|e| self.sql_error(action, e))?;
+        self.set_holder(&tx, &run.run_id, holder, action)?;
         tx.commit().map_err(|e| self.sql_error(action, e))
+    }
+
+    /// Records who holds a running run (see [`super::holder`]); `None` clears it.
+    fn set_holder(
+        &self,
+        tx: &Transaction<'_>,
+        run_id: &str,
+        holder: Option<&Holder>,
+        action: &str,
+    ) -> Result<(), StoreError> {
+        let (host, boot_id, pid, ticks) = match holder {
+            Some(h) => (
+                Some(h.host.as_str()),
+                Some(h.boot_id.as_str()),
+                Some(i64::from(h.pid)),
+                Some(sql_int(
+                    "the controller's start time (ticks)",
+                    h.start_ticks,
+                )?),
+            ),
+            None => (None, None, None, None),
+        };
+        tx.execute(
+            "UPDATE runs SET holder_host = ?2, holder_boot_id = ?3, holder_pid = ?4,
+                             holder_start_ticks = ?5
+             WHERE id = ?1",
+            params![run_id, host, boot_id, pid, ticks],
+        )
+        .map(drop)
+        .map_err(|e| self.sql_error(action, e))
     }
 
     /// Stores host `idx` of a run (its index in [`RunRecord::hosts`]).
@@ -278,17 +322,21 @@ impl Store {
             Some(finished),
             run.error.as_deref(),
             action,
+            None,
         )
     }
 
-    /// Marks a stored run `running` again (no finish time, no error) before resuming it.
+    /// Marks a stored run `running` again (no finish time, no error), held by this process,
+    /// before resuming it.
     pub fn resume_run(&self, run_id: &str) -> Result<(), StoreError> {
+        let holder = Holder::this_process();
         self.set_outcome(
             run_id,
             RunStatus::Running,
             None,
             None,
             "marking the run as resumed",
+            Some(holder.as_ref()),
         )
     }
 
@@ -318,6 +366,7 @@ impl Store {
         tx.commit().map_err(|e| self.sql_error(action, e))
     }
 
+    /// Sets a run's outcome, and its holder where `holder` is `Some`.
     fn set_outcome(
         &self,
         run_id: &str,
@@ -325,6 +374,7 @@ impl Store {
         finished: Option<i64>,
         error: Option<&str>,
         action: &str,
+        holder: Option<Option<&Holder>>,
     ) -> Result<(), StoreError> {
         let tx = self.write_tx(action)?;
         let changed = tx
@@ -337,6 +387,9 @@ impl Store {
             return Err(StoreError::NoSuchRun {
                 run_id: run_id.to_string(),
             });
+        }
+        if let Some(holder) = holder {
+            self.set_holder(&tx, run_id, holder, action)?;
         }
         tx.commit().map_err(|e| self.sql_error(action, e))
     }

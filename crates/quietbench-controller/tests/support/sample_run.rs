@@ -134,6 +134,7 @@ fn build() -> RunRecord {
         warmup: 1,
         seed: 42,
         round_sync: true,
+        compare_figure: None,
     };
     let mut rng = Lcg(7);
     let mut trials = Vec::new();
@@ -245,4 +246,114 @@ fn build() -> RunRecord {
         host_failures: Vec::new(),
         fleet: Vec::new(),
     }
+}
+
+/// Hosts of the sample compare run.
+pub const COMPARE_HOSTS: usize = 2;
+/// Its measured rounds, after one warm-up round.
+pub const COMPARE_ROUNDS: u32 = 8;
+
+/// A `compare` run as `quietbench compare --agent X --agent Y` records it: one paired exec
+/// variant ("A+B") on two hosts, 1 warm-up + 8 measured rounds, B about 3% slower than A in
+/// every trial's pairs. Each trial carries what the verdict reads: A's wall times and the
+/// per-pair B/A ratios (ppm) as histograms, and both sides' invocation rates.
+pub fn sample_compare_run() -> RunRecord {
+    let mut run = sample_run();
+    let cmd = |c: &str| c.to_string();
+    let params = BTreeMap::from([
+        ("cmd".to_string(), cmd("gzip -kf corpus.bin")),
+        ("cmd_b".to_string(), cmd("zstd -qf corpus.bin")),
+        ("shell".to_string(), cmd("false")),
+        ("aslr".to_string(), cmd("on")),
+    ]);
+    run.run_id = "9a41c3d0-5b2e-4f6a-8c17-3e5d0b9a2f64".into();
+    run.hosts.truncate(COMPARE_HOSTS);
+    run.settings = RunSettings {
+        probes: vec!["exec".into()],
+        params: BTreeMap::new(),
+        rounds: COMPARE_ROUNDS,
+        duration_ms: 1000,
+        interval_ms: 1000,
+        cpus: Vec::new(),
+        tune: false,
+        unpinned: false,
+        variants: vec![VariantSpec {
+            name: "A+B".into(),
+            probe: "exec".into(),
+            params: params.clone(),
+        }],
+        warmup: 1,
+        seed: 7,
+        round_sync: true,
+        compare_figure: Some(super::qb::compare::TrialFigure::Median),
+    };
+    let mut rng = Lcg(11);
+    let histogram = |values: &[u64]| {
+        let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("bounds");
+        for v in values {
+            h.record(*v).expect("in range");
+        }
+        HistogramRecord {
+            encoded: encode(&h),
+            hist: h,
+            clamped: 0,
+            dropped: 0,
+        }
+    };
+    let metric =
+        |name: &str, unit: &str, value: Option<f64>, h: Option<HistogramRecord>| MetricRecord {
+            name: name.into(),
+            unit: unit.into(),
+            value,
+            interval_values: value.into_iter().collect(),
+            histogram: h,
+        };
+    run.trials.clear();
+    for round in 1..=COMPARE_ROUNDS + 1 {
+        for host in 0..COMPARE_HOSTS {
+            // 20 pairs of about 47 ms (A) and 3% more (B), a little noise on each.
+            let a: Vec<u64> = (0..20)
+                .map(|_| (47e6 * (1.0 + (rng.next() - 0.5) * 0.02)) as u64)
+                .collect();
+            let ratios: Vec<u64> = (0..20)
+                .map(|_| (1.03e6 * (1.0 + (rng.next() - 0.5) * 0.01)) as u64)
+                .collect();
+            let a_total_s = a.iter().sum::<u64>() as f64 / 1e9;
+            let start = START_NS + u64::from(round) * 4_000_000_000 + host as u64 * 50_000_000;
+            run.trials.push(TrialRecord {
+                probe: "exec".into(),
+                variant: "A+B".into(),
+                warmup: round == 1,
+                host,
+                round,
+                trial_id: format!("c-{round}-{host}"),
+                start_unix_ns: start,
+                end_unix_ns: start + 2_000_000_000,
+                cancelled: false,
+                params: params.clone(),
+                placement: None,
+                intervals: 1,
+                metrics: vec![
+                    metric(
+                        "invocations_per_sec",
+                        "invocations/s",
+                        Some(20.0 / a_total_s),
+                        None,
+                    ),
+                    metric(
+                        "b_invocations_per_sec",
+                        "invocations/s",
+                        Some(20.0 / (a_total_s * 1.03)),
+                        None,
+                    ),
+                    metric("wall_time", "ns", None, Some(histogram(&a))),
+                    metric("b_over_a_wall_ppm", "ppm", None, Some(histogram(&ratios))),
+                ],
+                noise: None,
+                peer: None,
+                interval_records: Vec::new(),
+            });
+        }
+    }
+    run
 }

@@ -316,3 +316,16 @@ fn truncated_and_garbled_input_never_panics() {
     let huge = parse_proc_stat("cpu 18446744073709551615 1 1 1 1 1 1 1\n").unwrap();
     assert_eq!(huge.total.total(), u64::MAX);
 }
+
+#[test]
+fn reads_a_process_start_time_and_tells_an_exited_one() {
+    assert_eq!(parse_process_start_ticks(SELF_STAT).unwrap(), 164197);
+    let root = dev_vm();
+    // 14782 has no stat file in the fixture, as an exited process has none.
+    match read_process_start_ticks(&root, 14782) {
+        Err(ProcStatError::Read(e)) => assert_eq!(e.source.kind(), ErrorKind::NotFound),
+        other => panic!("{other:?}"),
+    }
+    assert!(parse_process_start_ticks("12 (x) S 1 2").is_err());
+    assert!(parse_process_start_ticks("no parenthesis").is_err());
+}
