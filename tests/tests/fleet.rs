@@ -241,3 +241,62 @@ fn a_run_refused_before_its_first_trial_is_not_kept_in_the_store() {
     ]));
     assert!(!runs.contains("failed"), "a refused run is listed:\n{runs}");
 }
+
+#[test]
+fn release_restores_the_hosts_a_killed_controller_tuned() {
+    let data = tempfile::tempdir().unwrap();
+    let agent = AgentProcess::start();
+    let json = data.path().join("run.json");
+    let mut controller = Command::new(quietbench_bin())
+        .args([
+            "run",
+            "--agent",
+            &agent.addr.to_string(),
+            "--tune",
+            "--rounds",
+            "20",
+            "--duration",
+            "0.5",
+            "--no-store",
+            "--json",
+            &json.display().to_string(),
+        ])
+        .env("XDG_DATA_HOME", data.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while read_report(&json).is_none_or(|r| r["trials"].as_array().is_none_or(|t| t.is_empty())) {
+        assert!(Instant::now() < deadline, "the run never finished a trial");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    controller.kill().unwrap(); // SIGKILL: no restore, no release
+    controller.wait().unwrap();
+    let ledger = data.path().join("quietbench/fleets");
+    assert_eq!(std::fs::read_dir(&ledger).unwrap().count(), 1);
+
+    let released = common::succeed(
+        Command::new(quietbench_bin())
+            .arg("release")
+            .env("XDG_DATA_HOME", data.path()),
+    );
+    assert!(
+        released.contains("restoring 1 tuned host") && released.contains("released"),
+        "{released}"
+    );
+    assert_eq!(std::fs::read_dir(&ledger).unwrap().count(), 0);
+    // The agent holds nothing more to undo, and a second release has nothing to do.
+    let restore = common::succeed(Command::new(quietbench_bin()).args([
+        "restore",
+        "--agent",
+        &agent.addr.to_string(),
+    ]));
+    assert!(restore.contains("nothing to restore"), "{restore}");
+    let again = common::succeed(
+        Command::new(quietbench_bin())
+            .arg("release")
+            .env("XDG_DATA_HOME", data.path()),
+    );
+    assert!(again.contains("nothing to release"), "{again}");
+}

@@ -51,6 +51,16 @@ pub enum ControllerCommand {
     History(HistoryArgs),
     /// Finish an interrupted run without re-running its finished trials
     Resume(ResumeArgs),
+    /// Give back what killed controllers left: restore hosts their runs tuned (from the fleet
+    /// ledger beside the result store). Runs whose controller still runs are left alone
+    Release(ReleaseArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    /// Only this run (its id or a unique prefix); by default every run whose controller is gone
+    #[arg(long, value_name = "RUN")]
+    run: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -438,6 +448,10 @@ pub fn execute(command: ControllerCommand) -> ExitCode {
             &args.metric,
             args.cpu_model.as_deref(),
             args.limit,
+        ),
+        ControllerCommand::Release(args) => crate::fleet::release::release(
+            &crate::fleet::Ledger::default_location(),
+            args.run.as_deref(),
         ),
         ControllerCommand::Resume(args) => {
             crate::stored::resume(args.db.as_deref(), &args.run, &args.agents)

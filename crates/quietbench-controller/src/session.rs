@@ -9,7 +9,7 @@ use std::time::SystemTime;
 use anyhow::Context;
 
 use crate::execute::{FailurePolicy, Flow, Progress, execute};
-use crate::fleet::{Fleet, HostEntry, LocalFleet, StaticFleet, Target};
+use crate::fleet::{Fleet, HostEntry, Ledger, LedgerEntry, LocalFleet, StaticFleet, Target};
 use crate::report::{RunRecord, table};
 use crate::run::{restore_all, write_json};
 use crate::schedule::PlannedTrial;
@@ -226,6 +226,7 @@ impl Session {
         stop: &mut dyn FnMut(&RunRecord, &PlannedTrial) -> Flow,
     ) -> anyhow::Result<(RunRecord, ExitCode)> {
         let progress = Progress::new(0);
+        let ledger = Ledger::default_location();
         if let Some(store) = outputs.store()
             && done.is_empty()
         {
@@ -247,6 +248,20 @@ impl Session {
                 None => return None,
                 Some(Err(err)) => return Some(Err(err)),
                 Some(Ok(acquired)) => targets = acquired,
+            }
+            // Before tuning: a controller killed from here on leaves a record of what it held.
+            let entry = LedgerEntry::new(
+                &run.run_id,
+                self.fleet.kind(),
+                run.settings.tune,
+                &targets,
+            );
+            if let Err(err) = ledger.record(&entry) {
+                progress.line(&format!(
+                    "quietbench: warning: cannot record the fleet in {} ({err:#}); if this \
+                     controller is killed, `quietbench release` will not know its hosts",
+                    ledger.dir().display()
+                ));
             }
             run.fleet = self.fleet.report_lines();
             for line in &run.fleet {

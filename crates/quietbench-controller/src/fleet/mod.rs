@@ -7,13 +7,16 @@
 //! instance in [`Target::instance_id`].
 
 mod hosts_file;
+pub mod ledger;
 mod local;
+pub mod release;
 mod static_hosts;
 
 use std::future::Future;
 use std::pin::Pin;
 
 pub use hosts_file::{HostEntry, HostsFileError, parse_hosts_file, read_hosts_file};
+pub use ledger::{Ledger, LedgerEntry};
 pub use local::{LocalFleet, local_target};
 pub use static_hosts::StaticFleet;
 

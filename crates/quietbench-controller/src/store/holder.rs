@@ -24,7 +24,7 @@ use quietbench_host::procstat::{ProcStatError, read_process_start_ticks};
 use super::RunStatus;
 
 /// The controller process that holds a running run.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Holder {
     /// Its machine's host name (/proc/sys/kernel/hostname).
     pub host: String,
@@ -62,6 +62,16 @@ impl Machine {
 }
 
 impl Holder {
+    /// True when this holder's process is known to be gone, checked on this machine with the
+    /// same rule as a stored run's ([`shown_status`]): what cannot be checked counts as alive.
+    pub fn is_gone(&self) -> bool {
+        let root = HostRoot::live();
+        let here = Machine::read(&root);
+        shown_status(RunStatus::Running, Some(self), here.as_ref(), |pid| {
+            Process::read(&root, pid)
+        }) == RunStatus::Interrupted
+    }
+
     /// This process, as a holder; `None` where /proc does not say (a run begun then reads as
     /// `running` until it finishes, as every run did before holders were recorded).
     pub fn this_process() -> Option<Holder> {
