@@ -2,6 +2,8 @@
 //! for a fleet small enough to read, a line per host with its trials done / planned and its
 //! latest figure; otherwise (a log, CI) one line per finished trial and per failure.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -79,6 +81,8 @@ impl Progress {
                 };
                 HostProgress {
                     bar,
+                    planned: *planned,
+                    done: Arc::new(AtomicU64::new(0)),
                     overall: self.overall.clone(),
                     multi: self.multi.clone(),
                     label: label.clone(),
@@ -100,6 +104,8 @@ impl Progress {
 #[derive(Clone)]
 pub struct HostProgress {
     bar: ProgressBar,
+    planned: u64,
+    done: Arc<AtomicU64>,
     overall: ProgressBar,
     multi: MultiProgress,
     label: String,
@@ -115,6 +121,7 @@ impl HostProgress {
     /// A trial finished: `summary` names it and its figure.
     pub fn trial_done(&self, summary: &str) {
         self.bar.inc(1);
+        self.done.fetch_add(1, Ordering::Relaxed);
         self.bar.set_message(format!("latest: {summary}"));
         self.overall.inc(1);
         if self.lines {
@@ -126,6 +133,13 @@ impl HostProgress {
     pub fn failed(&self, error: &str) {
         self.bar.set_message(format!("FAILED: {error}"));
         self.bar.abandon();
+        // Its unrun trials leave the overall count, so the bar still ends full.
+        let unrun = self
+            .planned
+            .saturating_sub(self.done.load(Ordering::Relaxed));
+        if let Some(length) = self.overall.length() {
+            self.overall.set_length(length.saturating_sub(unrun));
+        }
         let text = format!("quietbench: host {} failed: {error}", self.label);
         if self.lines {
             eprintln!("{text}");
