@@ -61,7 +61,9 @@ impl SyntheticHost {
         Self {
             index,
             hostname: format!("farm-{index:03}"),
-            events_per_sec: base_events_per_sec * model.speed * (1.0 + scatter * scatter_pct / 100.0),
+            events_per_sec: base_events_per_sec
+                * model.speed
+                * (1.0 + scatter * scatter_pct / 100.0),
         }
     }
 
@@ -84,9 +86,16 @@ impl SyntheticHost {
             clocksource: "kvm-clock".into(),
             hostname: self.hostname.clone(),
             unreadable: Vec::new(),
-            cpu_flags: ["fpu", "sse4_2", "avx2", "avx512f", "constant_tsc", "hypervisor"]
-                .map(String::from)
-                .to_vec(),
+            cpu_flags: [
+                "fpu",
+                "sse4_2",
+                "avx2",
+                "avx512f",
+                "constant_tsc",
+                "hypervisor",
+            ]
+            .map(String::from)
+            .to_vec(),
             topology: Some(pb::Topology {
                 sockets: 1,
                 cores: 1,
@@ -135,13 +144,20 @@ impl SyntheticHost {
                     ..Default::default()
                 })
                 .collect(),
-            controls: ["aslr", "irq_affinity", "irqbalance", "governor", "thp", "drop_caches"]
-                .map(|control| pb::ControlAvailability {
-                    control: control.into(),
-                    available: false,
-                    detail: "agent-farm: a synthetic host, nothing to change".into(),
-                })
-                .to_vec(),
+            controls: [
+                "aslr",
+                "irq_affinity",
+                "irqbalance",
+                "governor",
+                "thp",
+                "drop_caches",
+            ]
+            .map(|control| pb::ControlAvailability {
+                control: control.into(),
+                available: false,
+                detail: "agent-farm: a synthetic host, nothing to change".into(),
+            })
+            .to_vec(),
             instance: None,
             steal_fraction_since_boot: Some(0.0008),
         }
@@ -171,7 +187,9 @@ mod tests {
 
     #[test]
     fn hosts_are_distinct_and_within_their_scatter() {
-        let hosts: Vec<_> = (0..200).map(|i| SyntheticHost::new(i, 1000.0, 3.0)).collect();
+        let hosts: Vec<_> = (0..200)
+            .map(|i| SyntheticHost::new(i, 1000.0, 3.0))
+            .collect();
         assert_eq!(hosts[17].hostname, "farm-017");
         for h in &hosts {
             assert!((950.0..=1030.0).contains(&h.events_per_sec), "{h:?}");

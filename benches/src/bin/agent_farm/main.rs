@@ -133,7 +133,9 @@ struct FarmAgent {
 impl FarmAgent {
     fn validate(&self, req: pb::RunProbeRequest) -> Result<TrialPlan, Status> {
         if req.probe.is_empty() {
-            return Err(Status::invalid_argument("no probe named: give one, e.g. cpu.primes"));
+            return Err(Status::invalid_argument(
+                "no probe named: give one, e.g. cpu.primes",
+            ));
         }
         if req.duration_ms == 0 || req.duration_ms > MAX_DURATION_MS {
             return Err(Status::invalid_argument(format!(
@@ -155,7 +157,9 @@ impl FarmAgent {
             let n = self.trials.fetch_add(1, Ordering::Relaxed);
             format!("{}-trial-{n}", self.host.hostname)
         } else if req.trial_id.len() > 128 {
-            return Err(Status::invalid_argument("trial_id is longer than 128 bytes"));
+            return Err(Status::invalid_argument(
+                "trial_id is longer than 128 bytes",
+            ));
         } else {
             req.trial_id
         };
