@@ -32,6 +32,7 @@
 #   WINDOW=5                seconds of the "peak" column's window
 #   GOAL_AGENTS=200 GOAL_CORES=0.5 GOAL_RSS_MB=200
 #   CONTROLLER_PACKAGE=quietbench-controller   the package of the `quietbench` binary
+#   REPORTS=DIR             keep each run's JSON report and output there (run-N.json, run-N.log)
 # Today's controller runs hosts one at a time, so a run over N agents takes N x DURATION x
 # ROUNDS seconds plus N x 250 ms of GetHost: test it with DURATION=3 ROUNDS=1 (200 agents then
 # take ~11 minutes). With a controller that runs hosts concurrently every agent streams at once
@@ -49,6 +50,7 @@ goal_agents=${GOAL_AGENTS:-200}
 goal_cores=${GOAL_CORES:-0.5}
 goal_rss_mb=${GOAL_RSS_MB:-200}
 controller_package=${CONTROLLER_PACKAGE:-quietbench-controller}
+reports=${REPORTS:-}
 
 command -v python3 >/dev/null || { echo "error: python3 is not installed (see the header of $0)" >&2; exit 1; }
 max=0
@@ -67,6 +69,12 @@ qb="$repo/target/release/quietbench"
 ticks_per_sec=$(getconf CLK_TCK)
 
 work=$(mktemp -d)
+if [[ -n $reports ]]; then
+  mkdir -p "$reports"
+  reports=$(cd "$reports" && pwd)
+else
+  reports=$work
+fi
 farm_pid=
 controller_pid=
 cleanup() {
@@ -138,10 +146,10 @@ rows=()
 for n in $sizes; do
   args=()
   for a in "${agents[@]:0:n}"; do args+=(--agent "$a"); done
-  json="$work/run-$n.json"
+  json="$reports/run-$n.json"
   farm_before=$(cpu_ticks "$farm_pid")
   rm -f "$work/pid"
-  python3 "$work/reap.py" "$work/pid" "$work/run-$n.log" "$qb" run "${args[@]}" \
+  python3 "$work/reap.py" "$work/pid" "$reports/run-$n.log" "$qb" run "${args[@]}" \
     --probe "$probe" --rounds "$rounds" --duration "$duration" --interval "$interval" \
     --no-store --json "$json" > "$work/usage-$n" &
   reaper=$!
@@ -190,7 +198,7 @@ print(len(r["hosts"]), len(names), len(r["trials"]))' "$json")
     status="FAILED (exit $code, $hosts hosts, $distinct hostnames)"
     failed=1
     echo "quietbench run over $n agents failed; the end of its output:" >&2
-    tail -n 15 "$work/run-$n.log" >&2
+    tail -n 15 "$reports/run-$n.log" >&2
   fi
   rows+=("$n $wall $trials/$expected $cores $peak_cores $rss_mb $farm_cores $status")
   printf '%6s agents: %7.1f s, %s trials, controller %s cores (peak %s s: %s), peak RSS %s MB, farm %s cores: %s\n' \

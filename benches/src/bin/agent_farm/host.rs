@@ -192,7 +192,8 @@ mod tests {
             .collect();
         assert_eq!(hosts[17].hostname, "farm-017");
         for h in &hosts {
-            assert!((950.0..=1030.0).contains(&h.events_per_sec), "{h:?}");
+            // The older model runs 4% slower: 1000 x 0.96 x 0.97 at the least.
+            assert!((931.0..=1030.0).contains(&h.events_per_sec), "{h:?}");
         }
         let fp = hosts[4].fingerprint();
         assert_eq!(fp.hostname, "farm-004");
