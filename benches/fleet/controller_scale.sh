@@ -31,12 +31,11 @@
 #   PROBE=cpu.primes        the probe name sent (the farm answers any)
 #   WINDOW=5                seconds of the "peak" column's window
 #   GOAL_AGENTS=200 GOAL_CORES=0.5 GOAL_RSS_MB=200
-#   CONTROLLER_PACKAGE=quietbench-controller   the package of the `quietbench` binary
+#   CONTROLLER_PACKAGE=quietbench              the package of the `quietbench` binary
 #   REPORTS=DIR             keep each run's JSON report and output there (run-N.json, run-N.log)
-# Today's controller runs hosts one at a time, so a run over N agents takes N x DURATION x
-# ROUNDS seconds plus N x 250 ms of GetHost: test it with DURATION=3 ROUNDS=1 (200 agents then
-# take ~11 minutes). With a controller that runs hosts concurrently every agent streams at once
-# and a run takes about DURATION x ROUNDS seconds whatever N.
+# The controller runs hosts concurrently: every agent streams at once and a run takes about
+# DURATION x ROUNDS seconds whatever N (a controller that ran hosts one at a time took N times
+# as long).
 # Needs: python3, and the release build this script runs first.
 set -euo pipefail
 
@@ -49,7 +48,7 @@ window=${WINDOW:-5}
 goal_agents=${GOAL_AGENTS:-200}
 goal_cores=${GOAL_CORES:-0.5}
 goal_rss_mb=${GOAL_RSS_MB:-200}
-controller_package=${CONTROLLER_PACKAGE:-quietbench-controller}
+controller_package=${CONTROLLER_PACKAGE:-quietbench}
 reports=${REPORTS:-}
 
 command -v python3 >/dev/null || { echo "error: python3 is not installed (see the header of $0)" >&2; exit 1; }
