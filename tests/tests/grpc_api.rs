@@ -79,6 +79,78 @@ async fn reflection_lists_the_agent_and_health_services() {
     );
 }
 
+/// Reflection as a stock non-Rust client sees it: Python's grpcio-reflection speaks only
+/// v1alpha (as many tools still do), lists the services, resolves the agent's methods from the
+/// descriptors it is sent, and calls GetHost with message classes built from them alone.
+/// Fails, rather than skips, without python3 or its packages: .ci/run installs them.
+#[test]
+fn python_reflection_v1alpha_resolves_the_agent_and_calls_it() {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("python")
+        .join("reflection_v1alpha.py");
+    let agent = common::AgentProcess::start();
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(agent.addr.to_string())
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run python3 ({e}): install it, then `pip install grpcio grpcio-reflection`"
+            )
+        });
+    assert!(
+        out.status.success(),
+        "{} failed ({}): {}",
+        script.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let services = seen["services"].as_array().unwrap();
+    for name in [
+        pb::AGENT_SERVICE_NAME,
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1alpha.ServerReflection",
+    ] {
+        assert!(
+            services.iter().any(|s| s == name),
+            "{name} not in {services:?}"
+        );
+    }
+    let methods = seen["methods"].as_object().unwrap();
+    let mut names: Vec<&str> = methods.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "Cancel",
+            "GetHost",
+            "Prepare",
+            "Restore",
+            "RunProbe",
+            "StartPeer",
+            "StopPeer"
+        ]
+    );
+    assert_eq!(
+        methods["RunProbe"],
+        serde_json::json!({
+            "input": "quietbench.v1.RunProbeRequest",
+            "output": "quietbench.v1.ProbeEvent",
+            "server_streaming": true,
+            "client_streaming": false,
+        })
+    );
+    assert_eq!(
+        methods["GetHost"]["output"],
+        "quietbench.v1.GetHostResponse"
+    );
+    assert_eq!(seen["get_host"]["agent_version"], env!("CARGO_PKG_VERSION"));
+    let live = quietbench_host::read_fingerprint(&quietbench_host::HostRoot::live());
+    assert_eq!(seen["get_host"]["logical_cpus"], live.online_cpus.len());
+}
+
 #[tokio::test]
 async fn get_host_describes_this_machine() {
     let agent = common::AgentProcess::start();
