@@ -8,12 +8,15 @@
 # iperf3 (3.x before 3.16) runs every stream on one thread; quietbench runs one pinned thread per
 # flow, which is the point (CONTEXT.md §4), so the bests differ most at -P 4.
 #
-# quietbench runs twice per configuration: with its default placement, which keeps CPU 0 for
-# housekeeping (the agent's gRPC runtime), and with every CPU (--cpus 0-(N-1)), as iperf3 has
-# them. On a 2-CPU machine the default leaves the senders one CPU against iperf3's two, and the
-# peer's readers follow their flows onto it (each reader moves to the CPU that handles its
-# flow's packets: here, its sender's), so with both agents on one machine the all-CPU run is
-# the one to compare. Each is printed; quietbench's best is the better of the two.
+# quietbench runs twice per configuration: with its default placement and with every CPU
+# (--cpus 0-(N-1)), as iperf3 has them. The peer's readers follow their flows (each reader moves
+# to the CPU that handles its flow's packets: on one machine, its sender's). On loopback the
+# measuring agent sees its peer on its own machine and its default already takes every CPU,
+# the housekeeping CPU 0 last ("same-machine" placement), so the two runs place alike there.
+# Across the veth pair the agent cannot tell that the peer shares the machine (another
+# namespace), and its default keeps CPU 0 for housekeeping: on a 2-CPU machine that leaves
+# senders and readers one CPU against iperf3's two, so the all-CPU run is the one to compare.
+# Each is printed; quietbench's best is the better of the two.
 # Both count bytes handed to the sender's socket (iperf3's "sender" line, sum_sent).
 #
 # Usage: sudo benches/peer/net_vs_iperf3.sh [SECONDS=5] [ROUNDS=2]

@@ -9,8 +9,20 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
+/// The agent's probe thread `qb-probe-0` exists: the trial is measuring.
+fn has_probe_thread(pid: u32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|task| {
+            std::fs::read_to_string(task.path().join("comm"))
+                .is_ok_and(|c| c.trim() == "qb-probe-0")
+        })
+}
+
 #[test]
-fn killing_the_agent_mid_run_fails_clearly_within_five_seconds() {
+fn killing_the_agent_mid_run_fails_clearly_before_the_trial_ends() {
     let dir = tempfile::tempdir().unwrap();
     let json_path = dir.path().join("report.json");
     let mut controller = Command::new(common::quietbench_bin())
@@ -35,7 +47,16 @@ fn killing_the_agent_mid_run_fails_clearly_within_five_seconds() {
     let mut line = String::new();
     stderr.read_line(&mut line).unwrap();
     assert!(line.starts_with("host 127.0.0.1:"), "{line}");
-    std::thread::sleep(Duration::from_millis(1500));
+    // Killed mid-trial: once its probe thread runs (not after a guessed sleep, which a loaded
+    // machine can outlast).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !has_probe_thread(agent) {
+        assert!(
+            Instant::now() < deadline,
+            "the agent started no probe thread in 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 
     kill(Pid::from_raw(agent as i32), Signal::SIGKILL).unwrap();
     let killed_at = Instant::now();
@@ -43,9 +64,12 @@ fn killing_the_agent_mid_run_fails_clearly_within_five_seconds() {
         if let Some(status) = controller.try_wait().unwrap() {
             break status;
         }
+        // The controller learns of the death from its broken connection and the child's exit,
+        // not from the trial's 60 s running out: well before then, however loaded the machine
+        // (a fixed few seconds is what an idle machine takes, not a guarantee).
         assert!(
-            killed_at.elapsed() < Duration::from_secs(5),
-            "the controller did not exit within 5 s"
+            killed_at.elapsed() < Duration::from_secs(30),
+            "the controller did not exit within 30 s of the agent's death (the trial is 60 s)"
         );
         std::thread::sleep(Duration::from_millis(20));
     };

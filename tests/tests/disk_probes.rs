@@ -110,7 +110,8 @@ fn disk_rand_and_seq_measure_a_file_they_lay_out() {
     );
     let iops = metric(trial, "read_iops");
     let mb = metric(trial, "read_mb_per_sec");
-    assert!(iops > 100.0, "{iops} IOPS");
+    // Rates depend on this machine's disk and load: only their consistency is guaranteed.
+    assert!(iops > 0.0, "{iops} IOPS");
     assert!(
         (mb / (iops * 16384.0 / 1e6) - 1.0).abs() < 0.05,
         "{mb} MB/s at {iops} IOPS"
@@ -135,8 +136,10 @@ fn disk_rand_and_seq_measure_a_file_they_lay_out() {
     let report = ok_report(&out, &json);
     let trial = &report["trials"][0];
     assert_eq!(trial["params"]["block_kib"], "128");
-    assert!(metric(trial, "read_iops") > 10.0);
-    assert!(metric(trial, "write_iops") > 10.0);
+    // Half reads, half writes, 32 at a time: both kinds are issued at once, however slow the
+    // disk.
+    assert!(metric(trial, "read_iops") > 0.0);
+    assert!(metric(trial, "write_iops") > 0.0);
     assert!(metric(trial, "write_mb_per_sec") > 0.0);
     assert!(metric(trial, "write_latency") > 0.0);
 }
@@ -155,7 +158,6 @@ fn disk_scan_surveys_a_file_and_ends_when_done() {
     );
     ok_report(&out, &json);
 
-    let started = std::time::Instant::now();
     let out = run(
         "disk.scan",
         &[format!("path={}", file.display()), "regions=16".into()],
@@ -163,11 +165,13 @@ fn disk_scan_surveys_a_file_and_ends_when_done() {
         &json,
     );
     let report = ok_report(&out, &json);
-    assert!(
-        started.elapsed().as_secs() < 45,
-        "the scan ends when the file is read, not at the trial's 60 s"
-    );
     let trial = &report["trials"][0];
+    // However slow the disk, a trial that ends before its 60 s ended because the file was read.
+    let lasted = trial["duration_s"].as_f64().unwrap();
+    assert!(
+        lasted < 60.0,
+        "the scan ends when the file is read, not at the trial's 60 s: it lasted {lasted} s"
+    );
     assert_eq!(metric(trial, "scan_complete"), 1.0);
     assert_eq!(metric(trial, "regions_read"), 16.0);
     assert_eq!(metric(trial, "resampled_regions"), 8.0);
@@ -200,14 +204,36 @@ fn a_prewarm_resumes_after_an_interruption() {
         "regions=256".to_string(),
     ];
 
-    // Interrupted by a short trial: small reads, one at a time, for 0.1 s.
+    // Interrupted by a short trial: small reads, one at a time, for 0.1 s, or twice that until
+    // a trial finishes a region (1 MiB) on this disk at this load: a fixed length would finish
+    // none on a slow enough machine. Each longer try resumes the one before.
     let mut first_params = params.to_vec();
     first_params.extend(["qd=1".to_string(), "read_kib=16".to_string()]);
-    let out = run("disk.scan", &first_params, "0.1", &json);
-    let first = ok_report(&out, &json);
-    let first = &first["trials"][0];
-    let done_first = metric(first, "prewarm_bytes_done");
-    assert!(done_first > 0.0, "the first run read something");
+    let mut seconds = 0.1;
+    let (first, done_first) = loop {
+        let out = run("disk.scan", &first_params, &seconds.to_string(), &json);
+        let report = ok_report(&out, &json);
+        let trial = report["trials"][0].clone();
+        let done = metric(&trial, "prewarm_bytes_done");
+        if done > 0.0 {
+            break (trial, done);
+        }
+        assert!(
+            metric(&trial, "prewarm_bytes_read") >= done,
+            "partly read regions are read, not done"
+        );
+        assert!(
+            seconds < 30.0,
+            "no 1 MiB region read in a {seconds} s trial"
+        );
+        seconds *= 2.0;
+    };
+    let first = &first;
+    // One region took more than half this trial the time before: it did not read them all.
+    assert!(
+        done_first < size as f64,
+        "the short trial was not interrupted"
+    );
     // Partly read regions are read again next time: not done, but read.
     assert!(metric(first, "prewarm_bytes_read") >= done_first);
     let marks = std::fs::read(&state).unwrap();
@@ -229,7 +255,8 @@ fn a_prewarm_resumes_after_an_interruption() {
     );
     assert_eq!(metric(second, "prewarm_bytes_done"), size as f64);
     assert_eq!(metric(second, "prewarm_complete"), 1.0);
-    assert!(second["duration_s"].as_f64().unwrap() < 30.0);
+    // Ended by itself (the rest was read), not by the trial's 60 s, however slow the disk.
+    assert!(second["duration_s"].as_f64().unwrap() < 60.0);
 
     // Everything done: nothing read.
     let out = run("disk.scan", &params, "60", &json);

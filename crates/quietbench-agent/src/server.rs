@@ -89,11 +89,15 @@ async fn run_server(listen: SocketAddr, agent: Agent) -> anyhow::Result<()> {
 
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<AgentServiceServer<Agent>>().await;
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    // Both reflection versions: v1 is the standard, but many clients still speak only v1alpha
+    // (Python's grpcio-reflection, older grpcurl and Postman builds) and get UNIMPLEMENTED
+    // without it. The two share one descriptor set; serving both costs nothing per request.
+    let reflection = reflection_builder()
         .build_v1()
-        .context("building the reflection service")?;
+        .context("building the reflection service (v1)")?;
+    let reflection_v1alpha = reflection_builder()
+        .build_v1alpha()
+        .context("building the reflection service (v1alpha)")?;
 
     let slot = agent.slot();
     let shutdown = async move {
@@ -111,10 +115,18 @@ async fn run_server(listen: SocketAddr, agent: Agent) -> anyhow::Result<()> {
     tonic::transport::Server::builder()
         .add_service(health_service)
         .add_service(reflection)
+        .add_service(reflection_v1alpha)
         .add_service(AgentServiceServer::new(agent))
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
         .await
         .context("gRPC server failed")
+}
+
+/// What reflection describes: the agent's own service and the standard health service.
+fn reflection_builder() -> tonic_reflection::server::Builder<'static> {
+    tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
 }
 
 async fn wait_for_signal() {

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use quietbench_host::HostRoot;
-use quietbench_probe::placement::{MachineLayout, PlacementRequest, plan};
+use quietbench_probe::placement::{MachineLayout, PlacementRequest, network_kind, plan};
 use quietbench_probe::resolve_probe;
 use quietbench_proto::v1 as pb;
 use quietbench_proto::v1::agent_service_server::AgentService;
@@ -82,9 +82,16 @@ impl Agent {
         }
         let interval_ms = interval_ms.min(req.duration_ms);
         let layout = Arc::clone(&self.layout.lock().unwrap_or_else(|e| e.into_inner()));
+        // A peer on this machine changes where network threads belong (placement's
+        // network_kind): its readers share our CPUs, and no NIC carries the flows.
+        let peer = req
+            .params
+            .get("peer")
+            .and_then(|p| p.parse::<std::net::SocketAddr>().ok())
+            .map(|a| a.ip());
         let request = PlacementRequest {
             threads: spec.threads,
-            kind: spec.work,
+            kind: network_kind(spec.work, peer, is_own_address),
             explicit_cpus: req.cpus.clone(),
         };
         if req.unpinned && !req.cpus.is_empty() {
@@ -118,6 +125,13 @@ impl Agent {
             interval: Duration::from_millis(interval_ms),
         })
     }
+}
+
+/// Whether `ip` is one of this host's addresses (in this network namespace): binding a UDP
+/// socket to it succeeds. Nothing is sent; the socket closes at once. Two agents in two
+/// namespaces of one machine are not found this way (each sees only its own addresses).
+fn is_own_address(ip: std::net::IpAddr) -> bool {
+    std::net::UdpSocket::bind(std::net::SocketAddr::new(ip, 0)).is_ok()
 }
 
 type EventStream = Pin<Box<dyn Stream<Item = Result<pb::ProbeEvent, Status>> + Send>>;

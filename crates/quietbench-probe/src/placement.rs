@@ -24,6 +24,13 @@
 //! never an RSS target: it would put a flow beside the agent's own runtime. Without an RSS CPU
 //! the compute order is used, with a note.
 //!
+//! Network threads whose peer runs on this same machine (loopback, or an address of this host)
+//! send through no NIC, so RSS CPUs mean nothing to them, and the peer's readers follow their
+//! flows onto the senders' CPUs: keeping the housekeeping CPU out would leave senders and
+//! readers one CPU short (on 2 vCPUs, all of them on one CPU while iperf3 has two). They take
+//! the compute order instead, which ends with the housekeeping CPU, so with as many flows as
+//! CPUs every CPU carries one, as iperf3's unpinned threads would ([`network_kind`]).
+//!
 //! An explicit CPU list always wins: threads take its CPUs in turn.
 //!
 //! The planner is pure so that every rule is tested on captured machines and on random layouts;
@@ -97,6 +104,26 @@ pub enum WorkKind {
     Compute,
     /// Network probes: on the CPUs that service the NIC's queues.
     Network,
+    /// Network probes whose peer runs on this machine: every allowed CPU, in the compute order
+    /// (the housekeeping CPU last, but used), since no NIC queue carries the flows.
+    SameMachineNetwork,
+}
+
+/// The kind of placement a network probe's threads get: [`WorkKind::SameMachineNetwork`] when
+/// its peer is on this machine (a loopback address, or one of this host's own), else `kind`
+/// unchanged. `is_own_address` says whether an address belongs to this host (the agent tries
+/// to bind it); it is asked only about non-loopback peers.
+pub fn network_kind(
+    kind: WorkKind,
+    peer: Option<std::net::IpAddr>,
+    is_own_address: impl Fn(std::net::IpAddr) -> bool,
+) -> WorkKind {
+    match (kind, peer) {
+        (WorkKind::Network, Some(ip)) if ip.is_loopback() || is_own_address(ip) => {
+            WorkKind::SameMachineNetwork
+        }
+        _ => kind,
+    }
 }
 
 /// What a probe asks of placement.
@@ -120,6 +147,8 @@ pub enum PlacementPolicy {
     QuietFirst,
     /// Network threads on the CPUs that service NIC queue interrupts.
     Rss,
+    /// Network threads with their peer on this machine: every allowed CPU, in the compute order.
+    SameMachine,
 }
 
 impl PlacementPolicy {
@@ -129,6 +158,7 @@ impl PlacementPolicy {
             Self::Explicit => "explicit",
             Self::QuietFirst => "quiet-first",
             Self::Rss => "rss",
+            Self::SameMachine => "same-machine",
         }
     }
 }
@@ -255,6 +285,17 @@ pub fn plan(
                 compute_plan(&view, threads, &mut notes),
             ),
             WorkKind::Network => network_plan(&view, threads, &mut notes),
+            WorkKind::SameMachineNetwork => {
+                notes.push(format!(
+                    "the peer runs on this machine, so no NIC queue carries the flows: threads \
+                     may use every allowed CPU, the housekeeping CPU {housekeeping} last, as \
+                     iperf3's threads may"
+                ));
+                (
+                    PlacementPolicy::SameMachine,
+                    compute_plan(&view, threads, &mut notes),
+                )
+            }
         }
     };
     let distinct: BTreeSet<u32> = thread_cpus.iter().copied().collect();
@@ -729,6 +770,82 @@ mod tests {
 
     fn network(layout: &MachineLayout, threads: usize) -> PlacementPlan {
         plan(layout, &request(threads, WorkKind::Network)).unwrap()
+    }
+
+    #[test]
+    fn a_peer_on_this_machine_makes_network_threads_use_every_cpu() {
+        use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+        let own = |ip: IpAddr| ip == IpAddr::V4(Ipv4Addr::new(10, 0, 0, 5));
+        let lo = Some(IpAddr::V4(Ipv4Addr::LOCALHOST));
+        let lo6 = Some(IpAddr::V6(Ipv6Addr::LOCALHOST));
+        let this_host = Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 5)));
+        let other_host = Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 6)));
+        let same = WorkKind::SameMachineNetwork;
+        assert_eq!(network_kind(WorkKind::Network, lo, own), same);
+        assert_eq!(network_kind(WorkKind::Network, lo6, own), same);
+        assert_eq!(network_kind(WorkKind::Network, this_host, own), same);
+        assert_eq!(
+            network_kind(WorkKind::Network, other_host, own),
+            WorkKind::Network
+        );
+        assert_eq!(
+            network_kind(WorkKind::Network, None, own),
+            WorkKind::Network
+        );
+        // Only network probes have a peer to share the machine with.
+        assert_eq!(network_kind(WorkKind::Compute, lo, own), WorkKind::Compute);
+        // A loopback peer needs no look at this host's addresses.
+        network_kind(WorkKind::Network, lo, |_| panic!("asked about loopback"));
+
+        // This VM's shape: 2 vCPUs, both servicing a virtio NIC queue. To a remote peer the
+        // flows go on the RSS CPU that is not housekeeping, sharing it; to a peer on this
+        // machine they spread over both CPUs, as `--cpus 0-1` (and iperf3) would have them.
+        let vm = MachineLayout {
+            nic_queues: vec![
+                queue("virtio0-input", 0, &[0], None),
+                queue("virtio0-input", 1, &[1], None),
+            ],
+            ..layout(&[0, 1])
+        };
+        assert_eq!(network(&vm, 2).thread_cpus, vec![1, 1]);
+        let local = |threads| plan(&vm, &request(threads, same)).unwrap();
+        for (threads, cpus) in [(1, vec![1]), (2, vec![1, 0]), (4, vec![1, 0, 1, 0])] {
+            let p = local(threads);
+            assert_eq!(p.thread_cpus, cpus, "{threads} threads");
+            assert_eq!(p.policy, PlacementPolicy::SameMachine);
+            assert_eq!(p.policy.as_str(), "same-machine");
+            assert_eq!(p.housekeeping_cpus, vec![0]);
+            assert!(
+                p.notes[0].starts_with("the peer runs on this machine"),
+                "{:?}",
+                p.notes
+            );
+        }
+        assert!(
+            local(2)
+                .notes
+                .iter()
+                .any(|n| n.starts_with("thread 1 on CPU 0, the housekeeping CPU")),
+            "{:?}",
+            local(2).notes
+        );
+        // One CPU per core first, quiet CPUs first, as compute threads.
+        let smt = siblings(layout(&[0, 1, 2, 3]), &[(0, 2), (1, 3)]);
+        assert_eq!(
+            plan(&smt, &request(2, same)).unwrap().thread_cpus,
+            vec![1, 2]
+        );
+        // An explicit list still wins, without RSS notes that mean nothing here.
+        let p = plan(
+            &vm,
+            &PlacementRequest {
+                explicit_cpus: vec![1],
+                ..request(1, same)
+            },
+        )
+        .unwrap();
+        assert_eq!(p.policy, PlacementPolicy::Explicit);
+        assert!(p.notes.is_empty(), "{:?}", p.notes);
     }
 
     #[test]
@@ -1398,7 +1515,11 @@ mod tests {
                     // One thread per RSS CPU until they run out, then wrap.
                     prop_assert_eq!(used.len(), r.threads.min(targets.len()));
                 }
-                PlacementPolicy::QuietFirst => {
+                PlacementPolicy::QuietFirst | PlacementPolicy::SameMachine => {
+                    prop_assert_eq!(
+                        p.policy == PlacementPolicy::SameMachine,
+                        r.kind == WorkKind::SameMachineNetwork
+                    );
                     if r.kind == WorkKind::Network {
                         prop_assert!(targets.is_empty());
                         prop_assert!(p.notes.iter().any(|n| n.starts_with("no RSS CPU")));
@@ -1444,6 +1565,14 @@ mod tests {
             fn plans_keep_their_invariants((layout, request) in arb_case()) {
                 let p = plan(&layout, &request).unwrap();
                 check(&layout, &request, &p)?;
+                // With the peer on this machine, network threads go where compute threads would.
+                if request.kind == WorkKind::Network && request.explicit_cpus.is_empty() {
+                    let same = PlacementRequest { kind: WorkKind::SameMachineNetwork, ..request.clone() };
+                    let local = plan(&layout, &same).unwrap();
+                    check(&layout, &same, &local)?;
+                    let compute = PlacementRequest { kind: WorkKind::Compute, ..request.clone() };
+                    prop_assert_eq!(&local.thread_cpus, &plan(&layout, &compute).unwrap().thread_cpus);
+                }
                 // The order the affinity is listed in changes nothing.
                 let mut sorted = layout.clone();
                 sorted.allowed_cpus.sort_unstable();

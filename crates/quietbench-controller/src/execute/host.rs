@@ -299,7 +299,9 @@ impl HostTask {
 
 /// Adds where the peer's readers ran to a trial's placement, with a note when both agents
 /// share one machine and the default placement left the readers on the senders' CPUs (with
-/// CPUs to spare, that measures the placement, not the machine).
+/// CPUs to spare, that measures the placement, not the machine). An agent that saw its peer
+/// on its own machine (policy "same-machine": a loopback peer) already spread the senders over
+/// every CPU, so --cpus has nothing to add and no note is due.
 pub fn with_peer_flows(
     mut placement: pb::Placement,
     peer_flow_cpus: Vec<pb::PeerFlowCpu>,
@@ -309,6 +311,7 @@ pub fn with_peer_flows(
     let sender_cpus: Vec<u32> = placement.threads.iter().map(|t| t.planned_cpu).collect();
     let crowded = peer_on_this_machine
         && !cpus_given
+        && placement.policy != "same-machine"
         && !peer_flow_cpus.is_empty()
         && peer_flow_cpus.iter().all(|f| sender_cpus.contains(&f.cpu));
     if crowded {
@@ -406,6 +409,11 @@ mod tests {
             );
             assert_eq!(p.peer_flow_cpus, readers);
         }
+        // The agent saw its peer on its own machine and spread the senders itself: no note.
+        let mut spread = placement_on(&[1, 0]);
+        spread.policy = "same-machine".into();
+        let p = with_peer_flows(spread, flows(&[(0, 1), (1, 1)]), true, false);
+        assert!(p.notes.is_empty(), "{:?}", p.notes);
     }
 
     #[tokio::test]

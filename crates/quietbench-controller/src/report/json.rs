@@ -276,7 +276,7 @@ pub struct TrialJson {
 /// Where each thread ran, planned and read back.
 #[derive(Debug, Serialize)]
 pub struct PlacementJson {
-    /// "explicit" or "quiet-first".
+    /// "explicit", "quiet-first", "rss" or "same-machine" (the proto's Placement.policy).
     pub policy: String,
     /// CPUs of the agent's own threads.
     pub housekeeping_cpus: Vec<u32>,
