@@ -3,7 +3,7 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
@@ -25,7 +25,7 @@ fn has_probe_thread(pid: u32) -> bool {
 fn killing_the_agent_mid_run_fails_clearly_before_the_trial_ends() {
     let dir = tempfile::tempdir().unwrap();
     let json_path = dir.path().join("report.json");
-    let mut controller = Command::new(common::quietbench_bin())
+    let mut controller = common::quietbench()
         .args([
             "run",
             "--local",
@@ -112,7 +112,7 @@ fn an_unreachable_agent_is_named_and_fails_fast() {
         .unwrap()
         .port();
     let started = Instant::now();
-    let out = Command::new(common::quietbench_bin())
+    let out = common::quietbench()
         .args([
             "run",
             "--agent",
@@ -137,7 +137,7 @@ fn an_unreachable_agent_is_named_and_fails_fast() {
 fn a_remote_agent_runs_trials_and_answers_host() {
     let agent = common::AgentProcess::start();
     let addr = agent.addr.to_string();
-    let out = Command::new(common::quietbench_bin())
+    let out = common::quietbench()
         .args([
             "run",
             "--agent",
@@ -162,7 +162,7 @@ fn a_remote_agent_runs_trials_and_answers_host() {
         "{stdout}"
     );
 
-    let out = Command::new(common::quietbench_bin())
+    let out = common::quietbench()
         .args(["host", "--agent", &addr, "--json"])
         .output()
         .unwrap();

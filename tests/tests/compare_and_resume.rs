@@ -2,7 +2,7 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -17,7 +17,7 @@ fn spin(n: u32) -> String {
 
 fn compare(a: &str, b: &str, json: &std::path::Path, db: &std::path::Path) -> Value {
     let stdout = common::succeed(
-        Command::new(common::quietbench_bin())
+        common::quietbench()
             .args([
                 "compare",
                 "--local",
@@ -92,7 +92,7 @@ fn a_comparison_is_stored_compared_by_id_and_can_fail_the_build() {
     assert_verdict_matches_its_interval(&slower);
 
     // Both runs are in the store, with their A and B trials.
-    let out = Command::new(common::quietbench_bin())
+    let out = common::quietbench()
         .args(["runs", "--db"])
         .arg(&db)
         .output()
@@ -111,7 +111,7 @@ fn a_comparison_is_stored_compared_by_id_and_can_fail_the_build() {
         slower["run_id"].as_str().unwrap(),
     ];
     let stdout = common::succeed(
-        Command::new(common::quietbench_bin())
+        common::quietbench()
             .args(["compare", "--runs", ids[0], ids[1], "--db"])
             .arg(&db)
             .arg("--json")
@@ -143,7 +143,7 @@ fn a_comparison_is_stored_compared_by_id_and_can_fail_the_build() {
     // any other verdict into 0. Which verdict 15% more work gets depends on the noise of the
     // moment; the exit status must follow the verdict either way.
     let fail_json = dir.path().join("fail.json");
-    let out = Command::new(common::quietbench_bin())
+    let out = common::quietbench()
         .args([
             "compare",
             "--local",
@@ -190,7 +190,7 @@ fn a_plan_with_two_variants_ends_with_a_verdict_for_the_second() {
     )
     .unwrap();
     let stdout = common::succeed(
-        Command::new(common::quietbench_bin())
+        common::quietbench()
             .args(["run", "--no-store", "--plan"])
             .arg(&plan),
     );
@@ -213,7 +213,7 @@ fn stored_trials(db: &std::path::Path, run: &str) -> Vec<Value> {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("show.json");
     common::succeed(
-        Command::new(common::quietbench_bin())
+        common::quietbench()
             .args(["show", run, "--db"])
             .arg(db)
             .arg("--json")
@@ -229,7 +229,7 @@ fn a_killed_controller_resumes_without_losing_or_repeating_trials() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("results.sqlite3");
     let json = dir.path().join("live.json");
-    let mut controller = Command::new(common::quietbench_bin())
+    let mut controller = common::quietbench()
         .args([
             "run",
             "--local",
@@ -279,11 +279,7 @@ fn a_killed_controller_resumes_without_losing_or_repeating_trials() {
     let kept = stored_trials(&db, &run_id);
     assert!(kept.len() >= before.len(), "the store lost finished trials");
     // No controller holds the run any more: `runs` and `show` say interrupted, not running.
-    let listing = common::succeed(
-        Command::new(common::quietbench_bin())
-            .args(["runs", "--db"])
-            .arg(&db),
-    );
+    let listing = common::succeed(common::quietbench().args(["runs", "--db"]).arg(&db));
     let line = listing
         .lines()
         .find(|l| l.starts_with(run_id.as_str()))
@@ -291,7 +287,7 @@ fn a_killed_controller_resumes_without_losing_or_repeating_trials() {
     assert!(line.contains(" interrupted "), "{line}");
     assert!(listing.contains("quietbench resume RUN"), "{listing}");
     let shown = common::succeed(
-        Command::new(common::quietbench_bin())
+        common::quietbench()
             .args(["show", &run_id, "--db"])
             .arg(&db),
     );
@@ -304,7 +300,7 @@ fn a_killed_controller_resumes_without_losing_or_repeating_trials() {
         "{shown}"
     );
     common::succeed(
-        Command::new(common::quietbench_bin())
+        common::quietbench()
             .args(["resume", &run_id, "--db"])
             .arg(&db),
     );
@@ -320,11 +316,7 @@ fn a_killed_controller_resumes_without_losing_or_repeating_trials() {
     let mut rounds: Vec<u64> = after.iter().map(|t| t["round"].as_u64().unwrap()).collect();
     rounds.sort_unstable();
     assert_eq!(rounds, (1..=8).collect::<Vec<_>>());
-    let listing = common::succeed(
-        Command::new(common::quietbench_bin())
-            .args(["runs", "--db"])
-            .arg(&db),
-    );
+    let listing = common::succeed(common::quietbench().args(["runs", "--db"]).arg(&db));
     let line = listing
         .lines()
         .find(|l| l.starts_with(run_id.as_str()))

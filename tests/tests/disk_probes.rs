@@ -31,7 +31,7 @@ impl Scratch {
 /// `quietbench run --local` of one probe with `params`, one round; the JSON report is written
 /// to `json`.
 fn run(probe: &str, params: &[String], duration: &str, json: &Path) -> Output {
-    let mut cmd = Command::new(common::quietbench_bin());
+    let mut cmd = common::quietbench();
     cmd.args([
         "run",
         "--local",

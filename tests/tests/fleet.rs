@@ -4,10 +4,10 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{AgentProcess, quietbench_bin};
+use common::AgentProcess;
 use serde_json::Value;
 
 /// (host index, round, start ns, end ns) of every trial in a JSON report.
@@ -70,7 +70,7 @@ fn hosts_measure_at_once_and_a_killed_host_leaves_the_others_finishing() {
         "--db".into(),
         db.display().to_string(),
     ]);
-    let controller = Command::new(quietbench_bin())
+    let controller = common::quietbench()
         .args(&args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -148,11 +148,8 @@ fn hosts_measure_at_once_and_a_killed_host_leaves_the_others_finishing() {
         }
     }
     // Every finished trial is in the store too; `resume` would run only the missing ones.
-    let runs = common::succeed(Command::new(quietbench_bin()).args([
-        "runs",
-        "--db",
-        &db.display().to_string(),
-    ]));
+    let runs =
+        common::succeed(common::quietbench().args(["runs", "--db", &db.display().to_string()]));
     assert!(runs.contains("failed"), "{runs}");
     assert!(
         runs.contains(&format!("{:>6}", spans.len())) || runs.contains(&spans.len().to_string()),
@@ -174,7 +171,7 @@ fn a_hosts_file_names_the_agents_and_bad_lines_are_refused() {
     )
     .unwrap();
     let json = dir.path().join("run.json");
-    common::succeed(Command::new(quietbench_bin()).args([
+    common::succeed(common::quietbench().args([
         "run",
         "--hosts",
         &hosts.display().to_string(),
@@ -198,7 +195,7 @@ fn a_hosts_file_names_the_agents_and_bad_lines_are_refused() {
     );
 
     std::fs::write(&hosts, format!("{}\nnot-an-address\n", agents[0].addr)).unwrap();
-    let out = Command::new(quietbench_bin())
+    let out = common::quietbench()
         .args(["run", "--hosts", &hosts.display().to_string(), "--no-store"])
         .output()
         .unwrap();
@@ -215,7 +212,7 @@ fn a_run_refused_before_its_first_trial_is_not_kept_in_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("store.sqlite3");
     let agent = AgentProcess::start();
-    let out = Command::new(quietbench_bin())
+    let out = common::quietbench()
         .args([
             "run",
             "--agent",
@@ -234,11 +231,8 @@ fn a_run_refused_before_its_first_trial_is_not_kept_in_the_store() {
         stderr.contains("measured nothing and is not kept"),
         "{stderr}"
     );
-    let runs = common::succeed(Command::new(quietbench_bin()).args([
-        "runs",
-        "--db",
-        &db.display().to_string(),
-    ]));
+    let runs =
+        common::succeed(common::quietbench().args(["runs", "--db", &db.display().to_string()]));
     assert!(!runs.contains("failed"), "a refused run is listed:\n{runs}");
 }
 
@@ -247,7 +241,7 @@ fn release_restores_the_hosts_a_killed_controller_tuned() {
     let data = tempfile::tempdir().unwrap();
     let agent = AgentProcess::start();
     let json = data.path().join("run.json");
-    let mut controller = Command::new(quietbench_bin())
+    let mut controller = common::quietbench()
         .args([
             "run",
             "--agent",
@@ -277,7 +271,7 @@ fn release_restores_the_hosts_a_killed_controller_tuned() {
     assert_eq!(std::fs::read_dir(&ledger).unwrap().count(), 1);
 
     let released = common::succeed(
-        Command::new(quietbench_bin())
+        common::quietbench()
             .arg("release")
             .env("XDG_DATA_HOME", data.path()),
     );
@@ -287,14 +281,11 @@ fn release_restores_the_hosts_a_killed_controller_tuned() {
     );
     assert_eq!(std::fs::read_dir(&ledger).unwrap().count(), 0);
     // The agent holds nothing more to undo, and a second release has nothing to do.
-    let restore = common::succeed(Command::new(quietbench_bin()).args([
-        "restore",
-        "--agent",
-        &agent.addr.to_string(),
-    ]));
+    let restore =
+        common::succeed(common::quietbench().args(["restore", "--agent", &agent.addr.to_string()]));
     assert!(restore.contains("nothing to restore"), "{restore}");
     let again = common::succeed(
-        Command::new(quietbench_bin())
+        common::quietbench()
             .arg("release")
             .env("XDG_DATA_HOME", data.path()),
     );

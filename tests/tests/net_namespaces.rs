@@ -98,6 +98,7 @@ fn run_in(ns: &str, args: &[&str], json: &std::path::Path) -> Value {
         .args(args)
         .arg("--json")
         .arg(json)
+        .arg("--no-store")
         .output()
         .unwrap();
     assert!(

@@ -38,7 +38,7 @@ fn two_rounds_of_cpu_primes_produce_a_complete_report() {
     let dir = tempfile::tempdir().unwrap();
     let json_path = dir.path().join("report.json");
     let started = std::time::Instant::now();
-    let out = Command::new(common::quietbench_bin())
+    let out = common::quietbench()
         .args([
             "run",
             "--local",
@@ -200,7 +200,7 @@ fn two_rounds_of_cpu_primes_produce_a_complete_report() {
 fn histograms_decode_in_a_non_rust_hdrhistogram() {
     let dir = tempfile::tempdir().unwrap();
     let json_path = dir.path().join("report.json");
-    let out = Command::new(common::quietbench_bin())
+    let out = common::quietbench()
         .args([
             "run",
             "--local",
@@ -267,7 +267,7 @@ print(json.dumps({"count": h.get_total_count(), "min": h.get_min_value(),
 fn cpu_spawn_times_aslr_on_and_off_in_the_same_trial() {
     let dir = tempfile::tempdir().unwrap();
     let json_path = dir.path().join("spawn.json");
-    let out = Command::new(common::quietbench_bin())
+    let out = common::quietbench()
         .args([
             "run",
             "--local",

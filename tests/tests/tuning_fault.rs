@@ -8,7 +8,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -50,7 +50,7 @@ impl Drop for Guard {
 }
 
 fn start_agent(state_dir: &std::path::Path) -> (Child, String) {
-    let mut child = Command::new(common::quietbench_bin())
+    let mut child = common::quietbench()
         .args(["agent", "--listen", "127.0.0.1:0", "--state-dir"])
         .arg(state_dir)
         .env("QUIETBENCH_LOG", "warn")
@@ -139,7 +139,7 @@ async fn run_with_tune_tunes_reports_and_restores() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("tuned.json");
     let state = dir.path().join("state");
-    let out = Command::new(common::quietbench_bin())
+    let out = common::quietbench()
         .args([
             "run",
             "--local",

@@ -3,7 +3,12 @@
 use std::process::Command;
 
 fn quietbench(args: &[&str]) -> (Option<i32>, String, String) {
+    // The tests' own result store and fleet ledger, never the user's.
     let out = Command::new(env!("CARGO_BIN_EXE_quietbench"))
+        .env(
+            "XDG_DATA_HOME",
+            std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("xdg-data"),
+        )
         .args(args)
         .output()
         .unwrap();

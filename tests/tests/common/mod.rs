@@ -32,6 +32,19 @@ pub fn quietbench_bin() -> PathBuf {
     bin
 }
 
+/// A `quietbench` command whose default result store and fleet ledger are the tests' own
+/// (`XDG_DATA_HOME` under cargo's target temp folder), never the user's: a test then neither
+/// adds runs to a person's history nor depends on what is in it (a store written by a newer
+/// build, say). A test that needs its own data folder sets `XDG_DATA_HOME` again.
+pub fn quietbench() -> Command {
+    let mut command = Command::new(quietbench_bin());
+    command.env(
+        "XDG_DATA_HOME",
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("xdg-data"),
+    );
+    command
+}
+
 /// Runs `command` to its end and asserts that it succeeded, showing what it printed when it did
 /// not; returns its standard output.
 pub fn succeed(command: &mut Command) -> String {
