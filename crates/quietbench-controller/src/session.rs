@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
 
@@ -33,7 +33,14 @@ pub struct Outputs {
     hdr_log: Option<PathBuf>,
     store: Option<Store>,
     hosts_stored: usize,
+    /// When the JSON file was last rewritten.
+    json_written: Option<Instant>,
 }
+
+/// How often the JSON file is rewritten while a run goes on. Every trial is committed to the
+/// store as it finishes; the JSON file is a whole report, so rewriting it after each of a
+/// fleet's trials would cost the square of the trial count (at 200 hosts the file is ~1 MB).
+const JSON_EVERY: Duration = Duration::from_secs(1);
 
 impl Outputs {
     /// Opens the store (`db`, or the default path) unless `no_store`.
@@ -63,6 +70,7 @@ impl Outputs {
             hdr_log,
             store,
             hosts_stored: 0,
+            json_written: None,
         })
     }
 
@@ -77,7 +85,8 @@ impl Outputs {
         self.store.as_ref()
     }
 
-    /// After each trial: hosts not stored yet, the trial, the JSON file.
+    /// After each trial: hosts not stored yet, the trial, and (at most once a second, and
+    /// always at the end) the JSON file.
     fn saved(&mut self, run: &RunRecord) -> anyhow::Result<()> {
         if let Some(store) = &self.store {
             while self.hosts_stored < run.hosts.len() {
@@ -92,8 +101,11 @@ impl Outputs {
                 store.add_trial(&run.run_id, run.trials.len() - 1, trial)?;
             }
         }
-        if let Some(path) = &self.json {
+        if let Some(path) = &self.json
+            && self.json_written.is_none_or(|t| t.elapsed() >= JSON_EVERY)
+        {
             write_json(path, run)?;
+            self.json_written = Some(Instant::now());
         }
         Ok(())
     }
