@@ -33,6 +33,8 @@
 #   GOAL_AGENTS=200 GOAL_CORES=0.5 GOAL_RSS_MB=200
 #   CONTROLLER_PACKAGE=quietbench              the package of the `quietbench` binary
 #   REPORTS=DIR             keep each run's JSON report and output there (run-N.json, run-N.log)
+#   STORE=1                 also keep every trial in a result store (a fresh SQLite file per
+#                           size, each trial committed as it finishes), as a real run does
 # The controller runs hosts concurrently: every agent streams at once and a run takes about
 # DURATION x ROUNDS seconds whatever N (a controller that ran hosts one at a time took N times
 # as long).
@@ -145,12 +147,13 @@ rows=()
 for n in $sizes; do
   args=()
   for a in "${agents[@]:0:n}"; do args+=(--agent "$a"); done
+  if [[ ${STORE:-0} == 1 ]]; then store_args=(--db "$work/store-$n.sqlite3"); else store_args=(--no-store); fi
   json="$reports/run-$n.json"
   farm_before=$(cpu_ticks "$farm_pid")
   rm -f "$work/pid"
   python3 "$work/reap.py" "$work/pid" "$reports/run-$n.log" "$qb" run "${args[@]}" \
     --probe "$probe" --rounds "$rounds" --duration "$duration" --interval "$interval" \
-    --no-store --json "$json" > "$work/usage-$n" &
+    "${store_args[@]}" --json "$json" > "$work/usage-$n" &
   reaper=$!
   until [[ -s $work/pid ]]; do
     kill -0 "$reaper" 2>/dev/null || { echo "error: could not start $qb" >&2; exit 1; }
