@@ -27,7 +27,7 @@ pub(crate) mod scan_state;
 pub(crate) mod survey;
 pub(crate) mod target;
 
-use aligned::Rng;
+use crate::rng::Rng;
 use engine::{EngineChoice, EngineKind, IoQueue};
 use params::{Params, TextParam};
 use target::{TargetInfo, TargetKind};

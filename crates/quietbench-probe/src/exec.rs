@@ -24,8 +24,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::catalog::{IntParam, resolve_integers};
-use crate::disk::aligned::Rng;
 use crate::placement::WorkKind;
+use crate::rng::Rng;
 use crate::{ParamError, ProbeSpec, RateBasis, Samples, Step, Variant, Workload};
 
 /// Wall time per invocation (rate: invocations per second of wall time) and CPU time per

@@ -15,6 +15,7 @@ pub mod mem;
 pub mod net;
 pub mod placement;
 pub mod primes;
+mod rng;
 mod runner;
 pub mod scan;
 pub mod spawn;

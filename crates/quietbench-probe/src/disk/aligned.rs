@@ -13,6 +13,8 @@ use nix::libc;
 use quietbench_host::HostRoot;
 use quietbench_host::smaps::read_smaps_mapping;
 
+use crate::rng::Rng;
+
 /// Alignment of every I/O buffer, offset and length: the largest logical block size in use.
 pub(crate) const ALIGN: usize = 4096;
 
@@ -205,39 +207,6 @@ impl AlignedBuf {
     }
 }
 
-/// A small, fast pseudo-random generator (xorshift64*), seeded through splitmix64 so nearby
-/// seeds (thread indices) give unrelated streams. Not cryptographic; it picks offsets and
-/// makes incompressible data.
-#[derive(Debug, Clone)]
-pub(crate) struct Rng(u64);
-
-impl Rng {
-    pub(crate) fn new(seed: u64) -> Self {
-        let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        Self(z | 1)
-    }
-
-    #[inline]
-    pub(crate) fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    /// A uniform value in `0..n` (n > 0), by multiply-high: no division, bias below 2^-32 for
-    /// any n a disk offers.
-    #[inline]
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
-    }
-}
-
 /// Fills `buf` with pseudo-random bytes from `seed`.
 pub(crate) fn fill_random(buf: &mut [u8], seed: u64) {
     let mut rng = Rng::new(seed);
@@ -317,17 +286,5 @@ mod tests {
         assert_eq!(&a.as_slice()[..8], &8192u64.to_le_bytes());
         assert_eq!(&a.as_slice()[8..16], &3u64.to_le_bytes());
         assert_eq!(&a.as_slice()[16..], &before[16..]);
-    }
-
-    #[test]
-    fn below_stays_in_range_and_covers_it() {
-        let mut rng = Rng::new(42);
-        let mut seen = [false; 10];
-        for _ in 0..10_000 {
-            let v = rng.below(10);
-            assert!(v < 10);
-            seen[v as usize] = true;
-        }
-        assert!(seen.iter().all(|&s| s));
     }
 }
