@@ -15,7 +15,7 @@ use std::fs::File;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::catalog::IntParam;
+use crate::spec::IntParam;
 use crate::{
     Counter, Merge, ParamError, ProbeSpec, RateBasis, Samples, Step, Throughput, Variant, Workload,
 };
@@ -68,60 +68,72 @@ const READS_AND_WRITES: &[Variant] = &[READ, WRITE];
 
 /// Integer parameters of disk.seq; disk.rand differs in its defaults only.
 const SEQ_INTS: &[IntParam] = &[
-    (
-        "size_mib",
-        1024,
-        1,
-        1 << 30,
-        "MiB of the target used: the file's size, or the first MiB of a device (default for a \
+    IntParam {
+        name: "size_mib",
+        default: 1024,
+        min: 1,
+        max: 1 << 30,
+        meaning: "MiB of the target used: the file's size, or the first MiB of a device (default for a \
          device: all of it)",
-    ),
-    (
-        "block_kib",
-        128,
-        4,
-        16 << 10,
-        "KiB per request, a multiple of 4",
-    ),
-    ("qd", 16, 1, 1024, "requests kept in flight by each thread"),
-    (
-        "read_pct",
-        70,
-        0,
-        100,
-        "percent of requests that read, in mode=mixed",
-    ),
-    (
-        "threads",
-        1,
-        1,
-        256,
-        "probe threads, each with its own queue and its own region of the target",
-    ),
+    },
+    IntParam {
+        name: "block_kib",
+        default: 128,
+        min: 4,
+        max: 16 << 10,
+        meaning: "KiB per request, a multiple of 4",
+    },
+    IntParam {
+        name: "qd",
+        default: 16,
+        min: 1,
+        max: 1024,
+        meaning: "requests kept in flight by each thread",
+    },
+    IntParam {
+        name: "read_pct",
+        default: 70,
+        min: 0,
+        max: 100,
+        meaning: "percent of requests that read, in mode=mixed",
+    },
+    IntParam {
+        name: "threads",
+        default: 1,
+        min: 1,
+        max: 256,
+        meaning: "probe threads, each with its own queue and its own region of the target",
+    },
     SUBMIT_BATCH,
 ];
 
 /// How many requests go to the kernel per submission system call.
-pub(crate) const SUBMIT_BATCH: IntParam = (
-    "submit_batch",
-    1,
-    1,
-    1024,
-    "requests sent per submission system call (io_uring): 1 sends each as soon as its slot \
+pub(crate) const SUBMIT_BATCH: IntParam = IntParam {
+    name: "submit_batch",
+    default: 1,
+    min: 1,
+    max: 1024,
+    meaning: "requests sent per submission system call (io_uring): 1 sends each as soon as its slot \
      frees, as fio does by default (iodepth_batch_submit=1); more saves system calls where the \
      CPU, not the device, is the limit",
-);
+};
 
 const RAND_INTS: &[IntParam] = &[
     SEQ_INTS[0],
-    (
-        "block_kib",
-        16,
-        4,
-        16 << 10,
-        "KiB per request, a multiple of 4",
-    ),
-    ("qd", 32, 1, 1024, "requests kept in flight by each thread"),
+    IntParam {
+        name: "block_kib",
+        default: 16,
+        min: 4,
+        max: 16 << 10,
+        meaning: "KiB per request, a multiple of 4",
+    },
+    IntParam {
+        name: "qd",
+        default: 32,
+        min: 1,
+        max: 1024,
+        meaning: "requests kept in flight by each thread",
+    },
     SEQ_INTS[3],
     SEQ_INTS[4],
     SUBMIT_BATCH,
@@ -244,7 +256,7 @@ pub fn resolve(
             ),
         ));
     }
-    let mut resolved = crate::catalog::as_text(&p.ints);
+    let mut resolved = crate::spec::as_text(&p.ints);
     if !matches!(mode, Mode::Mixed { .. }) {
         resolved.remove("read_pct");
     }

@@ -23,9 +23,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::catalog::{IntParam, resolve_integers};
 use crate::placement::WorkKind;
 use crate::rng::Rng;
+use crate::spec::{IntParam, resolve_integers};
 use crate::{ParamError, ProbeSpec, RateBasis, Samples, Step, Variant, Workload};
 
 /// Wall time per invocation (rate: invocations per second of wall time) and CPU time per
@@ -79,13 +79,13 @@ pub const PAIRED_VARIANTS: &[Variant] = &[
 /// The metric of the per-pair B/A wall-time ratios, in parts per million.
 pub const PAIR_RATIO_METRIC: &str = "b_over_a_wall_ppm";
 
-const INT_PARAMS: &[IntParam] = &[(
-    "threads",
-    1,
-    1,
-    64,
-    "commands run in parallel, one per thread",
-)];
+const INT_PARAMS: &[IntParam] = &[IntParam {
+    name: "threads",
+    default: 1,
+    min: 1,
+    max: 64,
+    meaning: "commands run in parallel, one per thread",
+}];
 const TEXT_PARAMS: &[&str] = &["cmd", "cmd_b", "cwd", "aslr", "shell"];
 /// Bytes of standard error kept for the failure message.
 const STDERR_TAIL: usize = 2048;
@@ -249,7 +249,7 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
     if let Some((name, _)) = env.iter().find(|(n, _)| n.is_empty() || n.contains('=')) {
         return Err(bad(&format!("env.{name}"), "", "not a variable name"));
     }
-    let mut resolved = crate::catalog::as_text(&values);
+    let mut resolved = crate::spec::as_text(&values);
     resolved.insert("cmd".into(), line.clone());
     resolved.insert("aslr".into(), if aslr_off { "off" } else { "on" }.into());
     resolved.insert("shell".into(), shell.to_string());

@@ -90,14 +90,8 @@ impl NicQueueCpus {
     }
 }
 
-/// What the probe threads do, which decides where they belong.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum WorkKind {
-    /// CPU, memory and disk probes: as far from interrupts as possible.
-    Compute,
-    /// Network probes: on the CPUs that service the NIC's queues.
-    Network,
-}
+/// What the probe threads do (defined with the probe spec, which carries it).
+pub use crate::spec::WorkKind;
 
 /// What a probe asks of placement.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

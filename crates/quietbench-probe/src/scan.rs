@@ -18,13 +18,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::catalog::IntParam;
 use crate::disk::engine::{EngineKind, IoQueue};
 use crate::disk::params::{Params, TextParam};
 use crate::disk::scan_state::ScanState;
 use crate::disk::survey::{RegionPass, Walk, region_bounds, spread, summarize};
 use crate::disk::target::{self, TargetInfo, TargetKind};
 use crate::disk::{READ, engine_counters, stripe};
+use crate::spec::IntParam;
 use crate::{Counter, Merge, ParamError, ProbeSpec, RateBasis, Samples, Step, Variant, Workload};
 
 /// Where device pre-warms keep their state by default.
@@ -50,58 +50,58 @@ const SURVEY_VARIANTS: &[Variant] = &[READ, REREAD];
 const PREWARM_VARIANTS: &[Variant] = &[READ];
 
 const INTS: &[IntParam] = &[
-    (
-        "regions",
-        64,
-        1,
-        1 << 24,
-        "parts the target is surveyed in (pre-warm: tracked in; default there one per 64 MiB, \
+    IntParam {
+        name: "regions",
+        default: 64,
+        min: 1,
+        max: 1 << 24,
+        meaning: "parts the target is surveyed in (pre-warm: tracked in; default there one per 64 MiB, \
          at least 64)",
-    ),
-    (
-        "read_kib",
-        1024,
-        4,
-        16 << 10,
-        "KiB per read, a multiple of 4",
-    ),
-    (
-        "qd",
-        4,
-        1,
-        1024,
-        "reads in flight per thread; for more, prefer more threads (each its own stripe): \
+    },
+    IntParam {
+        name: "read_kib",
+        default: 1024,
+        min: 4,
+        max: 16 << 10,
+        meaning: "KiB per read, a multiple of 4",
+    },
+    IntParam {
+        name: "qd",
+        default: 4,
+        min: 1,
+        max: 1024,
+        meaning: "reads in flight per thread; for more, prefer more threads (each its own stripe): \
          deep queues of large sequential reads were slower on virtio disks",
-    ),
-    (
-        "threads",
-        1,
-        1,
-        256,
-        "probe threads, each reading its own stripe of regions",
-    ),
-    (
-        "resample",
-        8,
-        0,
-        1 << 24,
-        "regions read a second time to tell cold from warm",
-    ),
-    (
-        "cold_factor",
-        2,
-        1,
-        1000,
-        "a region is cold when its first reads took this many times as long as the re-reads",
-    ),
-    (
-        "region_read_mib",
-        0,
-        0,
-        1 << 30,
-        "survey: MiB read at the start of each region, 0 for all of it (a quick survey of a \
+    },
+    IntParam {
+        name: "threads",
+        default: 1,
+        min: 1,
+        max: 256,
+        meaning: "probe threads, each reading its own stripe of regions",
+    },
+    IntParam {
+        name: "resample",
+        default: 8,
+        min: 0,
+        max: 1 << 24,
+        meaning: "regions read a second time to tell cold from warm",
+    },
+    IntParam {
+        name: "cold_factor",
+        default: 2,
+        min: 1,
+        max: 1000,
+        meaning: "a region is cold when its first reads took this many times as long as the re-reads",
+    },
+    IntParam {
+        name: "region_read_mib",
+        default: 0,
+        min: 0,
+        max: 1 << 30,
+        meaning: "survey: MiB read at the start of each region, 0 for all of it (a quick survey of a \
          large device reads a sample)",
-    ),
+    },
     crate::disk::SUBMIT_BATCH,
 ];
 
@@ -239,7 +239,7 @@ pub fn resolve(
         ));
     }
     let qd = p.int("qd");
-    let mut resolved = crate::catalog::as_text(&p.ints);
+    let mut resolved = crate::spec::as_text(&p.ints);
     resolved.insert("regions".into(), regions.to_string());
     resolved.insert("qd".into(), qd.to_string());
     resolved.insert("path".into(), path.display().to_string());

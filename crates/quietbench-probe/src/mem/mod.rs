@@ -40,8 +40,8 @@ use std::time::Duration;
 
 use quietbench_host::HostRoot;
 
-use crate::catalog::{IntParam, as_text, resolve_integers};
 use crate::placement::WorkKind;
+use crate::spec::{IntParam, as_text, resolve_integers};
 use crate::{ParamError, ProbeSpec, RateBasis, Throughput, Variant};
 
 pub use bandwidth::{BandwidthWorkload, Kernel, StreamArrays};
@@ -141,60 +141,60 @@ const STREAM_BYTES_PER_ELEM: [u64; 3] = [8, 16, 24];
 /// STREAM's triad scalar.
 const TRIAD_SCALAR: f64 = 3.0;
 
-const THREADS: IntParam = (
-    "threads",
-    1,
-    1,
-    1024,
-    "probe threads, each pinned to its own CPU and with its own memory",
-);
-const HUGE_PAGES: IntParam = (
-    "huge_pages",
-    1,
-    0,
-    1,
-    "1: advise transparent huge pages (MADV_HUGEPAGE) before first touch; 0: the host's default",
-);
+const THREADS: IntParam = IntParam {
+    name: "threads",
+    default: 1,
+    min: 1,
+    max: 1024,
+    meaning: "probe threads, each pinned to its own CPU and with its own memory",
+};
+const HUGE_PAGES: IntParam = IntParam {
+    name: "huge_pages",
+    default: 1,
+    min: 0,
+    max: 1,
+    meaning: "1: advise transparent huge pages (MADV_HUGEPAGE) before first touch; 0: the host's default",
+};
 
 /// mem.latency parameters: name, default, minimum, maximum, meaning.
 pub const LATENCY_PARAMS: &[IntParam] = &[
-    (
-        "max_size_mib",
-        256,
-        1,
-        1024,
-        "largest working set in MiB: rungs (16 KiB, 128 KiB, 1, 8, 64, 256, 1024 MiB) above it are dropped",
-    ),
-    (
-        "loads_per_step",
-        1 << 16,
-        1 << 10,
-        1 << 22,
-        "dependent loads timed as one sample (the sample is their mean latency); at most 2^22, \
+    IntParam {
+        name: "max_size_mib",
+        default: 256,
+        min: 1,
+        max: 1024,
+        meaning: "largest working set in MiB: rungs (16 KiB, 128 KiB, 1, 8, 64, 256, 1024 MiB) above it are dropped",
+    },
+    IntParam {
+        name: "loads_per_step",
+        default: 1 << 16,
+        min: 1 << 10,
+        max: 1 << 22,
+        meaning: "dependent loads timed as one sample (the sample is their mean latency); at most 2^22, \
          about a second of DRAM loads",
-    ),
-    (
-        "visit_ms",
-        250,
-        10,
-        10_000,
-        "time spent on one rung before moving to the next (see the module doc: an L3-sized rung \
+    },
+    IntParam {
+        name: "visit_ms",
+        default: 250,
+        min: 10,
+        max: 10_000,
+        meaning: "time spent on one rung before moving to the next (see the module doc: an L3-sized rung \
          needs many passes to settle in the L3)",
-    ),
+    },
     THREADS,
     HUGE_PAGES,
 ];
 
 /// mem.bandwidth parameters.
 pub const BANDWIDTH_PARAMS: &[IntParam] = &[
-    (
-        "size_mib",
-        256,
-        1,
-        2048,
-        "MiB of each of the three f64 arrays per thread; STREAM's rule: at least 4x the last-level cache \
+    IntParam {
+        name: "size_mib",
+        default: 256,
+        min: 1,
+        max: 2048,
+        meaning: "MiB of each of the three f64 arrays per thread; STREAM's rule: at least 4x the last-level cache \
          (at most 2048: one pass is one event, and a triad pass over 2 GiB arrays already moves 8 GiB)",
-    ),
+    },
     THREADS,
     HUGE_PAGES,
 ];
