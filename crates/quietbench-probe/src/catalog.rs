@@ -90,7 +90,7 @@ pub fn resolve_probe(
         "net.rr" => crate::net::resolve("net.rr", params),
         "disk.seq" => crate::disk::resolve("disk.seq", params),
         "disk.rand" => crate::disk::resolve("disk.rand", params),
-        "disk.scan" => crate::scan::resolve("disk.scan", params),
+        "disk.scan" => crate::disk::scan::resolve("disk.scan", params),
         "exec" => crate::exec::resolve(params),
         other => Err(ParamError::UnknownProbe(other.to_string())),
     }
