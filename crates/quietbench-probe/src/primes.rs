@@ -19,9 +19,9 @@ use crate::Workload;
 /// on an AMD EPYC (Zen 4, family 25 model 17) it ran 1.00x to 1.05x sysbench's events/s
 /// depending only on where the linker placed the loop (a user measured 1.04x with the release
 /// binary; objdump showed the division, bounds and conversions identical). Its loop is shaped
-/// differently from gcc's: division first and the `l <= t` test at the bottom, no `jns`, no check of sqrt's
-/// argument, and a prime count (`cvtsi2sd`, `ucomisd`, `seta`, `add`) after every number, which
-/// gcc drops because sysbench never reads `n`. gcc's exact sequence ran within 1% of the
+/// differently from gcc's: division first and the `l <= t` test at the bottom, no `jns`, no
+/// check of sqrt's argument, and a prime count (`cvtsi2sd`, `ucomisd`, `seta`, `add`) after
+/// every number, which gcc drops because sysbench never reads `n`. gcc's exact sequence ran within 1% of the
 /// sysbench binary at every alignment tried. Other architectures run the Rust loop of
 /// [`sysbench_cpu_primes`] without its count.
 #[inline(never)]
