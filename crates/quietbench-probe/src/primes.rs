@@ -14,16 +14,16 @@ use crate::Workload;
 /// instructions the sysbench binary executes, so on x86-64 the event is gcc's code for that
 /// loop, transcribed (see [`sysbench_loop`]), not LLVM's code for an equivalent Rust loop.
 ///
-/// Why a transcription: LLVM's best rendering of the same source (true 64-bit `div`, one
-/// `cvtsi2sd` per conversion) matched sysbench to 0.1% on the Intel Xeon it was tuned on, but
-/// on an AMD EPYC (Zen 4, family 25 model 17) it ran 1.00x to 1.05x sysbench's events/s
-/// depending only on where the linker placed the loop (a user measured 1.04x with the release
-/// binary; objdump showed the division, bounds and conversions identical). Its loop is shaped
-/// differently from gcc's: division first and the `l <= t` test at the bottom, no `jns`, no
-/// check of sqrt's argument, and a prime count (`cvtsi2sd`, `ucomisd`, `seta`, `add`) after
-/// every number, which gcc drops because sysbench never reads `n`. gcc's exact sequence ran within 1% of the
-/// sysbench binary at every alignment tried. Other architectures run the Rust loop of
-/// [`sysbench_cpu_primes`] without its count.
+/// Why a transcription: LLVM's best rendering of the same source (true 64-bit `div`, one `cvtsi2sd`
+/// per conversion) matched sysbench to 0.1% on the Intel Xeon it was tuned on, but on an AMD EPYC
+/// (Zen 4, family 25 model 17) it ran 1.00x to 1.05x sysbench's events/s depending only on where
+/// the linker placed the loop (a user measured 1.04x with the release binary; objdump showed the
+/// division, bounds and conversions identical). Its loop is shaped differently from gcc's: division
+/// first and the `l <= t` test at the bottom, no `jns`, no check of sqrt's argument, and a prime
+/// count (`cvtsi2sd`, `ucomisd`, `seta`, `add`) after every number, which gcc drops because
+/// sysbench never reads `n`. gcc's exact sequence ran within 1% of the sysbench binary at every
+/// alignment tried. Other architectures run the Rust loop of [`sysbench_cpu_primes`] without its
+/// count.
 #[inline(never)]
 pub fn sysbench_cpu_event(max_prime: u64) {
     #[cfg(target_arch = "x86_64")]
