@@ -32,7 +32,7 @@ for i in $(seq 1 "$pairs"); do
       taskset -c "$cpu" sysbench cpu --cpu-max-prime="$max_prime" --threads=1 --time="$seconds" run \
         | awk '/events per second:/ {print $4}' >> "$work/sysbench"
     else
-      "$qb" run --local --cpus "$cpu" --rounds 1 --duration "$seconds" --param "max_prime=$max_prime" \
+      "$qb" run --local --no-store --cpus "$cpu" --rounds 1 --duration "$seconds" --param "max_prime=$max_prime" \
         --json "$work/qb.json" >/dev/null 2>"$work/qb.err" || { cat "$work/qb.err" >&2; exit 1; }
       python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print([m["value"] for m in r["trials"][0]["metrics"] if m["name"]=="events_per_sec"][0])' \
         "$work/qb.json" >> "$work/quietbench"

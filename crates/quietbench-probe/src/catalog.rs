@@ -4,134 +4,44 @@
 //! one place that turns them into typed values also gives the errors a user reads.
 
 use std::collections::BTreeMap;
-
 use std::sync::Arc;
 
 use crate::primes::PrimesWorkload;
 use crate::spawn::SpawnWorkload;
-use crate::{RateBasis, Variant, Workload};
+use crate::spec::WorkKind;
+use crate::{RateBasis, Variant};
 
-/// Names of every probe, for help and error messages.
-pub const PROBE_NAMES: &[&str] = &[
-    "cpu.primes",
-    "cpu.spawn",
-    "mem.latency",
-    "mem.bandwidth",
-    "net.throughput",
-    "net.rr",
-    "disk.seq",
-    "disk.rand",
-    "disk.scan",
-    "exec",
-];
+// The parameter vocabulary lives in the leaf module `spec`; these keep the old paths working.
+pub use crate::spec::{
+    IntParam, PROBE_NAMES, ParamError, ProbeSpec, WorkloadFactory, as_text, resolve_integers,
+};
 
-/// Makes one thread's workload; given the thread index.
-pub type WorkloadFactory =
-    Arc<dyn Fn(usize) -> Result<Box<dyn Workload>, String> + Send + Sync + 'static>;
-
-/// A probe request with its parameters checked and defaults applied.
-#[derive(Clone)]
-pub struct ProbeSpec {
-    /// Probe name, e.g. `cpu.primes`.
-    pub name: &'static str,
-    /// Number of probe threads.
-    pub threads: usize,
-    /// Every parameter after defaults, as text, for the report.
-    pub resolved_params: BTreeMap<String, String>,
-    /// The variants of the probe's samples (their metric names).
-    pub variants: &'static [Variant],
-    /// How per-variant rates are computed.
-    pub basis: RateBasis,
-    /// Compute (CPU, memory, disk: quiet CPUs) or network (RSS CPUs) placement.
-    pub work: crate::placement::WorkKind,
-    /// Makes each thread's workload.
-    pub factory: WorkloadFactory,
-}
-
-impl std::fmt::Debug for ProbeSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ProbeSpec")
-            .field("name", &self.name)
-            .field("threads", &self.threads)
-            .field("resolved_params", &self.resolved_params)
-            .finish_non_exhaustive()
-    }
-}
-
-impl ProbeSpec {
-    /// A fresh workload for probe thread `thread`.
-    pub fn workload(&self, thread: usize) -> Result<Box<dyn Workload>, String> {
-        (self.factory)(thread)
-    }
-}
-
-/// An integer parameter: name, default, minimum, maximum, meaning.
-pub type IntParam = (&'static str, u64, u64, u64, &'static str);
-
-/// Integer parameters after defaults, as text for the report.
-pub fn as_text(values: &BTreeMap<&'static str, u64>) -> BTreeMap<String, String> {
-    values
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
-/// A probe name or parameter was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ParamError {
-    /// No such probe.
-    #[error("unknown probe '{0}'; available probes: {list}", list = PROBE_NAMES.join(", "))]
-    UnknownProbe(String),
-    /// No such parameter for this probe.
-    #[error("probe {probe} has no parameter '{key}'; its parameters are: {known}")]
-    UnknownParam {
-        /// The probe.
-        probe: &'static str,
-        /// The parameter given.
-        key: String,
-        /// The parameters it has.
-        known: String,
+/// cpu.primes parameters.
+const PRIMES_PARAMS: &[IntParam] = &[
+    IntParam {
+        name: "max_prime",
+        default: 10_000,
+        min: 3,
+        max: 1_000_000,
+        meaning: "upper bound of the numbers tested, as sysbench's --cpu-max-prime",
     },
-    /// The value does not parse or is out of range.
-    #[error("{probe} parameter {key}={value} is invalid: {why}")]
-    BadValue {
-        /// The probe.
-        probe: &'static str,
-        /// The parameter.
-        key: String,
-        /// The value given.
-        value: String,
-        /// What is allowed.
-        why: String,
+    IntParam {
+        name: "threads",
+        default: 1,
+        min: 1,
+        max: 1024,
+        meaning: "probe threads, each pinned to its own CPU where possible",
     },
-}
-
-/// cpu.primes parameters: name, default, minimum, maximum, meaning.
-const PRIMES_PARAMS: &[(&str, u64, u64, u64, &str)] = &[
-    (
-        "max_prime",
-        10_000,
-        3,
-        1_000_000,
-        "upper bound of the numbers tested, as sysbench's --cpu-max-prime",
-    ),
-    (
-        "threads",
-        1,
-        1,
-        1024,
-        "probe threads, each pinned to its own CPU where possible",
-    ),
 ];
 
 /// cpu.spawn parameters.
-const SPAWN_PARAMS: &[(&str, u64, u64, u64, &str)] = &[(
-    "threads",
-    1,
-    1,
-    1024,
-    "probe threads, each spawning children in a loop",
-)];
+const SPAWN_PARAMS: &[IntParam] = &[IntParam {
+    name: "threads",
+    default: 1,
+    min: 1,
+    max: 1024,
+    meaning: "probe threads, each spawning children in a loop",
+}];
 
 /// Checks a probe name and its text parameters, and applies defaults.
 pub fn resolve_probe(
@@ -149,7 +59,7 @@ pub fn resolve_probe(
                 resolved_params: as_text(&values),
                 variants: &[Variant::EVENTS],
                 basis: RateBasis::Elapsed,
-                work: crate::placement::WorkKind::Compute,
+                work: WorkKind::Compute,
                 factory: Arc::new(move |_| Ok(Box::new(PrimesWorkload { max_prime }))),
             })
         }
@@ -170,7 +80,7 @@ pub fn resolve_probe(
                 resolved_params: as_text(&values),
                 variants: crate::spawn::VARIANTS,
                 basis: RateBasis::OwnTime,
-                work: crate::placement::WorkKind::Compute,
+                work: WorkKind::Compute,
                 factory: Arc::new(move |_| Ok(Box::new(SpawnWorkload::new(&program)?))),
             })
         }
@@ -180,55 +90,10 @@ pub fn resolve_probe(
         "net.rr" => crate::net::resolve("net.rr", params),
         "disk.seq" => crate::disk::resolve("disk.seq", params),
         "disk.rand" => crate::disk::resolve("disk.rand", params),
-        "disk.scan" => crate::scan::resolve("disk.scan", params),
+        "disk.scan" => crate::disk::scan::resolve("disk.scan", params),
         "exec" => crate::exec::resolve(params),
         other => Err(ParamError::UnknownProbe(other.to_string())),
     }
-}
-
-/// Checks integer parameters against their table and applies defaults. Other modules' probes
-/// use it for their integer parameters.
-pub fn resolve_integers(
-    probe: &'static str,
-    table: &[(&'static str, u64, u64, u64, &str)],
-    params: &BTreeMap<String, String>,
-) -> Result<BTreeMap<&'static str, u64>, ParamError> {
-    if let Some(key) = params.keys().find(|k| !table.iter().any(|(n, ..)| n == k)) {
-        return Err(ParamError::UnknownParam {
-            probe,
-            key: key.clone(),
-            known: table
-                .iter()
-                .map(|(n, ..)| *n)
-                .collect::<Vec<_>>()
-                .join(", "),
-        });
-    }
-    let mut values = BTreeMap::new();
-    for &(name, default, min, max, _) in table {
-        let value = match params.get(name) {
-            None => default,
-            Some(text) => {
-                let bad = |why: String| ParamError::BadValue {
-                    probe,
-                    key: name.to_string(),
-                    value: text.clone(),
-                    why,
-                };
-                let v: u64 = text
-                    .trim()
-                    .replace('_', "")
-                    .parse()
-                    .map_err(|_| bad(format!("expected a whole number from {min} to {max}")))?;
-                if !(min..=max).contains(&v) {
-                    return Err(bad(format!("must be from {min} to {max}")));
-                }
-                v
-            }
-        };
-        values.insert(name, value);
-    }
-    Ok(values)
 }
 
 #[cfg(test)]

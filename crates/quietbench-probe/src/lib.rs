@@ -15,17 +15,21 @@ pub mod mem;
 pub mod net;
 pub mod placement;
 pub mod primes;
+mod rng;
 mod runner;
-pub mod scan;
+/// `disk.scan` lives with the other disk probes; this keeps its old path.
+pub use disk::scan;
 pub mod spawn;
+pub mod spec;
 mod worker;
 
-pub use catalog::{ParamError, ProbeSpec, resolve_probe};
+pub use catalog::resolve_probe;
 pub use placement::{PlacementError, PlacementPlan, plan_placement};
 pub use runner::{
     IntervalReport, RunError, ThreadPlacement, TrialEvent, TrialOutcome, TrialSettings,
     VariantReport, run_trial,
 };
+pub use spec::{IntParam, ParamError, ProbeSpec};
 
 /// A probe's work, driven by a probe thread's measuring loop. Each call of [`Workload::step`]
 /// does one unit of work and says what it measured: either one event the harness times around

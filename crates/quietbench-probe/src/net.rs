@@ -27,93 +27,93 @@ pub use rr::{Protocol, RrConfig, RrWorkload};
 pub use server::{MAX_CONNECTIONS, PeerServer};
 pub use throughput::{Direction, FlowConfig, ThroughputWorkload};
 
-use crate::catalog::{IntParam, resolve_integers};
 use crate::placement::WorkKind;
+use crate::spec::{IntParam, resolve_integers};
 use crate::{ParamError, ProbeSpec, RateBasis};
 
 /// The controller fills this in for every network probe; net.throughput ignores it.
-const PEER_UDP: IntParam = (
-    "peer_udp",
-    0,
-    0,
-    65_535,
-    "the peer server's UDP port (set by the controller)",
-);
+const PEER_UDP: IntParam = IntParam {
+    name: "peer_udp",
+    default: 0,
+    min: 0,
+    max: 65_535,
+    meaning: "the peer server's UDP port (set by the controller)",
+};
 
 /// net.throughput's integer parameters.
 const THROUGHPUT_PARAMS: &[IntParam] = &[
-    (
-        "threads",
-        1,
-        1,
-        256,
-        "TCP flows, one per probe thread (two with mode=bidir), each on its own RSS CPU",
-    ),
-    (
-        "buffer_kib",
-        0,
-        0,
-        262_144,
-        "SO_SNDBUF/SO_RCVBUF of both ends, KiB; 0 leaves them to the kernel's autotuning, as \
+    IntParam {
+        name: "threads",
+        default: 1,
+        min: 1,
+        max: 256,
+        meaning: "TCP flows, one per probe thread (two with mode=bidir), each on its own RSS CPU",
+    },
+    IntParam {
+        name: "buffer_kib",
+        default: 0,
+        min: 0,
+        max: 262_144,
+        meaning: "SO_SNDBUF/SO_RCVBUF of both ends, KiB; 0 leaves them to the kernel's autotuning, as \
          iperf3 does, which grows each up to the maximum of net.ipv4.tcp_wmem/tcp_rmem; a \
          fixed size turns autotuning off",
-    ),
-    (
-        "write_kib",
-        128,
-        1,
-        1024,
-        "bytes per write (and read) system call, KiB, as iperf3's --length",
-    ),
-    (
-        "pacing_mbit",
-        0,
-        0,
-        1_000_000,
-        "SO_MAX_PACING_RATE of each sending socket, Mbit/s (iperf3 --fq-rate); 0: no pacing",
-    ),
-    (
-        "flows_per_thread",
-        1,
-        1,
-        64,
-        "TCP flows each probe thread drives in turn (mode=send), as iperf3 drives all its \
+    },
+    IntParam {
+        name: "write_kib",
+        default: 128,
+        min: 1,
+        max: 1024,
+        meaning: "bytes per write (and read) system call, KiB, as iperf3's --length",
+    },
+    IntParam {
+        name: "pacing_mbit",
+        default: 0,
+        min: 0,
+        max: 1_000_000,
+        meaning: "SO_MAX_PACING_RATE of each sending socket, Mbit/s (iperf3 --fq-rate); 0: no pacing",
+    },
+    IntParam {
+        name: "flows_per_thread",
+        default: 1,
+        min: 1,
+        max: 64,
+        meaning: "TCP flows each probe thread drives in turn (mode=send), as iperf3 drives all its \
          streams from one thread: for machines with fewer CPUs than flows",
-    ),
+    },
     PEER_UDP,
 ];
 
 /// net.rr's integer parameters.
 const RR_PARAMS: &[IntParam] = &[
-    (
-        "threads",
-        1,
-        1,
-        256,
-        "connections, one per probe thread, each on its own RSS CPU",
-    ),
-    (
-        "request_bytes",
-        1,
-        1,
-        wire::MAX_MESSAGE as u64,
-        "bytes per request (protocol=udp: at least 16, default 16)",
-    ),
-    (
-        "response_bytes",
-        1,
-        1,
-        wire::MAX_MESSAGE as u64,
-        "bytes per response (protocol=udp: at least 16, default 16)",
-    ),
-    (
-        "rate",
-        0,
-        0,
-        10_000_000,
-        "requests per second per thread, sent on schedule and timed from when each was due; \
+    IntParam {
+        name: "threads",
+        default: 1,
+        min: 1,
+        max: 256,
+        meaning: "connections, one per probe thread, each on its own RSS CPU",
+    },
+    IntParam {
+        name: "request_bytes",
+        default: 1,
+        min: 1,
+        max: wire::MAX_MESSAGE as u64,
+        meaning: "bytes per request (protocol=udp: at least 16, default 16)",
+    },
+    IntParam {
+        name: "response_bytes",
+        default: 1,
+        min: 1,
+        max: wire::MAX_MESSAGE as u64,
+        meaning: "bytes per response (protocol=udp: at least 16, default 16)",
+    },
+    IntParam {
+        name: "rate",
+        default: 0,
+        min: 0,
+        max: 10_000_000,
+        meaning: "requests per second per thread, sent on schedule and timed from when each was due; \
          0: closed loop, the next request when the response is in",
-    ),
+    },
     PEER_UDP,
 ];
 
@@ -155,12 +155,12 @@ pub fn resolve(
     let is_text = |key: &str| texts.iter().any(|(n, ..)| *n == key);
     if let Some(key) = params
         .keys()
-        .find(|k| !is_text(k) && !ints.iter().any(|(n, ..)| n == k))
+        .find(|k| !is_text(k) && !ints.iter().any(|p| *k == p.name))
     {
         let known: Vec<&str> = texts
             .iter()
             .map(|(n, ..)| *n)
-            .chain(ints.iter().map(|(n, ..)| *n))
+            .chain(ints.iter().map(|p| p.name))
             .collect();
         return Err(ParamError::UnknownParam {
             probe,
@@ -191,7 +191,7 @@ pub fn resolve(
         why: why.to_string(),
     };
     let threads = values["threads"] as usize;
-    let mut resolved = crate::catalog::as_text(&values);
+    let mut resolved = crate::spec::as_text(&values);
     resolved.extend(text.iter().map(|(k, v)| (k.to_string(), v.clone())));
 
     if probe == "net.throughput" {

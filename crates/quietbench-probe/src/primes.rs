@@ -6,24 +6,159 @@ use crate::Workload;
 
 /// One sysbench `cpu` event: tests every number in `3..max_prime` for primality by trial
 /// division with 64-bit integers, up to the square root computed in double precision, as
-/// sysbench 1.0's `cpu_execute_event` does (including comparing the divisor with the square root
-/// as a double). Returns how many of them are prime (sysbench counts but discards this).
+/// sysbench 1.0's `cpu_execute_event` does (sb_cpu.c: `for (c = 3; c < max_prime; c++) { t =
+/// sqrt((double)c); for (l = 2; l <= t; l++) if (c % l == 0) break; if (l > t) n++; }`).
 ///
 /// The same arithmetic is what makes events/s comparable with sysbench: a faster algorithm (a
 /// sieve, an integer square root) would measure something else. "The same" means the
-/// instructions the sysbench binary executes, as gcc -O2 compiles its C (read with objdump of
-/// Debian's sysbench 1.0.20):
-/// - the first divisor, 2, is a bit test: gcc turns `c % 2` into `test $1`, so even numbers
-///   cost no division;
-/// - every other divisor is a true 64-bit `div` (see [`rem_u64`]);
-/// - integers become doubles with one `cvtsi2sd` (gcc knows they stay below 2^63; so do we:
-///   `max_prime` is at most a million), not LLVM's longer unsigned conversion sequence.
+/// instructions the sysbench binary executes, so on x86-64 the event is gcc's code for that
+/// loop, transcribed (see [`sysbench_loop`]), not LLVM's code for an equivalent Rust loop.
 ///
-/// Written naively, LLVM's code for the same C ran 25% faster (32-bit division) or 7% slower
-/// (unsigned conversions, a division by 2) than sysbench on the development VM.
+/// Why a transcription: LLVM's best rendering of the same source (true 64-bit `div`, one `cvtsi2sd`
+/// per conversion) matched sysbench to 0.1% on the Intel Xeon it was tuned on, but on an AMD EPYC
+/// (Zen 4, family 25 model 17) it ran 1.00x to 1.05x sysbench's events/s depending only on where
+/// the linker placed the loop (a user measured 1.04x with the release binary; objdump showed the
+/// division, bounds and conversions identical). Its loop is shaped differently from gcc's: division
+/// first and the `l <= t` test at the bottom, no `jns`, no check of sqrt's argument, and a prime
+/// count (`cvtsi2sd`, `ucomisd`, `seta`, `add`) after every number, which gcc drops because
+/// sysbench never reads `n`. gcc's exact sequence ran within 1% of the sysbench binary at every
+/// alignment tried. Other architectures run the Rust loop of [`sysbench_cpu_primes`] without its
+/// count.
 #[inline(never)]
-pub fn sysbench_cpu_event(max_prime: u64) -> u64 {
-    // Below 2^63 every value converts with a single signed conversion.
+pub fn sysbench_cpu_event(max_prime: u64) {
+    #[cfg(target_arch = "x86_64")]
+    sysbench_loop::<false>(max_prime);
+    #[cfg(not(target_arch = "x86_64"))]
+    rust_loop::<false>(max_prime);
+}
+
+/// [`sysbench_cpu_event`]'s arithmetic with the prime count sysbench computes but discards:
+/// how many numbers in `3..max_prime` are prime. On x86-64 it is the same transcribed loop
+/// plus the count at each number's end, so the tests check the measured instructions' bounds,
+/// square roots and divisions, not a look-alike.
+pub fn sysbench_cpu_primes(max_prime: u64) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    return sysbench_loop::<true>(max_prime);
+    #[cfg(not(target_arch = "x86_64"))]
+    return rust_loop::<true>(max_prime);
+}
+
+/// gcc 12 -O2's code for sysbench 1.0.20's `cpu_execute_event`, instruction for instruction as
+/// objdump shows it in Debian's sysbench binary, with `COUNT` adding sysbench's `if (l > t)
+/// n++` at each number's end (gcc deletes it from sysbench, whose `n` is never read):
+/// - `(double)c` and `(double)l` are `pxor` + `cvtsi2sd` (gcc knows both stay below 2^63;
+///   `max_prime` is at most a million); `l <= t` is `comisd` + `jb` at the top of the inner
+///   loop, before the division;
+/// - `sqrt` is `sqrtsd` after gcc's check that the argument is not negative (the call to libm,
+///   for errno, is never taken: c >= 3);
+/// - the divisor 2 is a bit test (`test $1`): even numbers cost no division;
+/// - every other divisor is a true 64-bit `div` with rdx zeroed, never the 32-bit `div` that
+///   LLVM substitutes when both operands fit ("idivq-to-divl"), which is much faster on some
+///   CPUs and would measure a different divider;
+/// - `l++` is `add $1` + `jns` (gcc's guard for its unsigned-to-double conversion, whose
+///   slow path is unreachable below 2^63 and is omitted here).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn sysbench_loop<const COUNT: bool>(max_prime: u64) -> u64 {
+    // The loop's comparisons are signed conversions: keep every value below 2^63.
+    let max_prime = max_prime.min(i64::MAX as u64);
+    let mut primes: u64 = 0;
+    // The template once, with two insertion points for the count, so the counted and the
+    // measured loops cannot drift apart.
+    macro_rules! sysbench_asm {
+        ([$($at_number:literal),*], [$($at_end:literal),*]) => {
+            // SAFETY: pure register arithmetic on the declared operands: no memory, no stack.
+            // `div` divides rdx:rax (rdx zeroed) by l >= 3, so it cannot fault; every jump
+            // targets a label inside this block, which falls through to its end.
+            unsafe {
+                std::arch::asm!(
+                    "mov {c:e}, 3",
+                    "cmp {max}, 3",
+                    "jbe 5f",
+                    "pxor {zero}, {zero}",
+                    ".p2align 4",
+                    "2:",
+                    $($at_number,)*
+                    "pxor {t}, {t}",
+                    "cvtsi2sd {t}, {c}",
+                    "ucomisd {zero}, {t}",
+                    "ja 6f",
+                    "sqrtsd {t}, {t}",
+                    "7:",
+                    "comisd {t}, {two}",
+                    "jb 4f",
+                    "test {c:l}, 1",
+                    "je 4f",
+                    "mov {l:e}, 2",
+                    "jmp 3f",
+                    ".p2align 3",
+                    "8:",
+                    "pxor {x}, {x}",
+                    "cvtsi2sd {x}, {l}",
+                    "comisd {t}, {x}",
+                    "jb 4f",
+                    "mov rax, {c}",
+                    "xor edx, edx",
+                    "div {l}",
+                    "test rdx, rdx",
+                    "je 4f",
+                    "3:",
+                    "add {l}, 1",
+                    "jns 8b",
+                    "4:",
+                    $($at_end,)*
+                    "add {c}, 1",
+                    "cmp {c}, {max}",
+                    "jne 2b",
+                    "jmp 5f",
+                    // sqrt of a negative number: libm's errno path in sysbench, never taken.
+                    "6:",
+                    "sqrtsd {t}, {t}",
+                    "jmp 7b",
+                    "5:",
+                    max = in(reg) max_prime,
+                    two = in(xmm_reg) 2.0f64,
+                    n = inout(reg) primes,
+                    c = out(reg) _,
+                    l = out(reg) _,
+                    f = out(reg) _,
+                    zero = out(xmm_reg) _,
+                    t = out(xmm_reg) _,
+                    x = out(xmm_reg) _,
+                    out("rax") _,
+                    out("rdx") _,
+                    // Not `pure`: the measured event reads none of the outputs, and a pure block
+                    // whose outputs are unused may be deleted.
+                    options(nomem, nostack),
+                );
+            }
+        };
+    }
+    if COUNT {
+        // l starts at 2 for every number (the inner loop sets it only for odd ones), and
+        // `l > t` is `comisd` + `seta`: a prime left the loop with l past its square root.
+        sysbench_asm!(
+            ["mov {l:e}, 2"],
+            [
+                "pxor {x}, {x}",
+                "cvtsi2sd {x}, {l}",
+                "xor {f:e}, {f:e}",
+                "comisd {x}, {t}",
+                "seta {f:l}",
+                "add {n}, {f}"
+            ]
+        );
+    } else {
+        // `n` and `f` are unused here; naming them in a comment keeps one operand list.
+        sysbench_asm!(["# {n} {f}"], []);
+    }
+    primes
+}
+
+/// The loop in plain Rust, for architectures other than x86-64 (aarch64 `udiv` is one
+/// instruction at either width, so there is no narrower division for the compiler to choose).
+#[cfg(not(target_arch = "x86_64"))]
+fn rust_loop<const COUNT: bool>(max_prime: u64) -> u64 {
     let max_prime = max_prime.min(i64::MAX as u64);
     let as_f64 = |v: u64| v as i64 as f64;
     let mut primes = 0;
@@ -33,11 +168,11 @@ pub fn sysbench_cpu_event(max_prime: u64) -> u64 {
         let mut l: u64 = 2;
         if 2.0 <= t && c & 1 == 1 {
             l = 3;
-            while as_f64(l) <= t && rem_u64(c, l) != 0 {
+            while as_f64(l) <= t && c % l != 0 {
                 l += 1;
             }
         }
-        if as_f64(l) > t {
+        if COUNT && as_f64(l) > t {
             primes += 1;
         }
         c += 1;
@@ -45,46 +180,12 @@ pub fn sysbench_cpu_event(max_prime: u64) -> u64 {
     primes
 }
 
-/// `c % l` with a true 64-bit divide, as gcc compiles sysbench.
-///
-/// LLVM tunes x86-64 to test whether both operands fit in 32 bits and then use the much faster
-/// 32-bit `div` ("idivq-to-divl"); gcc does not. Left to LLVM, this loop ran 25% faster than
-/// sysbench on the development VM, and, worse, would measure the 32-bit divider, whose speed
-/// differs across CPU models in other ways than the 64-bit one sysbench exercises. The inline
-/// `div` keeps the instruction mix, and so the CPU-model sensitivity, identical.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn rem_u64(dividend: u64, divisor: u64) -> u64 {
-    let remainder: u64;
-    // SAFETY: `div r64` divides rdx:rax by the register. rdx is zeroed, so the quotient fits in
-    // 64 bits, and every caller passes divisor >= 2, so it cannot fault. It reads and writes
-    // only the named registers and flags: no memory, no stack.
-    unsafe {
-        std::arch::asm!(
-            "div {divisor}",
-            divisor = in(reg) divisor,
-            inout("rax") dividend => _,
-            inout("rdx") 0u64 => remainder,
-            options(pure, nomem, nostack),
-        );
-    }
-    remainder
-}
-
-/// `c % l`: other architectures have no 32-bit shortcut to avoid (aarch64 `udiv` is one
-/// instruction for either width).
-#[cfg(not(target_arch = "x86_64"))]
-#[inline(always)]
-fn rem_u64(dividend: u64, divisor: u64) -> u64 {
-    dividend % divisor
-}
-
 /// The number of primes up to and including `n`: sysbench's event skips 2, so add it back.
 pub fn count_primes_up_to(n: u64) -> u64 {
     if n < 2 {
         return 0;
     }
-    sysbench_cpu_event(n.saturating_add(1)) + 1
+    sysbench_cpu_primes(n.saturating_add(1)) + 1
 }
 
 /// The cpu.primes workload: one sysbench event per [`Workload::event`].
@@ -96,9 +197,9 @@ pub struct PrimesWorkload {
 
 impl Workload for PrimesWorkload {
     fn step(&mut self, _samples: &mut crate::Samples<'_>) -> crate::Step {
-        // black_box on both sides: the optimizer must neither constant-fold the bound nor drop
-        // the loop whose result nobody reads.
-        black_box(sysbench_cpu_event(black_box(self.max_prime)));
+        // black_box: the optimizer must not constant-fold the bound. The loop cannot be
+        // dropped: its asm block is not `pure`, so it counts as having side effects.
+        sysbench_cpu_event(black_box(self.max_prime));
         crate::Step::Timed {
             variant: 0,
             bytes: 0,
@@ -122,10 +223,19 @@ mod tests {
 
     #[test]
     fn sysbench_event_excludes_two_and_the_bound() {
-        assert_eq!(sysbench_cpu_event(10_000), 1228);
-        assert_eq!(sysbench_cpu_event(3), 0);
-        assert_eq!(sysbench_cpu_event(4), 1); // 3
-        assert_eq!(sysbench_cpu_event(8), 3); // 3, 5, 7
+        // The event's own loop with the count sysbench discards (the measured event has none).
+        assert_eq!(sysbench_cpu_primes(10_000), 1228);
+        assert_eq!(sysbench_cpu_primes(3), 0);
+        assert_eq!(sysbench_cpu_primes(4), 1); // 3
+        assert_eq!(sysbench_cpu_primes(8), 3); // 3, 5, 7
+    }
+
+    #[test]
+    fn the_measured_event_runs_to_its_end_for_any_bound() {
+        // No result to check: this guards the asm's jumps (a wrong one loops or faults).
+        for max_prime in [0, 1, 2, 3, 4, 5, 8, 9, 25, 10_000] {
+            sysbench_cpu_event(max_prime);
+        }
     }
 
     #[test]
@@ -133,6 +243,7 @@ mod tests {
         assert_eq!(count_primes_up_to(0), 0);
         assert_eq!(count_primes_up_to(1), 0);
         assert_eq!(count_primes_up_to(2), 1);
-        assert_eq!(sysbench_cpu_event(0), 0);
+        assert_eq!(sysbench_cpu_primes(0), 0);
+        sysbench_cpu_event(0);
     }
 }

@@ -13,6 +13,8 @@ use nix::libc;
 use quietbench_host::HostRoot;
 use quietbench_host::smaps::read_smaps_mapping;
 
+use crate::rng::Rng;
+
 /// Alignment of every I/O buffer, offset and length: the largest logical block size in use.
 pub(crate) const ALIGN: usize = 4096;
 
@@ -205,39 +207,6 @@ impl AlignedBuf {
     }
 }
 
-/// A small, fast pseudo-random generator (xorshift64*), seeded through splitmix64 so nearby
-/// seeds (thread indices) give unrelated streams. Not cryptographic; it picks offsets and
-/// makes incompressible data.
-#[derive(Debug, Clone)]
-pub(crate) struct Rng(u64);
-
-impl Rng {
-    pub(crate) fn new(seed: u64) -> Self {
-        let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        Self(z | 1)
-    }
-
-    #[inline]
-    pub(crate) fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    /// A uniform value in `0..n` (n > 0), by multiply-high: no division, bias below 2^-32 for
-    /// any n a disk offers.
-    #[inline]
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
-    }
-}
-
 /// Fills `buf` with pseudo-random bytes from `seed`.
 pub(crate) fn fill_random(buf: &mut [u8], seed: u64) {
     let mut rng = Rng::new(seed);
@@ -251,83 +220,4 @@ pub(crate) fn fill_random(buf: &mut [u8], seed: u64) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn buffers_are_page_aligned_and_whole_pages() {
-        for len in [1, 512, 4096, 4097, 16 << 10, 128 << 10, 1 << 20] {
-            let buf = AlignedBuf::new(len).unwrap();
-            assert_eq!(buf.as_ptr() as usize % ALIGN, 0, "len {len}");
-            assert_eq!(buf.len() % ALIGN, 0);
-            assert!(buf.len() >= len);
-            assert!(buf.as_slice().iter().all(|&b| b == 0));
-        }
-    }
-
-    #[test]
-    fn a_batch_lies_back_to_back_in_one_huge_page_aligned_region() {
-        let bufs = AlignedBuf::many_random(16, 128 << 10, |i| i as u64).unwrap();
-        let base = bufs[0].as_ptr() as usize;
-        assert_eq!(base % HUGE_PAGE, 0);
-        for (i, buf) in bufs.iter().enumerate() {
-            assert_eq!(buf.as_ptr() as usize, base + i * (128 << 10));
-            assert_eq!(buf.len(), 128 << 10);
-        }
-        // Touched, so smaps can say what backs the region.
-        assert!(
-            bufs[0]
-                .huge_page_pct()
-                .is_some_and(|pct| (0.0..=100.0).contains(&pct))
-        );
-        // Each filled from its own seed, none left zero.
-        assert_ne!(bufs[0].as_slice(), bufs[1].as_slice());
-        assert!(bufs.iter().all(|b| b.as_slice().iter().any(|&x| x != 0)));
-        // The region outlives any one buffer: dropping all but the last leaves it usable.
-        let mut last = bufs.into_iter().last().unwrap();
-        last.stamp(7, 9);
-        assert_eq!(&last.as_slice()[..8], &7u64.to_le_bytes());
-    }
-
-    #[test]
-    fn rounding_is_to_whole_pages() {
-        assert_eq!(round_up(0), 0);
-        assert_eq!(round_up(1), 4096);
-        assert_eq!(round_up(4096), 4096);
-        assert_eq!(round_up(4097), 8192);
-        assert_eq!(round_down(4095), 0);
-        assert_eq!(round_down(8191), 4096);
-    }
-
-    #[test]
-    fn random_data_is_not_zero_and_differs_by_seed() {
-        let a = AlignedBuf::random(64 << 10, 1).unwrap();
-        let b = AlignedBuf::random(64 << 10, 2).unwrap();
-        assert_ne!(a.as_slice(), b.as_slice());
-        let zeros = a.as_slice().iter().filter(|&&b| b == 0).count();
-        // About 1 in 256 bytes is zero in random data.
-        assert!(zeros < a.len() / 100, "{zeros} zero bytes");
-    }
-
-    #[test]
-    fn stamps_make_blocks_differ() {
-        let mut a = AlignedBuf::random(4096, 7).unwrap();
-        let before = a.as_slice().to_vec();
-        a.stamp(8192, 3);
-        assert_eq!(&a.as_slice()[..8], &8192u64.to_le_bytes());
-        assert_eq!(&a.as_slice()[8..16], &3u64.to_le_bytes());
-        assert_eq!(&a.as_slice()[16..], &before[16..]);
-    }
-
-    #[test]
-    fn below_stays_in_range_and_covers_it() {
-        let mut rng = Rng::new(42);
-        let mut seen = [false; 10];
-        for _ in 0..10_000 {
-            let v = rng.below(10);
-            assert!(v < 10);
-            seen[v as usize] = true;
-        }
-        assert!(seen.iter().all(|&s| s));
-    }
-}
+mod tests;

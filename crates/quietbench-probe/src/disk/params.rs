@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::ParamError;
-use crate::catalog::{IntParam, resolve_integers};
+use crate::spec::{IntParam, resolve_integers};
 
 /// A text parameter: name, default ("" for none), meaning.
 pub(crate) type TextParam = (&'static str, &'static str, &'static str);
@@ -29,7 +29,7 @@ impl<'a> Params<'a> {
         let known: Vec<&str> = texts
             .iter()
             .map(|t| t.0)
-            .chain(ints.iter().map(|i| i.0))
+            .chain(ints.iter().map(|i| i.name))
             .collect();
         if let Some(key) = given.keys().find(|k| !known.contains(&k.as_str())) {
             let mut sorted = known.clone();
@@ -42,7 +42,7 @@ impl<'a> Params<'a> {
         }
         let int_given: BTreeMap<String, String> = given
             .iter()
-            .filter(|(k, _)| ints.iter().any(|i| i.0 == k.as_str()))
+            .filter(|(k, _)| ints.iter().any(|i| i.name == k.as_str()))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         Ok(Self {
@@ -134,7 +134,13 @@ pub(crate) fn parse_bool(text: &str) -> Option<bool> {
 mod tests {
     use super::*;
 
-    const INTS: &[IntParam] = &[("qd", 16, 1, 1024, "queue depth")];
+    const INTS: &[IntParam] = &[IntParam {
+        name: "qd",
+        default: 16,
+        min: 1,
+        max: 1024,
+        meaning: "queue depth",
+    }];
     const TEXTS: &[TextParam] = &[("path", "", "target"), ("mode", "read", "mode")];
 
     fn given(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

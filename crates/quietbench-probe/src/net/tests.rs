@@ -347,7 +347,8 @@ fn dropping_the_server_stops_it() {
 /// Loopback figures to compare by hand with iperf3 and sockperf, printed with `--nocapture`
 /// (benches/peer/*.sh run it when the agents cannot pair yet). The server's threads on the first
 /// allowed CPU, the client on the last, as two hosts would have them; QB_NET_FIGURES_MS sets
-/// each measurement's length (default 300 ms, a smoke test).
+/// each measurement's length (default 300 ms, a smoke test). It asserts only what holds at any
+/// speed: bytes and round trips counted, rates finite and positive, TCP figures present.
 #[test]
 fn loopback_figures() {
     let millis = std::env::var("QB_NET_FIGURES_MS")
@@ -369,6 +370,19 @@ fn loopback_figures() {
         run_trial(&spec, &settings, &cancel, &mut |_| true).unwrap()
     };
     let flow = measure("net.throughput", &[]);
+    // Whatever the speed: bytes moved and counted, a finite positive rate, and the kernel's TCP
+    // figures reported rather than left out.
+    let sent = &flow.total.variants[0];
+    assert!(
+        sent.events > 0 && sent.bytes > 0,
+        "no bytes counted: {sent:?}"
+    );
+    assert!(gbit(&flow, 0).is_finite() && gbit(&flow, 0) > 0.0);
+    for name in ["tcp_retransmits", "tcp_rtt_us"] {
+        let counter = flow.counters.iter().find(|c| c.name == name);
+        let value = counter.unwrap_or_else(|| panic!("no {name} counter")).value;
+        assert!(value.is_finite() && value >= 0.0, "{name} = {value}");
+    }
     println!(
         "loopback net.throughput: {:.2} Gbit/s (server CPU {}, client CPU {client})",
         gbit(&flow, 0),
@@ -383,7 +397,14 @@ fn loopback_figures() {
                 ("response_bytes", "16"),
             ],
         );
-        let p50 = rr.total.variants[0].latency_ns.value_at_quantile(0.5);
+        let trips = &rr.total.variants[0];
+        let p50 = trips.latency_ns.value_at_quantile(0.5);
+        assert!(
+            trips.events > 0 && p50 > 0,
+            "no round trips timed: {trips:?}"
+        );
+        assert!(trips.events_per_sec.is_finite() && trips.events_per_sec > 0.0);
+        assert!(trips.latency_ns.min() > 0, "a round trip timed at 0 ns");
         println!(
             "loopback net.rr {protocol}: median round trip {:.2} us",
             p50 as f64 / 1e3

@@ -1,0 +1,151 @@
+use super::*;
+use crate::test_params as params;
+
+#[test]
+fn splits_words_like_a_shell_without_expanding() {
+    assert_eq!(
+        split_words("gzip -k  big.txt").unwrap(),
+        ["gzip", "-k", "big.txt"]
+    );
+    assert_eq!(
+        split_words(r#"echo 'a b' "c \"d\"" e\ f $HOME"#).unwrap(),
+        ["echo", "a b", "c \"d\"", "e f", "$HOME"]
+    );
+    assert_eq!(split_words("''").unwrap(), [""]);
+    assert!(split_words("echo 'open").is_err());
+    assert!(split_words("echo \\").is_err());
+}
+
+#[test]
+fn refuses_bad_parameters_with_reasons() {
+    let err = resolve(&params(&[])).unwrap_err();
+    assert!(err.to_string().contains("give the command"), "{err}");
+    let err = resolve(&params(&[("cmd", "no-such-program-xyz")])).unwrap_err();
+    assert!(
+        err.to_string().contains("not an executable on PATH"),
+        "{err}"
+    );
+    let err = resolve(&params(&[("cmd", "true"), ("aslr", "maybe")])).unwrap_err();
+    assert!(err.to_string().contains("on or off"), "{err}");
+    let err = resolve(&params(&[("cmd", "true"), ("cwd", "/nonexistent")])).unwrap_err();
+    assert!(err.to_string().contains("not a directory"), "{err}");
+    let err = resolve(&params(&[("cmd", "true"), ("bogus", "1")])).unwrap_err();
+    assert!(err.to_string().contains("no parameter 'bogus'"), "{err}");
+}
+
+fn one_run(pairs: &[(&str, &str)]) -> Result<(u64, u64), String> {
+    let spec = resolve(&params(pairs)).unwrap();
+    let mut w = ExecWorkload::new(
+        &Command {
+            program: PathBuf::from(&spec.resolved_params["program"]),
+            argv: if spec.resolved_params["shell"] == "true" {
+                vec![
+                    "/bin/sh".into(),
+                    "-c".into(),
+                    spec.resolved_params["cmd"].clone(),
+                ]
+            } else {
+                split_words(&spec.resolved_params["cmd"]).unwrap()
+            },
+            b: None,
+            cwd: spec.resolved_params.get("cwd").map(PathBuf::from),
+            aslr_off: spec.resolved_params["aslr"] == "off",
+        },
+        &[("QB_TEST".into(), "7".into())],
+    )?;
+    w.run_once(0)
+}
+
+fn paired(a: &str, b: &str) -> ExecWorkload {
+    let command = Command {
+        program: PathBuf::from("/bin/sh"),
+        argv: vec!["/bin/sh".into(), "-c".into(), a.into()],
+        b: Some((
+            PathBuf::from("/bin/sh"),
+            vec!["/bin/sh".into(), "-c".into(), b.into()],
+        )),
+        cwd: None,
+        aslr_off: false,
+    };
+    ExecWorkload::new(&command, &[]).unwrap()
+}
+
+#[test]
+fn paired_mode_times_both_commands_and_each_pairs_ratio() {
+    let spec = resolve(&params(&[("cmd", "true"), ("cmd_b", "sleep 0.02")])).unwrap();
+    assert_eq!(spec.variants, PAIRED_VARIANTS);
+    assert_eq!(spec.resolved_params["cmd_b"], "sleep 0.02");
+
+    let mut w = paired("true", "sleep 0.02");
+    let mut rec = crate::worker::Recording::new(PAIRED_VARIANTS.len());
+    for _ in 0..4 {
+        assert_eq!(w.step(&mut Samples { rec: &mut rec }), Step::Recorded);
+    }
+    for v in 0..PAIRED_VARIANTS.len() {
+        assert_eq!(rec.hists[v].len(), 4, "variant {v}");
+    }
+    // B sleeps 20 ms; A is a bare shell: every pair's ratio is far above 1.
+    assert!(rec.hists[2].min() >= 20_000_000);
+    assert!(rec.hists[4].min() > 2_000_000, "{}", rec.hists[4].min());
+}
+
+#[test]
+fn paired_mode_orders_pairs_at_random() {
+    let mut w = paired("true", "true");
+    let b_first = (0..1000).filter(|_| w.b_first()).count();
+    assert!((400..=600).contains(&b_first), "{b_first} of 1000");
+    assert_eq!(pair_ratio_ppm(1_000, 1_030), 1_030_000);
+    assert_eq!(pair_ratio_ppm(0, 0), 1);
+}
+
+#[test]
+fn paired_mode_names_the_command_that_failed() {
+    let mut w = paired("true", "echo nope >&2; exit 4");
+    let mut rec = crate::worker::Recording::new(PAIRED_VARIANTS.len());
+    assert_eq!(w.step(&mut Samples { rec: &mut rec }), Step::Failed);
+    let err = w.take_error().unwrap();
+    assert!(
+        err.starts_with("command B exited with status 4") && err.contains("nope"),
+        "{err}"
+    );
+    let err = resolve(&params(&[("cmd", "true"), ("cmd_b", "")])).unwrap_err();
+    assert!(err.to_string().contains("cmd_b"), "{err}");
+}
+
+#[test]
+fn times_a_real_command_wall_and_cpu() {
+    let (wall, cpu) = one_run(&[("cmd", "true")]).unwrap();
+    assert!(wall > 0 && cpu <= wall * 4, "wall {wall} cpu {cpu}");
+}
+
+#[test]
+fn a_failing_command_fails_with_the_tail_of_its_stderr() {
+    let err = one_run(&[("cmd", "echo broken >&2; exit 3"), ("shell", "true")]).unwrap_err();
+    assert!(
+        err.contains("exited with status 3") && err.contains("broken"),
+        "{err}"
+    );
+}
+
+#[test]
+fn sets_the_environment_and_working_directory() {
+    let dir = std::env::temp_dir();
+    let ok = one_run(&[
+        (
+            "cmd",
+            "test \"$QB_TEST\" = 7 -a \"$(pwd)\" = \"$(cd /tmp && pwd)\"",
+        ),
+        ("shell", "true"),
+        ("cwd", dir.to_str().unwrap()),
+    ]);
+    assert!(ok.is_ok(), "{ok:?}");
+}
+
+#[test]
+fn aslr_off_reaches_the_child_and_on_is_the_default() {
+    // /proc/self/personality of grep is the child's own: 00040000 is ADDR_NO_RANDOMIZE.
+    let probe = "grep -q 00040000 /proc/self/personality";
+    assert!(one_run(&[("cmd", probe), ("aslr", "off")]).is_ok());
+    let err = one_run(&[("cmd", probe)]).unwrap_err();
+    assert!(err.contains("exited with status 1"), "{err}");
+}
