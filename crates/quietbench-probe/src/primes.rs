@@ -12,7 +12,7 @@ use crate::Workload;
 /// The same arithmetic is what makes events/s comparable with sysbench: a faster algorithm (a
 /// sieve, an integer square root) would measure something else. "The same" means the
 /// instructions the sysbench binary executes, so on x86-64 the event is gcc's code for that
-/// loop, transcribed (see [`sysbench_loop`]), not LLVM's code for an equivalent Rust loop.
+/// loop, transcribed (see `sysbench_loop`), not LLVM's code for an equivalent Rust loop.
 ///
 /// Why a transcription: LLVM's best rendering of the same source (true 64-bit `div`, one `cvtsi2sd`
 /// per conversion) matched sysbench to 0.1% on the Intel Xeon it was tuned on, but on an AMD EPYC
@@ -188,7 +188,7 @@ pub fn count_primes_up_to(n: u64) -> u64 {
     sysbench_cpu_primes(n.saturating_add(1)) + 1
 }
 
-/// The cpu.primes workload: one sysbench event per [`Workload::event`].
+/// The cpu.primes workload: one sysbench event per recorded sample of [`Workload::step`](crate::Workload::step).
 #[derive(Debug, Clone)]
 pub struct PrimesWorkload {
     /// Upper bound (exclusive) of the numbers tested, sysbench's `--cpu-max-prime`.

@@ -14,11 +14,11 @@ pub(super) struct Block(pub(super) [f64; 8]);
 /// Which kernel a pass runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kernel {
-    /// sum += a[i]
+    /// `sum += a[i]`
     Read,
-    /// a[i] = b[i]
+    /// `a[i] = b[i]`
     Copy,
-    /// a[i] = b[i] + s * c[i]
+    /// `a[i] = b[i] + s * c[i]`
     Triad,
 }
 

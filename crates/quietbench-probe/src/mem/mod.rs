@@ -14,10 +14,10 @@
 //!   the caches, and counts bytes as STREAM does.
 //!
 //! Memory is allocated and first touched on the probe thread, in its own
-//! [`Workload::step`]s, not when the workload is made: the probe thread is pinned by then, so
+//! [`Workload::step`](crate::Workload::step)s, not when the workload is made: the probe thread is pinned by then, so
 //! Linux's first-touch policy puts the pages on the pinned CPU's NUMA node (the workload may
 //! be built on the supervisor's thread). Set-up is spread over steps of at most
-//! [`SETUP_STEP`] that record nothing, and both probes use [`RateBasis::OwnTime`], so set-up
+//! `SETUP_STEP` (200 ms) that record nothing, and both probes use [`RateBasis::OwnTime`], so set-up
 //! time counts in no rate (it does count in the trial's duration: building a 256 MiB rung
 //! takes about a second, a 1 GiB rung several).
 //!
