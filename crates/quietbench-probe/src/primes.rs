@@ -188,7 +188,7 @@ pub fn count_primes_up_to(n: u64) -> u64 {
     sysbench_cpu_primes(n.saturating_add(1)) + 1
 }
 
-/// The cpu.primes workload: one sysbench event per recorded sample of [`Workload::step`](crate::Workload::step).
+/// The cpu.primes workload: one sysbench event per sample that [`crate::Workload::step`] records.
 #[derive(Debug, Clone)]
 pub struct PrimesWorkload {
     /// Upper bound (exclusive) of the numbers tested, sysbench's `--cpu-max-prime`.
