@@ -64,22 +64,22 @@ pub fn placement(
     }
 }
 
-/// The metrics of an interval (or a whole trial): for each variant of the probe's events, its
+/// The metrics of an interval (or a whole trial): for each metric set of the probe's events, its
 /// rate and its latency distribution.
 pub fn event_metrics(report: &IntervalReport) -> Result<Vec<pb::Metric>, String> {
-    let mut metrics = Vec::with_capacity(report.variants.len() * 2);
-    for v in &report.variants {
+    let mut metrics = Vec::with_capacity(report.metric_sets.len() * 2);
+    for v in &report.metric_sets {
         let latency = &v.latency_ns;
         let bytes = encode_v2_deflate(latency).map_err(|e| e.to_string())?;
-        if !v.variant.rate_metric.is_empty() {
+        if !v.metric_set.rate_metric.is_empty() {
             metrics.push(pb::Metric {
-                name: v.variant.rate_metric.into(),
-                unit: v.variant.rate_unit.into(),
+                name: v.metric_set.rate_metric.into(),
+                unit: v.metric_set.rate_unit.into(),
                 value: Some(v.events_per_sec),
                 histogram: None,
             });
         }
-        if let (Some(t), Some(value)) = (v.variant.throughput, v.throughput) {
+        if let (Some(t), Some(value)) = (v.metric_set.throughput, v.throughput) {
             metrics.push(pb::Metric {
                 name: t.metric.into(),
                 unit: t.unit.into(),
@@ -88,12 +88,12 @@ pub fn event_metrics(report: &IntervalReport) -> Result<Vec<pb::Metric>, String>
             });
         }
         metrics.push(pb::Metric {
-            name: v.variant.latency_metric.into(),
-            unit: v.variant.latency_unit.into(),
+            name: v.metric_set.latency_metric.into(),
+            unit: v.metric_set.latency_unit.into(),
             value: (!latency.is_empty()).then(|| latency.mean()),
             histogram: Some(pb::Histogram {
                 hdr_v2_deflate: bytes,
-                unit: v.variant.latency_unit.into(),
+                unit: v.metric_set.latency_unit.into(),
                 start_unix_ns: unix_ns(report.start),
                 end_unix_ns: unix_ns(report.end),
                 clamped_count: v.clamped,

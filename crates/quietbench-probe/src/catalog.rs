@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::primes::PrimesWorkload;
 use crate::spawn::SpawnWorkload;
 use crate::spec::WorkKind;
-use crate::{RateBasis, Variant};
+use crate::{MetricSet, RateBasis};
 
 // The parameter vocabulary lives in the leaf module `spec`; these keep the old paths working.
 pub use crate::spec::{
@@ -57,7 +57,7 @@ pub fn resolve_probe(
                 name,
                 threads: values["threads"] as usize,
                 resolved_params: as_text(&values),
-                variants: &[Variant::EVENTS],
+                metric_sets: &[MetricSet::EVENTS],
                 basis: RateBasis::Elapsed,
                 work: WorkKind::Compute,
                 factory: Arc::new(move |_| Ok(Box::new(PrimesWorkload { max_prime }))),
@@ -78,7 +78,7 @@ pub fn resolve_probe(
                 name,
                 threads: values["threads"] as usize,
                 resolved_params: as_text(&values),
-                variants: crate::spawn::VARIANTS,
+                metric_sets: crate::spawn::METRIC_SETS,
                 basis: RateBasis::OwnTime,
                 work: WorkKind::Compute,
                 factory: Arc::new(move |_| Ok(Box::new(SpawnWorkload::new(&program)?))),

@@ -17,7 +17,8 @@ use std::sync::Arc;
 
 use crate::spec::IntParam;
 use crate::{
-    Counter, Merge, ParamError, ProbeSpec, RateBasis, Samples, Step, Throughput, Variant, Workload,
+    Counter, Merge, MetricSet, ParamError, ProbeSpec, RateBasis, Samples, Step, Throughput,
+    Workload,
 };
 
 pub(crate) mod aligned;
@@ -43,7 +44,7 @@ const MB_PER_SEC: Throughput = Throughput {
 };
 
 /// Reads.
-pub const READ: Variant = Variant {
+pub const READ: MetricSet = MetricSet {
     rate_metric: "read_iops",
     rate_unit: "IOPS",
     latency_metric: "read_latency",
@@ -52,7 +53,7 @@ pub const READ: Variant = Variant {
 };
 
 /// Writes.
-pub const WRITE: Variant = Variant {
+pub const WRITE: MetricSet = MetricSet {
     rate_metric: "write_iops",
     rate_unit: "IOPS",
     latency_metric: "write_latency",
@@ -63,9 +64,9 @@ pub const WRITE: Variant = Variant {
     }),
 };
 
-const READS: &[Variant] = &[READ];
-const WRITES: &[Variant] = &[WRITE];
-const READS_AND_WRITES: &[Variant] = &[READ, WRITE];
+const READS: &[MetricSet] = &[READ];
+const WRITES: &[MetricSet] = &[WRITE];
+const READS_AND_WRITES: &[MetricSet] = &[READ, WRITE];
 
 /// Integer parameters of disk.seq; disk.rand differs in its defaults only.
 const SEQ_INTS: &[IntParam] = &[
@@ -283,7 +284,7 @@ pub fn resolve(
         name: probe,
         threads,
         resolved_params: resolved,
-        variants: match mode {
+        metric_sets: match mode {
             Mode::Read => READS,
             Mode::Write => WRITES,
             Mode::Mixed { .. } => READS_AND_WRITES,
@@ -406,7 +407,7 @@ impl RwWorkload {
 }
 
 impl Workload for RwWorkload {
-    fn variants(&self) -> &'static [Variant] {
+    fn metric_sets(&self) -> &'static [MetricSet] {
         match self.config.mode {
             Mode::Read => READS,
             Mode::Write => WRITES,
@@ -433,7 +434,7 @@ impl Workload for RwWorkload {
                 ));
             }
         };
-        let write_variant = usize::from(matches!(self.config.mode, Mode::Mixed { .. }));
+        let write_metric_set = usize::from(matches!(self.config.mode, Mode::Mixed { .. }));
         for i in 0..n {
             let c = self.queue.completion(i);
             let write = self.slot_write[c.slot];
@@ -446,8 +447,8 @@ impl Workload for RwWorkload {
                 let message = self.io_error(write, self.slot_offset[c.slot], &why);
                 return self.fail(message);
             }
-            let variant = if write { write_variant } else { 0 };
-            samples.record(variant, c.latency_ns, self.config.block);
+            let metric_set = if write { write_metric_set } else { 0 };
+            samples.record(metric_set, c.latency_ns, self.config.block);
             if let Err(message) = self.issue(c.slot) {
                 return self.fail(message);
             }

@@ -26,20 +26,20 @@ use std::time::Instant;
 use crate::placement::WorkKind;
 use crate::rng::Rng;
 use crate::spec::{IntParam, resolve_integers};
-use crate::{ParamError, ProbeSpec, RateBasis, Samples, Step, Variant, Workload};
+use crate::{MetricSet, ParamError, ProbeSpec, RateBasis, Samples, Step, Workload};
 
 /// Wall time per invocation (rate: invocations per second of wall time) and CPU time per
 /// invocation (rate: invocations per CPU-second, the steal-resistant figure: CPU time does not
 /// advance while a hypervisor runs someone else).
-pub const VARIANTS: &[Variant] = &[
-    Variant {
+pub const METRIC_SETS: &[MetricSet] = &[
+    MetricSet {
         rate_metric: "invocations_per_sec",
         rate_unit: "invocations/s",
         latency_metric: "wall_time",
         latency_unit: "ns",
         throughput: None,
     },
-    Variant {
+    MetricSet {
         rate_metric: "invocations_per_cpu_sec",
         rate_unit: "invocations/CPU-s",
         latency_metric: "cpu_time",
@@ -50,24 +50,24 @@ pub const VARIANTS: &[Variant] = &[
 
 /// Paired mode (`cmd_b` given): A's times, B's times and each pair's B/A ratio of wall times
 /// (parts per million, so 1,030,000 is B taking 3% longer). The ratio has no rate.
-pub const PAIRED_VARIANTS: &[Variant] = &[
-    VARIANTS[0],
-    VARIANTS[1],
-    Variant {
+pub const PAIRED_METRIC_SETS: &[MetricSet] = &[
+    METRIC_SETS[0],
+    METRIC_SETS[1],
+    MetricSet {
         rate_metric: "b_invocations_per_sec",
         rate_unit: "invocations/s",
         latency_metric: "b_wall_time",
         latency_unit: "ns",
         throughput: None,
     },
-    Variant {
+    MetricSet {
         rate_metric: "b_invocations_per_cpu_sec",
         rate_unit: "invocations/CPU-s",
         latency_metric: "b_cpu_time",
         latency_unit: "ns",
         throughput: None,
     },
-    Variant {
+    MetricSet {
         rate_metric: "",
         rate_unit: "",
         latency_metric: PAIR_RATIO_METRIC,
@@ -264,10 +264,10 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
     for (name, value) in &env {
         resolved.insert(format!("env.{name}"), value.clone());
     }
-    let variants = if b.is_some() {
-        PAIRED_VARIANTS
+    let metric_sets = if b.is_some() {
+        PAIRED_METRIC_SETS
     } else {
-        VARIANTS
+        METRIC_SETS
     };
     let command = Command {
         program,
@@ -280,7 +280,7 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
         name: "exec",
         threads: values["threads"] as usize,
         resolved_params: resolved,
-        variants,
+        metric_sets,
         basis: RateBasis::OwnTime,
         work: WorkKind::Compute,
         factory: Arc::new(move |_| Ok(Box::new(ExecWorkload::new(&command, &env)?))),
@@ -534,8 +534,8 @@ fn anonymous_file() -> std::io::Result<std::fs::File> {
 }
 
 impl Workload for ExecWorkload {
-    fn variants(&self) -> &'static [Variant] {
-        VARIANTS
+    fn metric_sets(&self) -> &'static [MetricSet] {
+        METRIC_SETS
     }
 
     fn step(&mut self, samples: &mut Samples<'_>) -> Step {

@@ -26,8 +26,8 @@ mod worker;
 pub use catalog::resolve_probe;
 pub use placement::{PlacementError, PlacementPlan, plan_placement};
 pub use runner::{
-    IntervalReport, RunError, ThreadPlacement, TrialEvent, TrialOutcome, TrialSettings,
-    VariantReport, run_trial,
+    IntervalReport, MetricSetReport, RunError, ThreadPlacement, TrialEvent, TrialOutcome,
+    TrialSettings, run_trial,
 };
 pub use spec::{IntParam, ParamError, ProbeSpec};
 
@@ -38,12 +38,12 @@ pub use spec::{IntParam, ParamError, ProbeSpec};
 /// allocates or locks; what the workload itself does is what it measures, and a workload must
 /// not allocate per step either unless allocation is what it measures.
 pub trait Workload: Send + 'static {
-    /// The variants of this workload's samples, each reported as its own metrics. Most have
+    /// The metric sets of this workload's samples, each reported as its own metrics. Most have
     /// one; cpu.spawn alternates ASLR on and off; a mixed disk probe has reads and writes.
-    /// The probe's [`ProbeSpec::variants`] is what the harness sizes and merges by; this must
-    /// name the same variants (tests check it).
-    fn variants(&self) -> &'static [Variant] {
-        &[Variant::EVENTS]
+    /// The probe's [`ProbeSpec::metric_sets`] is what the harness sizes and merges by; this must
+    /// name the same metric sets (tests check it).
+    fn metric_sets(&self) -> &'static [MetricSet] {
+        &[MetricSet::EVENTS]
     }
 
     /// Runs one unit of work.
@@ -92,10 +92,10 @@ pub enum Merge {
 /// What one [`Workload::step`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
-    /// One event of this variant, timed by the harness around the call, moving `bytes`.
+    /// One event of this metric set, timed by the harness around the call, moving `bytes`.
     Timed {
-        /// Index into [`Workload::variants`].
-        variant: usize,
+        /// Index into [`Workload::metric_sets`].
+        metric_set: usize,
         /// Bytes moved (0 where the probe has no throughput).
         bytes: u64,
     },
@@ -108,14 +108,14 @@ pub enum Step {
     Failed,
 }
 
-/// How a variant's rate is computed.
+/// How a metric set's rate is computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RateBasis {
     /// Events over the thread's measured time: what sysbench, fio and iperf3 report. With
-    /// several variants running concurrently (reads and writes in flight together), each
-    /// variant's events over the same elapsed time.
+    /// several metric sets running concurrently (reads and writes in flight together), each
+    /// metric set's events over the same elapsed time.
     Elapsed,
-    /// Events over the time spent in that variant's own events: for variants that alternate
+    /// Events over the time spent in that metric set's own events: for metric sets that alternate
     /// one after another (cpu.spawn's ASLR on and off), so each rate is as if it ran alone.
     OwnTime,
 }
@@ -127,17 +127,17 @@ pub struct Samples<'a> {
 }
 
 impl Samples<'_> {
-    /// Records one sample of `variant`: its latency and the bytes it moved.
+    /// Records one sample of `metric_set`: its latency and the bytes it moved.
     #[inline]
-    pub fn record(&mut self, variant: usize, latency_ns: u64, bytes: u64) {
-        self.rec.record(variant, latency_ns, bytes);
+    pub fn record(&mut self, metric_set: usize, latency_ns: u64, bytes: u64) {
+        self.rec.record(metric_set, latency_ns, bytes);
     }
 }
 
-/// The metric names of one variant of a workload's samples.
+/// The metric names of one metric set of a workload's samples.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Variant {
-    /// The rate metric, e.g. "events_per_sec"; empty for a variant whose samples are not
+pub struct MetricSet {
+    /// The rate metric, e.g. "events_per_sec"; empty for a metric set whose samples are not
     /// events with a rate (exec's per-pair B/A ratios).
     pub rate_metric: &'static str,
     /// The rate's unit, e.g. "events/s".
@@ -146,7 +146,7 @@ pub struct Variant {
     pub latency_metric: &'static str,
     /// The unit of the latency metric's samples: "ns" for times, "ppm" for exec's B/A ratios.
     pub latency_unit: &'static str,
-    /// The throughput metric, for variants that move bytes.
+    /// The throughput metric, for metric sets that move bytes.
     pub throughput: Option<Throughput>,
 }
 
@@ -163,9 +163,9 @@ pub struct Throughput {
 
 impl Eq for Throughput {}
 
-impl Variant {
-    /// The single variant of most probes.
-    pub const EVENTS: Variant = Variant {
+impl MetricSet {
+    /// The single metric set of most probes.
+    pub const EVENTS: MetricSet = MetricSet {
         rate_metric: "events_per_sec",
         rate_unit: "events/s",
         latency_metric: "event_latency",

@@ -220,7 +220,7 @@ pub fn resolve(
             name: probe,
             threads,
             resolved_params: resolved,
-            variants: direction.variants(),
+            metric_sets: direction.metric_sets(),
             // Directions of a bidir flow run at the same time: each over the elapsed time.
             basis: RateBasis::Elapsed,
             work: WorkKind::Network,
@@ -266,7 +266,7 @@ pub fn resolve(
         name: probe,
         threads,
         resolved_params: resolved,
-        variants: rr::VARIANTS,
+        metric_sets: rr::METRIC_SETS,
         basis: RateBasis::Elapsed,
         work: WorkKind::Network,
         factory: Arc::new(move |_| Ok(Box::new(RrWorkload::new(config)?))),

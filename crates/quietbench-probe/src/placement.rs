@@ -316,7 +316,7 @@ pub fn plan_placement(
     )
 }
 
-/// How far a CPU is from quiet, for compute threads. The order of the variants is the order
+/// How far a CPU is from quiet, for compute threads. The order of the metric sets is the order
 /// CPUs are taken in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Tier {

@@ -201,7 +201,7 @@ impl Workload for PrimesWorkload {
         // dropped: its asm block is not `pure`, so it counts as having side effects.
         sysbench_cpu_event(black_box(self.max_prime));
         crate::Step::Timed {
-            variant: 0,
+            metric_set: 0,
             bytes: 0,
         }
     }

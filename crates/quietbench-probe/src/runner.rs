@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::histogram::new_latency_histogram;
 use crate::placement::PlacementPlan;
 use crate::worker::{Chunk, RECORDINGS_PER_THREAD, Recording, Worker};
-use crate::{Counter, Merge, ProbeSpec, RateBasis, Variant};
+use crate::{Counter, Merge, MetricSet, ProbeSpec, RateBasis};
 
 /// How long and where a trial runs.
 #[derive(Debug, Clone)]
@@ -47,16 +47,16 @@ pub struct ThreadPlacement {
     pub tid: i32,
 }
 
-/// One variant's measurements in an interval (or a whole trial).
+/// One metric set's measurements in an interval (or a whole trial).
 #[derive(Debug, Clone)]
-pub struct VariantReport {
+pub struct MetricSetReport {
     /// Its metric names and unit.
-    pub variant: Variant,
+    pub metric_set: MetricSet,
     /// Events completed, all threads.
     pub events: u64,
-    /// Events per second, summed over threads. With one variant: each thread's events over its
-    /// own measured time, as sysbench counts. With several (interleaved): each variant's events
-    /// over the time spent in that variant's events.
+    /// Events per second, summed over threads. With one metric set: each thread's events over its
+    /// own measured time, as sysbench counts. With several (interleaved): each metric set's events
+    /// over the time spent in that metric set's events.
     pub events_per_sec: f64,
     /// Per-event latency in nanoseconds, all threads merged.
     pub latency_ns: Histogram<u64>,
@@ -64,7 +64,7 @@ pub struct VariantReport {
     pub clamped: u64,
     /// Bytes moved.
     pub bytes: u64,
-    /// Bytes per second in the variant's throughput unit, for variants that have one, computed
+    /// Bytes per second in the metric set's throughput unit, for metric sets that have one, computed
     /// like `events_per_sec`.
     pub throughput: Option<f64>,
 }
@@ -78,16 +78,16 @@ pub struct IntervalReport {
     pub start: SystemTime,
     /// Latest thread end of the interval.
     pub end: SystemTime,
-    /// One entry per variant of the workload.
-    pub variants: Vec<VariantReport>,
+    /// One entry per metric set of the workload.
+    pub metric_sets: Vec<MetricSetReport>,
     /// Samples lost (reported, never hidden; zero unless something is badly wrong).
     pub dropped: u64,
 }
 
 impl IntervalReport {
-    /// Events of every variant.
+    /// Events of every metric set.
     pub fn events(&self) -> u64 {
-        self.variants.iter().map(|v| v.events).sum()
+        self.metric_sets.iter().map(|v| v.events).sum()
     }
 }
 
@@ -174,7 +174,7 @@ pub fn run_trial(
             cpu,
             pin_to,
             factory: std::sync::Arc::clone(&spec.factory),
-            variants: spec.variants.len().max(1),
+            metric_sets: spec.metric_sets.len().max(1),
             duration: settings.duration,
             interval: settings.interval,
             chunks: chunk_tx.clone(),
@@ -227,7 +227,7 @@ pub fn run_trial(
 
     start.wait();
     let clock = Clock::now();
-    let mut merger = Merger::new(threads, clock, spec.variants, spec.basis);
+    let mut merger = Merger::new(threads, clock, spec.metric_sets, spec.basis);
     // Until every thread has sent its last chunk (or died: the channel then disconnects).
     let mut finished = vec![false; threads];
     while finished.iter().any(|f| !f) {
@@ -354,8 +354,8 @@ impl Clock {
     }
 }
 
-/// One variant's share of an interval being assembled.
-struct PendingVariant {
+/// One metric set's share of an interval being assembled.
+struct PendingMetricSet {
     hist: Histogram<u64>,
     events_per_sec: f64,
     bytes_per_sec: f64,
@@ -365,16 +365,16 @@ struct PendingVariant {
 
 /// One interval being assembled from the threads' chunks.
 struct Pending {
-    variants: Vec<PendingVariant>,
+    metric_sets: Vec<PendingMetricSet>,
     start: Instant,
     end: Instant,
     dropped: u64,
     threads_reported: usize,
 }
 
-fn pending_variants(n: usize) -> Vec<PendingVariant> {
+fn pending_metric_sets(n: usize) -> Vec<PendingMetricSet> {
     (0..n)
-        .map(|_| PendingVariant {
+        .map(|_| PendingMetricSet {
             hist: new_latency_histogram(),
             events_per_sec: 0.0,
             bytes_per_sec: 0.0,
@@ -384,7 +384,7 @@ fn pending_variants(n: usize) -> Vec<PendingVariant> {
         .collect()
 }
 
-/// The seconds one variant's rate divides by, for one thread over `elapsed` seconds
+/// The seconds one metric set's rate divides by, for one thread over `elapsed` seconds
 /// (see [`RateBasis`]).
 fn rate_seconds(basis: RateBasis, elapsed: f64, own_ns: u64) -> f64 {
     match basis {
@@ -393,18 +393,18 @@ fn rate_seconds(basis: RateBasis, elapsed: f64, own_ns: u64) -> f64 {
     }
 }
 
-/// Events and bytes per second of one variant in one chunk.
+/// Events and bytes per second of one metric set in one chunk.
 fn chunk_rates(
     basis: RateBasis,
     rec: &Recording,
-    variant: usize,
+    metric_set: usize,
     chunk_seconds: f64,
 ) -> (f64, f64) {
-    let seconds = rate_seconds(basis, chunk_seconds, rec.sum_ns[variant]);
+    let seconds = rate_seconds(basis, chunk_seconds, rec.sum_ns[metric_set]);
     if seconds > 0.0 {
         (
-            rec.hists[variant].len() as f64 / seconds,
-            rec.bytes[variant] as f64 / seconds,
+            rec.hists[metric_set].len() as f64 / seconds,
+            rec.bytes[metric_set] as f64 / seconds,
         )
     } else {
         (0.0, 0.0)
@@ -414,18 +414,18 @@ fn chunk_rates(
 /// Merges chunks into intervals, in order, and keeps the trial's totals.
 struct Merger {
     clock: Clock,
-    variants: &'static [Variant],
+    metric_sets: &'static [MetricSet],
     basis: RateBasis,
     pending: BTreeMap<u32, Pending>,
     next: u32,
     emitted: u32,
     final_index: Vec<Option<u32>>,
-    /// Per thread: first start, last end, and per-variant events and sample sums.
+    /// Per thread: first start, last end, and per-metric set events and sample sums.
     thread_span: Vec<Option<(Instant, Instant)>>,
     thread_events: Vec<Vec<u64>>,
     thread_sum_ns: Vec<Vec<u64>>,
     thread_bytes: Vec<Vec<u64>>,
-    total: Vec<PendingVariant>,
+    total: Vec<PendingMetricSet>,
     total_dropped: u64,
     error: Option<String>,
     /// Per counter name: the values threads reported.
@@ -433,11 +433,16 @@ struct Merger {
 }
 
 impl Merger {
-    fn new(threads: usize, clock: Clock, variants: &'static [Variant], basis: RateBasis) -> Self {
-        let n = variants.len();
+    fn new(
+        threads: usize,
+        clock: Clock,
+        metric_sets: &'static [MetricSet],
+        basis: RateBasis,
+    ) -> Self {
+        let n = metric_sets.len();
         Self {
             clock,
-            variants,
+            metric_sets,
             basis,
             pending: BTreeMap::new(),
             next: 0,
@@ -447,7 +452,7 @@ impl Merger {
             thread_events: vec![vec![0; n]; threads],
             thread_sum_ns: vec![vec![0; n]; threads],
             thread_bytes: vec![vec![0; n]; threads],
-            total: pending_variants(n),
+            total: pending_metric_sets(n),
             total_dropped: 0,
             error: None,
             counters: Vec::new(),
@@ -456,13 +461,13 @@ impl Merger {
 
     /// Takes a chunk in and gives its recording back for reuse.
     fn add(&mut self, chunk: Chunk) -> Recording {
-        let n = self.variants.len();
+        let n = self.metric_sets.len();
         let seconds = chunk
             .end
             .saturating_duration_since(chunk.start)
             .as_secs_f64();
         let pending = self.pending.entry(chunk.index).or_insert_with(|| Pending {
-            variants: pending_variants(n),
+            metric_sets: pending_metric_sets(n),
             start: chunk.start,
             end: chunk.end,
             dropped: 0,
@@ -471,19 +476,19 @@ impl Merger {
         let rec = &chunk.recording;
         for v in 0..n.min(rec.hists.len()) {
             // Same bounds on both sides: adding cannot fail.
-            let _ = pending.variants[v].hist.add(&rec.hists[v]);
+            let _ = pending.metric_sets[v].hist.add(&rec.hists[v]);
             let _ = self.total[v].hist.add(&rec.hists[v]);
             let (events_per_sec, bytes_per_sec) = chunk_rates(self.basis, rec, v, seconds);
-            pending.variants[v].events_per_sec += events_per_sec;
-            pending.variants[v].bytes_per_sec += bytes_per_sec;
-            pending.variants[v].bytes += rec.bytes[v];
+            pending.metric_sets[v].events_per_sec += events_per_sec;
+            pending.metric_sets[v].bytes_per_sec += bytes_per_sec;
+            pending.metric_sets[v].bytes += rec.bytes[v];
             self.total[v].bytes += rec.bytes[v];
             self.thread_events[chunk.thread][v] += rec.hists[v].len();
             self.thread_sum_ns[chunk.thread][v] += rec.sum_ns[v];
             self.thread_bytes[chunk.thread][v] += rec.bytes[v];
         }
-        // Clamping is counted per recording; it is reported on the first variant.
-        pending.variants[0].clamped += rec.clamped;
+        // Clamping is counted per recording; it is reported on the first metric set.
+        pending.metric_sets[0].clamped += rec.clamped;
         self.total[0].clamped += rec.clamped;
         pending.start = pending.start.min(chunk.start);
         pending.end = pending.end.max(chunk.end);
@@ -533,15 +538,15 @@ impl Merger {
             index: self.next,
             start: self.clock.wall(pending.start),
             end: self.clock.wall(pending.end),
-            variants: pending
-                .variants
+            metric_sets: pending
+                .metric_sets
                 .into_iter()
-                .zip(self.variants)
-                .map(|(p, &variant)| VariantReport {
-                    variant,
+                .zip(self.metric_sets)
+                .map(|(p, &metric_set)| MetricSetReport {
+                    metric_set,
                     events: p.hist.len(),
                     events_per_sec: p.events_per_sec,
-                    throughput: variant
+                    throughput: metric_set
                         .throughput
                         .map(|t| p.bytes_per_sec / t.bytes_per_unit),
                     bytes: p.bytes,
@@ -572,7 +577,7 @@ impl Merger {
     }
 
     fn total(&self) -> IntervalReport {
-        let n = self.variants.len();
+        let n = self.metric_sets.len();
         let mut rates = vec![0.0; n];
         let mut byte_rates = vec![0.0; n];
         let mut start: Option<Instant> = None;
@@ -595,14 +600,16 @@ impl Merger {
             index: self.emitted,
             start,
             end: end.map_or(start, |e| self.clock.wall(e)),
-            variants: (0..n)
+            metric_sets: (0..n)
                 .map(|v| {
-                    let variant = self.variants[v];
-                    VariantReport {
-                        variant,
+                    let metric_set = self.metric_sets[v];
+                    MetricSetReport {
+                        metric_set,
                         events: self.total[v].hist.len(),
                         events_per_sec: rates[v],
-                        throughput: variant.throughput.map(|t| byte_rates[v] / t.bytes_per_unit),
+                        throughput: metric_set
+                            .throughput
+                            .map(|t| byte_rates[v] / t.bytes_per_unit),
                         bytes: self.total[v].bytes,
                         latency_ns: self.total[v].hist.clone(),
                         clamped: self.total[v].clamped,

@@ -11,7 +11,7 @@ use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::Pid;
 
 use crate::exec::Prepared;
-use crate::{Samples, Step, Variant, Workload};
+use crate::{MetricSet, Samples, Step, Workload};
 
 /// The argument that makes a quietbench binary exit at once, successfully.
 pub const NOOP_ARG: &str = "--quietbench-noop";
@@ -27,16 +27,16 @@ pub fn exit_if_noop() {
 /// ADDR_NO_RANDOMIZE from linux/personality.h.
 const ADDR_NO_RANDOMIZE: nix::libc::c_ulong = 0x0040000;
 
-/// The two variants: events alternate between them.
-pub const VARIANTS: &[Variant] = &[
-    Variant {
+/// The two metric sets: events alternate between them.
+pub const METRIC_SETS: &[MetricSet] = &[
+    MetricSet {
         rate_metric: "spawns_per_sec_aslr_on",
         rate_unit: "spawns/s",
         latency_metric: "spawn_latency_aslr_on",
         latency_unit: "ns",
         throughput: None,
     },
-    Variant {
+    MetricSet {
         rate_metric: "spawns_per_sec_aslr_off",
         rate_unit: "spawns/s",
         latency_metric: "spawn_latency_aslr_off",
@@ -114,8 +114,8 @@ impl SpawnWorkload {
 }
 
 impl Workload for SpawnWorkload {
-    fn variants(&self) -> &'static [Variant] {
-        VARIANTS
+    fn metric_sets(&self) -> &'static [MetricSet] {
+        METRIC_SETS
     }
 
     fn step(&mut self, _samples: &mut Samples<'_>) -> Step {
@@ -123,7 +123,7 @@ impl Workload for SpawnWorkload {
         self.next_aslr_off = !aslr_off;
         match self.spawn_once(aslr_off) {
             Ok(()) => Step::Timed {
-                variant: usize::from(aslr_off),
+                metric_set: usize::from(aslr_off),
                 bytes: 0,
             },
             Err(message) => {
@@ -151,21 +151,21 @@ mod tests {
         assert_eq!(
             w.step(&mut samples),
             Step::Timed {
-                variant: 0,
+                metric_set: 0,
                 bytes: 0
             }
         );
         assert_eq!(
             w.step(&mut samples),
             Step::Timed {
-                variant: 1,
+                metric_set: 1,
                 bytes: 0
             }
         );
         assert_eq!(
             w.step(&mut samples),
             Step::Timed {
-                variant: 0,
+                metric_set: 0,
                 bytes: 0
             }
         );

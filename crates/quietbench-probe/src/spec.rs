@@ -2,7 +2,7 @@
 //! [`ProbeSpec`], [`IntParam`] and [`ParamError`].
 //!
 //! A leaf: it depends on no other module of the crate, only on the crate root's workload
-//! vocabulary ([`Workload`], [`Variant`], [`RateBasis`]). The probe modules (mem, net, disk,
+//! vocabulary ([`Workload`], [`MetricSet`], [`RateBasis`]). The probe modules (mem, net, disk,
 //! exec) import their parameter types from here, and the catalog imports the probe modules to
 //! dispatch; before, both directions went through the catalog, a cycle between it and every
 //! probe module.
@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::{RateBasis, Variant, Workload};
+use crate::{MetricSet, RateBasis, Workload};
 
 /// What the probe threads do, which decides where they belong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -53,9 +53,9 @@ pub struct ProbeSpec {
     pub threads: usize,
     /// Every parameter after defaults, as text, for the report.
     pub resolved_params: BTreeMap<String, String>,
-    /// The variants of the probe's samples (their metric names).
-    pub variants: &'static [Variant],
-    /// How per-variant rates are computed.
+    /// The metric sets of the probe's samples (their metric names).
+    pub metric_sets: &'static [MetricSet],
+    /// How per-metric set rates are computed.
     pub basis: RateBasis,
     /// Compute (CPU, memory, disk: quiet CPUs) or network (RSS CPUs) placement.
     pub work: WorkKind,

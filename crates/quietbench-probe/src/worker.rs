@@ -22,8 +22,8 @@ use crate::{Counter, Samples, Step, Workload};
 /// three intervals of slack before a thread must stretch an interval instead of swapping.
 pub(crate) const RECORDINGS_PER_THREAD: usize = 4;
 
-/// What a thread records in one interval: one histogram per variant of its workload, with the
-/// exact sum of each variant's samples (for per-variant rates) and the clamped count.
+/// What a thread records in one interval: one histogram per metric set of its workload, with the
+/// exact sum of each metric set's samples (for per-metric set rates) and the clamped count.
 pub(crate) struct Recording {
     pub hists: Vec<Histogram<u64>>,
     pub sum_ns: Vec<u64>,
@@ -32,11 +32,11 @@ pub(crate) struct Recording {
 }
 
 impl Recording {
-    pub(crate) fn new(variants: usize) -> Self {
+    pub(crate) fn new(metric_sets: usize) -> Self {
         Self {
-            hists: (0..variants).map(|_| new_latency_histogram()).collect(),
-            sum_ns: vec![0; variants],
-            bytes: vec![0; variants],
+            hists: (0..metric_sets).map(|_| new_latency_histogram()).collect(),
+            sum_ns: vec![0; metric_sets],
+            bytes: vec![0; metric_sets],
             clamped: 0,
         }
     }
@@ -48,10 +48,10 @@ impl Recording {
         self.clamped = 0;
     }
 
-    /// One sample; an out-of-range variant goes to the last one rather than panicking.
+    /// One sample; an out-of-range metric set goes to the last one rather than panicking.
     #[inline]
-    pub(crate) fn record(&mut self, variant: usize, latency_ns: u64, bytes: u64) {
-        let v = variant.min(self.hists.len() - 1);
+    pub(crate) fn record(&mut self, metric_set: usize, latency_ns: u64, bytes: u64) {
+        let v = metric_set.min(self.hists.len() - 1);
         self.clamped += u64::from(record_clamped(&mut self.hists[v], latency_ns));
         self.sum_ns[v] = self.sum_ns[v].saturating_add(latency_ns);
         self.bytes[v] = self.bytes[v].saturating_add(bytes);
@@ -87,8 +87,8 @@ pub(crate) struct Worker {
     pub pin_to: Vec<u32>,
     /// Builds this thread's workload, on this thread, after pinning.
     pub factory: crate::catalog::WorkloadFactory,
-    /// Histograms per recording: the probe's variants, as the supervisor merges them.
-    pub variants: usize,
+    /// Histograms per recording: the probe's metric sets, as the supervisor merges them.
+    pub metric_sets: usize,
     pub duration: Duration,
     pub interval: Duration,
     pub chunks: SyncSender<Chunk>,
@@ -121,10 +121,10 @@ impl Worker {
                 return;
             }
         };
-        let variants = self.variants;
-        let recording = Recording::new(variants);
+        let metric_sets = self.metric_sets;
+        let recording = Recording::new(metric_sets);
         for _ in 1..RECORDINGS_PER_THREAD {
-            let _ = self.spares_in.try_send(Recording::new(variants));
+            let _ = self.spares_in.try_send(Recording::new(metric_sets));
         }
         let _ = self.ready.send(Ok(placement));
         self.start.wait();
@@ -167,9 +167,9 @@ impl Worker {
             let step = workload.step(&mut Samples { rec: &mut rec });
             let t1 = Instant::now();
             match step {
-                Step::Timed { variant, bytes } => {
+                Step::Timed { metric_set, bytes } => {
                     let ns = u64::try_from(t1.duration_since(t0).as_nanos()).unwrap_or(u64::MAX);
-                    rec.record(variant, ns, bytes);
+                    rec.record(metric_set, ns, bytes);
                 }
                 Step::Recorded => {}
                 Step::Finished => break,

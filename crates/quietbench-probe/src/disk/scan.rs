@@ -24,7 +24,7 @@ use crate::disk::survey::{RegionPass, Walk, region_bounds, spread, summarize};
 use crate::disk::target::{self, TargetInfo, TargetKind};
 use crate::disk::{READ, engine_counters, stripe};
 use crate::spec::IntParam;
-use crate::{Counter, Merge, ParamError, ProbeSpec, RateBasis, Samples, Step, Variant, Workload};
+use crate::{Counter, Merge, MetricSet, ParamError, ProbeSpec, RateBasis, Samples, Step, Workload};
 
 #[cfg(test)]
 mod tests;
@@ -39,7 +39,7 @@ pub const DEVICE_STATE_DIR: &str = "/var/lib/quietbench-agent";
 const REREADS_PER_REGION: u64 = 4;
 
 /// Re-reads of the survey's sample of regions.
-pub const REREAD: Variant = Variant {
+pub const REREAD: MetricSet = MetricSet {
     rate_metric: "reread_iops",
     rate_unit: "IOPS",
     latency_metric: "reread_latency",
@@ -51,8 +51,8 @@ pub const REREAD: Variant = Variant {
     }),
 };
 
-const SURVEY_VARIANTS: &[Variant] = &[READ, REREAD];
-const PREWARM_VARIANTS: &[Variant] = &[READ];
+const SURVEY_METRIC_SETS: &[MetricSet] = &[READ, REREAD];
+const PREWARM_METRIC_SETS: &[MetricSet] = &[READ];
 
 const INTS: &[IntParam] = &[
     IntParam {
@@ -288,10 +288,10 @@ pub fn resolve(
         name: probe,
         threads,
         resolved_params: resolved,
-        variants: if prewarm {
-            PREWARM_VARIANTS
+        metric_sets: if prewarm {
+            PREWARM_METRIC_SETS
         } else {
-            SURVEY_VARIANTS
+            SURVEY_METRIC_SETS
         },
         basis: RateBasis::Elapsed,
         work: crate::placement::WorkKind::Compute,

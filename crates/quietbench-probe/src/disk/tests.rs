@@ -22,12 +22,12 @@ fn applies_fio_like_defaults() {
     assert_eq!(seq.resolved_params["size_mib"], "1024");
     assert!(!seq.resolved_params.contains_key("read_pct"));
     assert!(["io_uring", "threads"].contains(&seq.resolved_params["engine"].as_str()));
-    assert_eq!(seq.variants, READS);
+    assert_eq!(seq.metric_sets, READS);
     let rand = resolve("disk.rand", &params(&[("path", p), ("mode", "mixed")])).unwrap();
     assert_eq!(rand.resolved_params["block_kib"], "16");
     assert_eq!(rand.resolved_params["qd"], "32");
     assert_eq!(rand.resolved_params["read_pct"], "70");
-    assert_eq!(rand.variants, READS_AND_WRITES);
+    assert_eq!(rand.metric_sets, READS_AND_WRITES);
     // Resolving lays nothing out: that is the factory's work.
     assert!(!path.exists());
 }
@@ -139,8 +139,8 @@ fn random_reads_on_a_file_keep_the_queue_full() {
             continue;
         }
         let outcome = run_probe("disk.rand", &[("engine", engine), ("qd", "8")], 400);
-        let read = &outcome.total.variants[0];
-        assert_eq!(read.variant, READ);
+        let read = &outcome.total.metric_sets[0];
+        assert_eq!(read.metric_set, READ);
         assert!(read.events > 50, "{engine}: {} reads", read.events);
         assert_eq!(read.bytes, read.events * (16 << 10));
         assert!(read.events_per_sec > 0.0);
@@ -156,19 +156,19 @@ fn random_reads_on_a_file_keep_the_queue_full() {
 }
 
 #[test]
-fn sequential_writes_and_mixed_io_record_both_variants() {
+fn sequential_writes_and_mixed_io_record_both_metric_sets() {
     let outcome = run_probe("disk.seq", &[("mode", "write"), ("qd", "4")], 300);
-    assert_eq!(outcome.total.variants.len(), 1);
-    assert_eq!(outcome.total.variants[0].variant, WRITE);
-    assert!(outcome.total.variants[0].events > 10);
+    assert_eq!(outcome.total.metric_sets.len(), 1);
+    assert_eq!(outcome.total.metric_sets[0].metric_set, WRITE);
+    assert!(outcome.total.metric_sets[0].events > 10);
 
     let outcome = run_probe(
         "disk.rand",
         &[("mode", "mixed"), ("read_pct", "50"), ("threads", "2")],
         400,
     );
-    let (reads, writes) = (&outcome.total.variants[0], &outcome.total.variants[1]);
-    assert_eq!((reads.variant, writes.variant), (READ, WRITE));
+    let (reads, writes) = (&outcome.total.metric_sets[0], &outcome.total.metric_sets[1]);
+    assert_eq!((reads.metric_set, writes.metric_set), (READ, WRITE));
     assert!(
         reads.events > 20 && writes.events > 20,
         "{} {}",

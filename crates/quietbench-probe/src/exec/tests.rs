@@ -73,16 +73,16 @@ fn paired(a: &str, b: &str) -> ExecWorkload {
 #[test]
 fn paired_mode_times_both_commands_and_each_pairs_ratio() {
     let spec = resolve(&params(&[("cmd", "true"), ("cmd_b", "sleep 0.02")])).unwrap();
-    assert_eq!(spec.variants, PAIRED_VARIANTS);
+    assert_eq!(spec.metric_sets, PAIRED_METRIC_SETS);
     assert_eq!(spec.resolved_params["cmd_b"], "sleep 0.02");
 
     let mut w = paired("true", "sleep 0.02");
-    let mut rec = crate::worker::Recording::new(PAIRED_VARIANTS.len());
+    let mut rec = crate::worker::Recording::new(PAIRED_METRIC_SETS.len());
     for _ in 0..4 {
         assert_eq!(w.step(&mut Samples { rec: &mut rec }), Step::Recorded);
     }
-    for v in 0..PAIRED_VARIANTS.len() {
-        assert_eq!(rec.hists[v].len(), 4, "variant {v}");
+    for v in 0..PAIRED_METRIC_SETS.len() {
+        assert_eq!(rec.hists[v].len(), 4, "metric_set {v}");
     }
     // B sleeps 20 ms, so it never takes less, whatever the machine's speed.
     assert!(rec.hists[2].min() >= 20_000_000);
@@ -113,7 +113,7 @@ fn paired_mode_orders_pairs_at_random() {
 #[test]
 fn paired_mode_names_the_command_that_failed() {
     let mut w = paired("true", "echo nope >&2; exit 4");
-    let mut rec = crate::worker::Recording::new(PAIRED_VARIANTS.len());
+    let mut rec = crate::worker::Recording::new(PAIRED_METRIC_SETS.len());
     assert_eq!(w.step(&mut Samples { rec: &mut rec }), Step::Failed);
     let err = w.take_error().unwrap();
     assert!(

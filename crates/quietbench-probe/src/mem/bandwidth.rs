@@ -3,8 +3,8 @@
 use std::hint::black_box;
 
 use super::alloc::{for_a_setup_step, reserve};
-use super::{BANDWIDTH_VARIANTS, LINE_BYTES, STREAM_BYTES_PER_ELEM, TRIAD_SCALAR};
-use crate::{Samples, Step, Variant, Workload};
+use super::{BANDWIDTH_METRIC_SETS, LINE_BYTES, STREAM_BYTES_PER_ELEM, TRIAD_SCALAR};
+use crate::{MetricSet, Samples, Step, Workload};
 
 /// Eight f64, one cache line, aligned: vector loads never split a line.
 #[repr(C, align(64))]
@@ -23,7 +23,7 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    /// The three, in variant order.
+    /// The three, in metric set order.
     pub const ALL: [Kernel; 3] = [Kernel::Read, Kernel::Copy, Kernel::Triad];
 }
 
@@ -237,8 +237,8 @@ impl BandwidthWorkload {
 }
 
 impl Workload for BandwidthWorkload {
-    fn variants(&self) -> &'static [Variant] {
-        BANDWIDTH_VARIANTS
+    fn metric_sets(&self) -> &'static [MetricSet] {
+        BANDWIDTH_METRIC_SETS
     }
 
     fn step(&mut self, _samples: &mut Samples<'_>) -> Step {
@@ -258,16 +258,16 @@ impl Workload for BandwidthWorkload {
             self.touched = for_a_setup_step(|batch| arrays.touch(batch));
             return Step::Recorded;
         }
-        let variant = self.next;
-        self.next = (variant + 1) % Kernel::ALL.len();
-        let kernel = Kernel::ALL[variant];
+        let metric_set = self.next;
+        self.next = (metric_set + 1) % Kernel::ALL.len();
+        let kernel = Kernel::ALL[metric_set];
         arrays.pass(kernel);
         if self.warm_passes > 0 {
             self.warm_passes -= 1;
             return Step::Recorded;
         }
         Step::Timed {
-            variant,
+            metric_set,
             bytes: arrays.bytes(kernel),
         }
     }

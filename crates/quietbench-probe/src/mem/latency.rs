@@ -4,9 +4,9 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use super::alloc::{for_a_setup_step, reserve};
-use super::{LATENCY_VARIANTS, LINE_BYTES, RUNG_BYTES, RUNG_COUNTERS};
+use super::{LATENCY_METRIC_SETS, LINE_BYTES, RUNG_BYTES, RUNG_COUNTERS};
 use crate::rng::Rng;
-use crate::{Counter, Merge, Samples, Step, Variant, Workload};
+use crate::{Counter, Merge, MetricSet, Samples, Step, Workload};
 
 /// One cache line of a pointer chase: the address of the next line, then padding.
 #[repr(C, align(64))]
@@ -308,8 +308,8 @@ impl LatencyWorkload {
 }
 
 impl Workload for LatencyWorkload {
-    fn variants(&self) -> &'static [Variant] {
-        &LATENCY_VARIANTS[..self.rungs]
+    fn metric_sets(&self) -> &'static [MetricSet] {
+        &LATENCY_METRIC_SETS[..self.rungs]
     }
 
     /// A visit's set-up step, or `loads_per_step` timed loads of the rung being visited,

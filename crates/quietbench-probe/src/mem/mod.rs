@@ -42,7 +42,7 @@ use quietbench_host::HostRoot;
 
 use crate::placement::WorkKind;
 use crate::spec::{IntParam, as_text, resolve_integers};
-use crate::{ParamError, ProbeSpec, RateBasis, Throughput, Variant};
+use crate::{MetricSet, ParamError, ProbeSpec, RateBasis, Throughput};
 
 pub use bandwidth::{BandwidthWorkload, Kernel, StreamArrays};
 pub use latency::{CycleBuilder, LatencyWorkload, PointerCycle};
@@ -76,8 +76,8 @@ const RUNG_COUNTERS: [&str; 7] = [
     "load_ns_1g",
 ];
 
-const fn rung(rate_metric: &'static str, latency_metric: &'static str) -> Variant {
-    Variant {
+const fn rung(rate_metric: &'static str, latency_metric: &'static str) -> MetricSet {
+    MetricSet {
         rate_metric,
         rate_unit: "loads/s",
         latency_metric,
@@ -86,8 +86,8 @@ const fn rung(rate_metric: &'static str, latency_metric: &'static str) -> Varian
     }
 }
 
-/// One variant per rung of [`RUNG_BYTES`]. A trial uses the prefix `max_size_mib` allows.
-pub const LATENCY_VARIANTS: &[Variant] = &[
+/// One metric set per rung of [`RUNG_BYTES`]. A trial uses the prefix `max_size_mib` allows.
+pub const LATENCY_METRIC_SETS: &[MetricSet] = &[
     rung("loads_per_sec_16k", "load_latency_16k"),
     rung("loads_per_sec_128k", "load_latency_128k"),
     rung("loads_per_sec_1m", "load_latency_1m"),
@@ -101,8 +101,8 @@ const fn kernel(
     rate_metric: &'static str,
     latency_metric: &'static str,
     gb_metric: &'static str,
-) -> Variant {
-    Variant {
+) -> MetricSet {
+    MetricSet {
         rate_metric,
         rate_unit: "passes/s",
         latency_metric,
@@ -116,7 +116,7 @@ const fn kernel(
 }
 
 /// read (sum of one array), copy (a = b), triad (a = b + s*c): one pass per event.
-pub const BANDWIDTH_VARIANTS: &[Variant] = &[
+pub const BANDWIDTH_METRIC_SETS: &[MetricSet] = &[
     kernel(
         "passes_per_sec_read",
         "pass_latency_read",
@@ -217,7 +217,7 @@ pub fn resolve(
                 name: probe,
                 threads,
                 resolved_params: as_text(&values),
-                variants: &LATENCY_VARIANTS[..rungs],
+                metric_sets: &LATENCY_METRIC_SETS[..rungs],
                 // Per-rung (per-kernel) samples alternate: each rate over its own samples' time.
                 basis: RateBasis::OwnTime,
                 work: WorkKind::Compute,
@@ -244,7 +244,7 @@ pub fn resolve(
                 name: probe,
                 threads,
                 resolved_params: as_text(&values),
-                variants: BANDWIDTH_VARIANTS,
+                metric_sets: BANDWIDTH_METRIC_SETS,
                 basis: RateBasis::OwnTime,
                 work: WorkKind::Compute,
                 factory: Arc::new(move |thread| {

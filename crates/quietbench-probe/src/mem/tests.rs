@@ -146,30 +146,30 @@ fn defaults_and_ladder() {
     assert_eq!(spec.resolved_params["loads_per_step"], "65536");
     assert_eq!(spec.resolved_params["huge_pages"], "1");
     assert_eq!(spec.resolved_params["visit_ms"], "250");
-    let names: Vec<_> = spec.variants.iter().map(|v| v.latency_metric).collect();
+    let names: Vec<_> = spec.metric_sets.iter().map(|v| v.latency_metric).collect();
     assert_eq!(names.first(), Some(&"load_latency_16k"));
     assert_eq!(names.last(), Some(&"load_latency_256m"));
-    assert_eq!(spec.variants.len(), 6);
+    assert_eq!(spec.metric_sets.len(), 6);
     assert_eq!(spec.basis, RateBasis::OwnTime);
 
     let small = resolve("mem.latency", &params(&[("max_size_mib", "8")])).unwrap();
-    assert_eq!(small.variants.len(), 4);
+    assert_eq!(small.metric_sets.len(), 4);
     let tiny = resolve("mem.latency", &params(&[("max_size_mib", "1")])).unwrap();
     assert_eq!(
-        tiny.variants.last().unwrap().rate_metric,
+        tiny.metric_sets.last().unwrap().rate_metric,
         "loads_per_sec_1m"
     );
     let all = resolve("mem.latency", &params(&[("max_size_mib", "1024")])).unwrap();
-    assert_eq!(all.variants, LATENCY_VARIANTS);
-    // The workload's variants are the spec's.
+    assert_eq!(all.metric_sets, LATENCY_METRIC_SETS);
+    // The workload's metric sets are the spec's.
     let w = LatencyWorkload::new(4, 1024, Duration::from_millis(10), false, 0);
-    assert_eq!(w.variants(), small.variants);
+    assert_eq!(w.metric_sets(), small.metric_sets);
 
     let bw = resolve("mem.bandwidth", &BTreeMap::new()).unwrap();
     assert_eq!(bw.resolved_params["size_mib"], "256");
-    assert_eq!(bw.variants.len(), 3);
+    assert_eq!(bw.metric_sets.len(), 3);
     assert_eq!(
-        bw.variants[2].throughput.unwrap().metric,
+        bw.metric_sets[2].throughput.unwrap().metric,
         "gb_per_sec_triad"
     );
 }
@@ -296,8 +296,12 @@ fn latency_rises_from_l1_to_the_largest_rung() {
         l1 > 0.1 && big > 3.0 * l1,
         "16 KiB: {l1} ns, 64 MiB: {big} ns"
     );
-    for v in &outcome.total.variants {
-        assert!(v.events > 0, "{} has no sample", v.variant.latency_metric);
+    for v in &outcome.total.metric_sets {
+        assert!(
+            v.events > 0,
+            "{} has no sample",
+            v.metric_set.latency_metric
+        );
         assert_eq!(v.bytes, 0);
     }
     assert_eq!(outcome.counters.len(), 5);
@@ -306,8 +310,8 @@ fn latency_rises_from_l1_to_the_largest_rung() {
 #[test]
 fn bandwidth_counts_bytes_as_stream_does() {
     let outcome = run("mem.bandwidth", &[("size_mib", "4")], 600);
-    for (v, per_elem) in outcome.total.variants.iter().zip(STREAM_BYTES_PER_ELEM) {
-        assert!(v.events > 0, "{} has no pass", v.variant.rate_metric);
+    for (v, per_elem) in outcome.total.metric_sets.iter().zip(STREAM_BYTES_PER_ELEM) {
+        assert!(v.events > 0, "{} has no pass", v.metric_set.rate_metric);
         assert_eq!(v.bytes, v.events * (4 << 20) / 8 * per_elem);
         assert!(v.throughput.unwrap() > 0.0);
     }

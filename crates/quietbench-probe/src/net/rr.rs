@@ -15,10 +15,10 @@ use std::time::{Duration, Instant};
 use super::sys;
 use super::throughput::{STALL, connect};
 use super::wire::{self, Header, Mode};
-use crate::{Counter, Merge, Samples, Step, Variant, Workload};
+use crate::{Counter, Merge, MetricSet, Samples, Step, Workload};
 
-/// The variant of every round trip.
-pub const VARIANTS: &[Variant] = &[Variant {
+/// The metric set of every round trip.
+pub const METRIC_SETS: &[MetricSet] = &[MetricSet {
     rate_metric: "round_trips_per_sec",
     rate_unit: "round trips/s",
     latency_metric: "round_trip_latency",
@@ -201,7 +201,7 @@ impl RrWorkload {
     fn closed_loop(&mut self) -> Step {
         match self.round_trip() {
             Ok(Trip::Done) => Step::Timed {
-                variant: 0,
+                metric_set: 0,
                 bytes: self.bytes_per_trip(),
             },
             Ok(Trip::Lost) => Step::Recorded,
@@ -291,8 +291,8 @@ fn read_exact(stream: &mut TcpStream, mut buf: &mut [u8]) -> io::Result<()> {
 }
 
 impl Workload for RrWorkload {
-    fn variants(&self) -> &'static [Variant] {
-        VARIANTS
+    fn metric_sets(&self) -> &'static [MetricSet] {
+        METRIC_SETS
     }
 
     fn step(&mut self, samples: &mut Samples<'_>) -> Step {

@@ -61,22 +61,22 @@ fn counter<'a>(outcome: &'a TrialOutcome, name: &str) -> &'a Counter {
         .unwrap_or_else(|| panic!("no counter {name} in {:?}", outcome.counters))
 }
 
-fn gbit(outcome: &TrialOutcome, variant: usize) -> f64 {
-    outcome.total.variants[variant].throughput.unwrap()
+fn gbit(outcome: &TrialOutcome, metric_set: usize) -> f64 {
+    outcome.total.metric_sets[metric_set].throughput.unwrap()
 }
 
 #[test]
 fn throughput_moves_bytes_each_way_and_reports_tcp_info() {
     let server = server();
-    for (mode, variants) in [("send", 1), ("reverse", 1), ("bidir", 2)] {
+    for (mode, metric_sets) in [("send", 1), ("reverse", 1), ("bidir", 2)] {
         let outcome = run(
             "net.throughput",
             &params(&server, &[("mode", mode), ("threads", "2")]),
             300,
         );
-        assert_eq!(outcome.total.variants.len(), variants, "{mode}");
-        for v in 0..variants {
-            let report = &outcome.total.variants[v];
+        assert_eq!(outcome.total.metric_sets.len(), metric_sets, "{mode}");
+        for v in 0..metric_sets {
+            let report = &outcome.total.metric_sets[v];
             assert!(report.events > 0 && report.bytes > 0, "{mode}: {report:?}");
             assert!(gbit(&outcome, v) > 0.0, "{mode}");
         }
@@ -95,7 +95,7 @@ fn one_thread_drives_several_flows_in_turn() {
         &params(&server, &[("threads", "1"), ("flows_per_thread", "3")]),
         300,
     );
-    let report = &outcome.total.variants[0];
+    let report = &outcome.total.metric_sets[0];
     assert!(report.events > 0 && report.bytes > 0, "{report:?}");
     assert!(gbit(&outcome, 0) > 0.0);
     assert!(counter(&outcome, "tcp_rtt_us").value > 0.0);
@@ -140,7 +140,7 @@ fn round_trips_over_tcp_and_udp() {
     let server = server();
     for protocol in ["tcp", "udp"] {
         let outcome = run("net.rr", &params(&server, &[("protocol", protocol)]), 300);
-        let report = &outcome.total.variants[0];
+        let report = &outcome.total.metric_sets[0];
         assert!(
             report.events > 100,
             "{protocol}: {} round trips",
@@ -175,7 +175,7 @@ fn open_loop_keeps_its_schedule_and_counts_late_sends() {
         ),
         400,
     );
-    let report = &outcome.total.variants[0];
+    let report = &outcome.total.metric_sets[0];
     // 2000/s for 0.4 s.
     assert!(
         (600..=900).contains(&report.events),
@@ -372,7 +372,7 @@ fn loopback_figures() {
     let flow = measure("net.throughput", &[]);
     // Whatever the speed: bytes moved and counted, a finite positive rate, and the kernel's TCP
     // figures reported rather than left out.
-    let sent = &flow.total.variants[0];
+    let sent = &flow.total.metric_sets[0];
     assert!(
         sent.events > 0 && sent.bytes > 0,
         "no bytes counted: {sent:?}"
@@ -397,7 +397,7 @@ fn loopback_figures() {
                 ("response_bytes", "16"),
             ],
         );
-        let trips = &rr.total.variants[0];
+        let trips = &rr.total.metric_sets[0];
         let p50 = trips.latency_ns.value_at_quantile(0.5);
         assert!(
             trips.events > 0 && p50 > 0,

@@ -10,7 +10,7 @@ use nix::libc;
 
 use super::sys::{self, TcpStats};
 use super::wire::{Header, Mode, Tail, Trailer};
-use crate::{Counter, Merge, Samples, Step, Throughput, Variant, Workload};
+use crate::{Counter, Merge, MetricSet, Samples, Step, Throughput, Workload};
 
 /// A flow that moves nothing for this long fails the trial rather than hanging it.
 pub const STALL: Duration = Duration::from_secs(5);
@@ -26,7 +26,7 @@ const GBIT: Throughput = Throughput {
 };
 
 /// mode=send: the probe thread writes.
-pub const SEND: &[Variant] = &[Variant {
+pub const SEND: &[MetricSet] = &[MetricSet {
     rate_metric: "writes_per_sec",
     rate_unit: "writes/s",
     latency_metric: "write_latency",
@@ -35,7 +35,7 @@ pub const SEND: &[Variant] = &[Variant {
 }];
 
 /// mode=reverse: the probe thread reads what the peer sends.
-pub const REVERSE: &[Variant] = &[Variant {
+pub const REVERSE: &[MetricSet] = &[MetricSet {
     rate_metric: "reads_per_sec",
     rate_unit: "reads/s",
     latency_metric: "read_latency",
@@ -44,8 +44,8 @@ pub const REVERSE: &[Variant] = &[Variant {
 }];
 
 /// mode=bidir: writes on one socket, reads on another, both directions at once.
-pub const BIDIR: &[Variant] = &[
-    Variant {
+pub const BIDIR: &[MetricSet] = &[
+    MetricSet {
         rate_metric: "writes_per_sec",
         rate_unit: "writes/s",
         latency_metric: "write_latency",
@@ -55,7 +55,7 @@ pub const BIDIR: &[Variant] = &[
             ..GBIT
         }),
     },
-    Variant {
+    MetricSet {
         rate_metric: "reads_per_sec",
         rate_unit: "reads/s",
         latency_metric: "read_latency",
@@ -79,8 +79,8 @@ pub enum Direction {
 }
 
 impl Direction {
-    /// The variants of the direction's samples.
-    pub fn variants(self) -> &'static [Variant] {
+    /// The metric sets of the direction's samples.
+    pub fn metric_sets(self) -> &'static [MetricSet] {
         match self {
             Direction::Send => SEND,
             Direction::Reverse => REVERSE,
@@ -264,7 +264,7 @@ impl ThroughputWorkload {
                 self.config.peer
             )),
             Ok(n) => Step::Timed {
-                variant: 0,
+                metric_set: 0,
                 bytes: n as u64,
             },
             Err(e) if e.kind() == io::ErrorKind::Interrupted => Step::Recorded,
@@ -301,7 +301,7 @@ impl ThroughputWorkload {
                 Ok(n) => {
                     self.next_flow = (i + 1) % flows;
                     return Step::Timed {
-                        variant: 0,
+                        metric_set: 0,
                         bytes: n as u64,
                     };
                 }
@@ -341,7 +341,7 @@ impl ThroughputWorkload {
                 }
                 Ok(n) => {
                     return Step::Timed {
-                        variant: usize::from(receive),
+                        metric_set: usize::from(receive),
                         bytes: n as u64,
                     };
                 }
@@ -424,8 +424,8 @@ pub fn flow_counters(senders: &[TcpStats], fq: Option<bool>) -> Vec<Counter> {
 }
 
 impl Workload for ThroughputWorkload {
-    fn variants(&self) -> &'static [Variant] {
-        self.config.direction.variants()
+    fn metric_sets(&self) -> &'static [MetricSet] {
+        self.config.direction.metric_sets()
     }
 
     fn step(&mut self, _samples: &mut Samples<'_>) -> Step {

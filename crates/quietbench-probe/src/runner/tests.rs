@@ -52,7 +52,7 @@ fn intervals_add_up_to_the_total_and_threads_are_pinned() {
     assert_eq!(sum, outcome.total.events());
     assert!(outcome.total.events() > 0);
     assert_eq!(
-        outcome.total.variants[0].latency_ns.len(),
+        outcome.total.metric_sets[0].latency_ns.len(),
         outcome.total.events()
     );
     assert_eq!(outcome.total.dropped, 0);

@@ -81,7 +81,7 @@ fn refuses_bad_parameters_with_clear_errors() {
     assert!(!spec.resolved_params.contains_key("resample"));
     let spec = resolve("disk.scan", &params(&[("path", p)])).unwrap();
     assert_eq!(spec.resolved_params["qd"], "4");
-    assert_eq!(spec.variants, SURVEY_VARIANTS);
+    assert_eq!(spec.metric_sets, SURVEY_METRIC_SETS);
 }
 
 #[test]
@@ -103,13 +103,13 @@ fn a_survey_reads_everything_then_rereads_a_sample_and_finishes_early() {
         started.elapsed().as_secs() < 30,
         "the scan ends when it is done"
     );
-    let first = &outcome.total.variants[0];
-    let again = &outcome.total.variants[1];
+    let first = &outcome.total.metric_sets[0];
+    let again = &outcome.total.metric_sets[1];
     assert_eq!(first.bytes, 32 << 20);
     assert_eq!(first.events, 32);
     // Four regions of 2 MiB: their first (up to 4) 1 MiB reads again.
     assert_eq!(
-        (again.variant, again.events, again.bytes),
+        (again.metric_set, again.events, again.bytes),
         (REREAD, 8, 8 << 20)
     );
     assert_eq!(counter(&outcome, "scan_complete"), Some(1.0));
@@ -141,8 +141,8 @@ fn a_quick_survey_reads_the_start_of_each_region() {
     )
     .unwrap();
     let outcome = run_for(&spec, 60_000).unwrap();
-    assert_eq!(outcome.total.variants[0].bytes, 16 << 20);
-    assert_eq!(outcome.total.variants[1].bytes, 2 << 20);
+    assert_eq!(outcome.total.metric_sets[0].bytes, 16 << 20);
+    assert_eq!(outcome.total.metric_sets[1].bytes, 2 << 20);
     assert_eq!(counter(&outcome, "regions_read"), Some(16.0));
     assert_eq!(counter(&outcome, "scan_complete"), Some(1.0));
 }
@@ -201,7 +201,10 @@ fn a_prewarm_resumes_where_an_interrupted_one_stopped() {
         Some((32 << 20) as f64)
     );
     assert_eq!(counter(&outcome, "prewarm_complete"), Some(1.0));
-    assert_eq!(outcome.total.variants[0].bytes, ((32 - done) << 20) as u64);
+    assert_eq!(
+        outcome.total.metric_sets[0].bytes,
+        ((32 - done) << 20) as u64
+    );
     let marks = std::fs::read(&state).unwrap();
     assert!(marks.ends_with(&[b'#'; 32]));
 
@@ -230,7 +233,7 @@ fn a_parallel_prewarm_splits_the_target_into_disjoint_stripes() {
         counter(&outcome, "prewarm_bytes_read"),
         Some((16 << 20) as f64)
     );
-    assert_eq!(outcome.total.variants[0].bytes, 16 << 20);
+    assert_eq!(outcome.total.metric_sets[0].bytes, 16 << 20);
     assert_eq!(counter(&outcome, "prewarm_complete"), Some(1.0));
     let state = std::fs::read(format!("{}.qbscan", path.display())).unwrap();
     assert!(state.ends_with(&[b'#'; 64]));

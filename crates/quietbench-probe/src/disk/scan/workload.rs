@@ -245,11 +245,11 @@ impl ScanWorkload {
 }
 
 impl Workload for ScanWorkload {
-    fn variants(&self) -> &'static [Variant] {
+    fn metric_sets(&self) -> &'static [MetricSet] {
         if self.state.is_some() {
-            PREWARM_VARIANTS
+            PREWARM_METRIC_SETS
         } else {
-            SURVEY_VARIANTS
+            SURVEY_METRIC_SETS
         }
     }
 
