@@ -514,7 +514,7 @@ fn check_buffers(p: &Params<'_>, size_key: &str, qd: u64, request: u64) -> Resul
 /// buffers huge pages back (absent when /proc/self/smaps could not say).
 pub(crate) fn engine_counters(queue: &IoQueue) -> Vec<Counter> {
     let huge = queue.huge_page_pct().map(|pct| Counter {
-        name: "io_buffers_huge_pages",
+        name: quietbench_proto::metrics::IO_BUFFERS_HUGE_PAGES,
         unit: "%",
         value: pct,
         merge: Merge::Mean,

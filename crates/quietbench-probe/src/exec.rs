@@ -14,6 +14,7 @@
 //! start-up is part of each sample; `shell=true` runs `/bin/sh -c CMD` for commands that need
 //! one, and then the shell is part of what is measured.
 
+use quietbench_proto::metrics;
 use std::collections::BTreeMap;
 use std::ffi::{CString, c_char};
 use std::io::{Read, Seek, SeekFrom};
@@ -33,9 +34,9 @@ use crate::{MetricSet, ParamError, ProbeSpec, RateBasis, Samples, Step, Workload
 /// advance while a hypervisor runs someone else).
 pub const METRIC_SETS: &[MetricSet] = &[
     MetricSet {
-        rate_metric: "invocations_per_sec",
+        rate_metric: metrics::INVOCATIONS_PER_SEC,
         rate_unit: "invocations/s",
-        latency_metric: "wall_time",
+        latency_metric: metrics::WALL_TIME,
         latency_unit: "ns",
         throughput: None,
     },
@@ -54,9 +55,9 @@ pub const PAIRED_METRIC_SETS: &[MetricSet] = &[
     METRIC_SETS[0],
     METRIC_SETS[1],
     MetricSet {
-        rate_metric: "b_invocations_per_sec",
+        rate_metric: metrics::B_INVOCATIONS_PER_SEC,
         rate_unit: "invocations/s",
-        latency_metric: "b_wall_time",
+        latency_metric: metrics::B_WALL_TIME,
         latency_unit: "ns",
         throughput: None,
     },
@@ -77,7 +78,7 @@ pub const PAIRED_METRIC_SETS: &[MetricSet] = &[
 ];
 
 /// The metric of the per-pair B/A wall-time ratios, in parts per million.
-pub const PAIR_RATIO_METRIC: &str = "b_over_a_wall_ppm";
+pub const PAIR_RATIO_METRIC: &str = metrics::B_OVER_A_WALL_PPM;
 
 const INT_PARAMS: &[IntParam] = &[IntParam {
     name: "threads",
