@@ -43,8 +43,12 @@ fn killing_the_agent_mid_run_fails_clearly_before_the_trial_ends() {
     let agent = common::wait_for_child(controller.id(), Duration::from_secs(10))
         .expect("the controller starts a local agent");
     // Let the trial get going: the host line is printed once the agent answered GetHost.
+    // (The fleet's line comes first.)
     let mut stderr = BufReader::new(controller.stderr.take().unwrap());
     let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    assert!(line.starts_with("fleet: local"), "{line}");
+    line.clear();
     stderr.read_line(&mut line).unwrap();
     assert!(line.starts_with("host 127.0.0.1:"), "{line}");
     // Killed mid-trial: once its probe thread runs (not after a guessed sleep, which a loaded

@@ -171,7 +171,7 @@ fn a_hosts_file_names_the_agents_and_bad_lines_are_refused() {
     )
     .unwrap();
     let json = dir.path().join("run.json");
-    common::succeed(common::quietbench().args([
+    common::succeed(common::quietbench().env("XDG_DATA_HOME", dir.path()).args([
         "run",
         "--hosts",
         &hosts.display().to_string(),
@@ -184,6 +184,9 @@ fn a_hosts_file_names_the_agents_and_bad_lines_are_refused() {
         "--json",
         &json.display().to_string(),
     ]));
+    // The run gave its hosts back: the fleet ledger holds nothing for `release`.
+    let ledger = dir.path().join("quietbench/fleets");
+    assert_eq!(std::fs::read_dir(&ledger).unwrap().count(), 0);
     let report = read_report(&json).unwrap();
     assert_eq!(report["hosts"].as_array().unwrap().len(), 2);
     assert_eq!(trial_spans(&report).len(), 2);

@@ -291,14 +291,26 @@ impl Session {
         });
         // Restore and release whatever happened above: success, failure or Ctrl-C.
         let restored = !run.settings.tune || rt.block_on(restore_all(&targets, &progress));
+        // A dead local agent explains a failure better than the broken connection does.
         let explanation = match &outcome {
             Some(Err(_)) => self.fleet.explain_failure(),
+            Some(Ok(())) if !run.host_failures.is_empty() => self.fleet.explain_failure(),
             _ => None,
         };
-        if let Err(err) = rt.block_on(self.fleet.release(&progress)) {
-            progress.line(&format!(
+        match rt.block_on(self.fleet.release(&progress)) {
+            // Everything given back: nothing is left for `quietbench release`.
+            Ok(()) if restored => {
+                if let Err(err) = ledger.forget(&run.run_id) {
+                    progress.line(&format!("quietbench: warning: {err:#}"));
+                }
+            }
+            Ok(()) => progress.line(&format!(
+                "quietbench: a host is still tuned: `quietbench release --run {}` retries",
+                run.run_id
+            )),
+            Err(err) => progress.line(&format!(
                 "quietbench: error: releasing the hosts failed: {err:#}"
-            ));
+            )),
         }
         progress.finish();
         run.finished_at = Some(SystemTime::now());
@@ -308,7 +320,12 @@ impl Session {
                 (ExitCode::FAILURE, RunStatus::Failed)
             }
             Some(Ok(())) if !run.host_failures.is_empty() => {
-                let message = describe_host_failures(&run);
+                if let Some(why) = explanation {
+                    for failure in &mut run.host_failures {
+                        failure.error.push_str(&format!(" ({why})"));
+                    }
+                }
+                let message = describe_host_failures(&run, done.is_empty());
                 eprintln!("quietbench: error: {message}");
                 run.error = Some(message);
                 (ExitCode::FAILURE, RunStatus::Failed)
@@ -349,8 +366,9 @@ impl Session {
     }
 }
 
-/// One sentence for a run some of whose hosts failed: which, why, and what is missing.
-fn describe_host_failures(run: &RunRecord) -> String {
+/// One sentence for a run some of whose hosts failed: which, why, and what is missing (and,
+/// when the run is kept, how to run it).
+fn describe_host_failures(run: &RunRecord, fresh: bool) -> String {
     let missing = crate::report::record::missing_trials(run);
     let hosts: Vec<String> = run
         .host_failures
@@ -360,12 +378,17 @@ fn describe_host_failures(run: &RunRecord) -> String {
             format!("{address}: {}", f.error)
         })
         .collect();
+    // A fresh run that measured nothing is not kept: there is nothing to resume.
+    let resume = if fresh && nothing_measured(run) {
+        String::new()
+    } else {
+        format!(" (quietbench resume {} runs them)", run.run_id)
+    };
     format!(
-        "{} of {} host(s) failed, {} trial(s) missing (quietbench resume {} runs them): {}",
+        "{} of {} host(s) failed, {} trial(s) missing{resume}: {}",
         run.host_failures.len(),
         run.hosts.len(),
         missing.iter().map(|m| m.trials.len()).sum::<usize>(),
-        run.run_id,
         hosts.join("; ")
     )
 }
