@@ -10,7 +10,8 @@ use crate::connection::AgentConnection;
 use crate::execute::{FailurePolicy, Flow};
 use crate::fleet::{HostEntry, Target, local_target};
 use crate::local_agent::LocalAgent;
-use crate::report::{HostKind, HostRecord, RunSettings, json, table};
+use crate::record::{HostKind, HostRecord, RunSettings};
+use crate::report::{json, table};
 use crate::run::{needs_peer, new_record};
 use crate::schedule::{VariantSpec, fresh_seed};
 use crate::session::{Outputs, Session, runtime};
@@ -142,7 +143,7 @@ pub struct CompareArgs {
 }
 
 fn compare_command(args: CompareArgs) -> anyhow::Result<ExitCode> {
-    let figure = crate::compare::TrialFigure::parse(&args.figure).unwrap_or_default();
+    let figure = crate::record::figures::TrialFigure::parse(&args.figure).unwrap_or_default();
     if let [baseline, candidate] = args.runs.as_slice() {
         return crate::compare_runs::run_compare_runs(crate::compare_runs::RunsRequest {
             baseline: baseline.clone(),
@@ -180,7 +181,7 @@ fn compare_command(args: CompareArgs) -> anyhow::Result<ExitCode> {
         duration_ms: args.duration.as_millis() as u64,
         seed: args.seed.unwrap_or_else(fresh_seed),
         figure,
-        interleave: crate::compare::Interleave::parse(&args.interleave).unwrap_or_default(),
+        interleave: crate::record::figures::Interleave::parse(&args.interleave).unwrap_or_default(),
         precision: args.precision.map(|p| p / 100.0),
         budget: args.budget,
         fail_if_slower: args.fail_if_slower,

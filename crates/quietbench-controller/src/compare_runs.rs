@@ -10,9 +10,9 @@ use std::process::ExitCode;
 use quietbench_stats::{Direction, advantage, pct};
 use serde::Serialize;
 
-use crate::compare::{EXIT_SLOWER, RatioJson, TrialFigure};
-use crate::figures::{direction_of_unit, trial_values};
-use crate::report::RunRecord;
+use crate::compare::{EXIT_SLOWER, RatioJson};
+use crate::record::RunRecord;
+use crate::record::figures::{TrialFigure, direction_of_unit, trial_values};
 
 /// What `compare --runs` was asked.
 #[derive(Debug, Clone)]

@@ -20,7 +20,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, SeqAccess, Unexpected, Visitor};
 use toml::Spanned;
 
-use crate::report::RunSettings;
+use crate::record::RunSettings;
 use crate::schedule::VariantSpec;
 
 /// A plan, decoded and checked: what to measure, where, and when to stop.

@@ -9,7 +9,8 @@ use quietbench_proto::v1 as pb;
 use crate::connection::AgentConnection;
 use crate::execute::Progress;
 use crate::fleet::Target;
-use crate::report::{RunRecord, RunSettings, json};
+use crate::record::{RunRecord, RunSettings};
+use crate::report::json;
 
 /// True for probes that need a peer agent.
 pub fn needs_peer(probe: &str) -> bool {

@@ -10,7 +10,8 @@ use anyhow::Context;
 
 use crate::execute::{FailurePolicy, Flow, Progress, execute};
 use crate::fleet::{Fleet, HostEntry, Ledger, LedgerEntry, LocalFleet, StaticFleet, Target};
-use crate::report::{RunRecord, table};
+use crate::record::RunRecord;
+use crate::report::table;
 use crate::run::{restore_all, write_json};
 use crate::schedule::PlannedTrial;
 use crate::store::{RunStatus, Store};
@@ -339,7 +340,7 @@ impl Session {
 
 /// One sentence for a run some of whose hosts failed: which, why, and what is missing.
 fn describe_host_failures(run: &RunRecord) -> String {
-    let missing = crate::report::record::missing_trials(run);
+    let missing = crate::record::missing_trials(run);
     let hosts: Vec<String> = run
         .host_failures
         .iter()

@@ -6,7 +6,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use crate::execute::{FailurePolicy, Flow};
-use crate::report::{HostKind, json, table};
+use crate::record::HostKind;
+use crate::report::{json, table};
 use crate::schedule::PlannedTrial;
 use crate::session::{Outputs, Session};
 use crate::store::{RunStatus, Store};

@@ -9,10 +9,10 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
-use quietbench_controller::compare::TrialFigure;
-use quietbench_controller::report::record::{HistogramRecord, IntervalRecord};
-use quietbench_controller::report::{
-    HostKind, HostRecord, MetricRecord, RunRecord, RunSettings, TrialRecord,
+use quietbench_controller::record::figures::TrialFigure;
+use quietbench_controller::record::{
+    HistogramRecord, HostKind, HostRecord, IntervalRecord, MetricRecord, RunRecord, RunSettings,
+    TrialRecord,
 };
 use quietbench_controller::schedule::VariantSpec;
 use quietbench_controller::store::{RunStatus, Store, StoreError};
@@ -799,7 +799,7 @@ fn compare_runs(
             baseline: a.into(),
             candidate: b.into(),
             metric: None,
-            figure: quietbench_controller::compare::TrialFigure::Median,
+            figure: quietbench_controller::record::figures::TrialFigure::Median,
             db: Some(path.to_path_buf()),
             json: Some(json.clone()),
             fail_if_slower,
@@ -872,7 +872,7 @@ fn comparing_stored_runs_refuses_what_it_cannot_judge() {
             baseline: "aaaa".into(),
             candidate: b.into(),
             metric: metric.map(str::to_string),
-            figure: quietbench_controller::compare::TrialFigure::Median,
+            figure: quietbench_controller::record::figures::TrialFigure::Median,
             db: Some(path.clone()),
             json: None,
             fail_if_slower: None,

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use super::{Ledger, LedgerEntry, Target};
 use crate::execute::Progress;
-use crate::report::HostKind;
+use crate::record::HostKind;
 use crate::run::restore_all;
 use crate::session::runtime;
 

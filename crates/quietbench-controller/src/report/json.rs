@@ -9,7 +9,8 @@ use hdrhistogram::Histogram;
 use quietbench_stats::summarize;
 use serde::Serialize;
 
-use super::record::{HistogramRecord, MetricRecord, RunRecord, TrialRecord};
+use crate::record::queries::{metric_keys, metric_values, placement_matches_plan};
+use crate::record::{HistogramRecord, MetricRecord, RunRecord, TrialRecord, missing_trials};
 use quietbench_proto::v1 as pb;
 
 /// The schema's name and version, the report's first field.
@@ -435,7 +436,7 @@ pub fn build(run: &RunRecord) -> Report {
             })
             .collect(),
         fleet: run.fleet.clone(),
-        missing_trials: crate::report::record::missing_trials(run)
+        missing_trials: missing_trials(run)
             .into_iter()
             .map(|m| {
                 let mut rounds: Vec<u32> = m.trials.iter().map(|t| t.round).collect();
@@ -510,13 +511,6 @@ fn trial(run: &RunRecord, t: &TrialRecord) -> TrialJson {
         metrics: t.metrics.iter().map(metric).collect(),
         noise: t.noise.as_ref().map(noise),
     }
-}
-
-/// Whether every thread ran exactly where it was planned.
-pub fn placement_matches_plan(p: &pb::Placement) -> bool {
-    p.threads
-        .iter()
-        .all(|t| t.affinity_cpus == [t.planned_cpu] && t.observed_cpu == t.planned_cpu)
 }
 
 fn placement(p: &pb::Placement) -> PlacementJson {
@@ -611,50 +605,11 @@ fn interval_metric(m: &MetricRecord) -> MetricJson {
     }
 }
 
-/// (variant, probe, metric, unit) in the order first seen.
-pub fn metric_keys(trials: &[TrialRecord]) -> Vec<(String, String, String, String)> {
-    let mut keys: Vec<(String, String, String, String)> = Vec::new();
-    for t in trials {
-        for m in &t.metrics {
-            if !keys
-                .iter()
-                .any(|(v, _, n, _)| *v == t.variant && *n == m.name)
-            {
-                keys.push((
-                    t.variant.clone(),
-                    t.probe.clone(),
-                    m.name.clone(),
-                    m.unit.clone(),
-                ));
-            }
-        }
-    }
-    keys
-}
-
-/// Trials that count for summaries: not warm-ups, not cancelled (shorter).
-pub fn counted<'a>(
-    trials: &'a [TrialRecord],
-    variant: &'a str,
-) -> impl Iterator<Item = &'a TrialRecord> {
-    trials
-        .iter()
-        .filter(move |t| t.variant == variant && !t.cancelled && !t.warmup)
-}
-
-/// The values of one metric across a variant's counted trials.
-pub fn trial_values(trials: &[TrialRecord], variant: &str, metric: &str) -> Vec<f64> {
-    counted(trials, variant)
-        .filter_map(|t| t.metrics.iter().find(|m| m.name == metric))
-        .filter_map(|m| m.value)
-        .collect()
-}
-
 fn summary(trials: &[TrialRecord]) -> Vec<SummaryJson> {
     metric_keys(trials)
         .into_iter()
         .filter_map(|(variant, probe, metric, unit)| {
-            let s = summarize(&trial_values(trials, &variant, &metric))?;
+            let s = summarize(&metric_values(trials, &variant, &metric))?;
             Some(SummaryJson {
                 variant,
                 probe,

@@ -30,7 +30,7 @@ use rusqlite::Connection;
 pub use error::StoreError;
 pub use schema::SCHEMA_VERSION;
 
-use crate::report::RunRecord;
+use crate::record::RunRecord;
 
 /// How long a write waits for another writer (another controller on the same file) before
 /// giving up. Transactions here last milliseconds, so this is only reached by a stuck process.

@@ -14,8 +14,9 @@ use quietbench_host::HostRoot;
 
 use super::holder::{self, HOLDER_COLUMNS, Holder, Machine, Process, holder_of};
 use super::{DoneTrial, RunStatus, RunSummary, Store, StoreError, StoredRun, codec, sql_int};
-use crate::report::record::{HistogramRecord, IntervalRecord};
-use crate::report::{HostKind, HostRecord, MetricRecord, RunRecord, TrialRecord};
+use crate::record::{
+    HistogramRecord, HostKind, HostRecord, IntervalRecord, MetricRecord, RunRecord, TrialRecord,
+};
 
 /// How many candidates an ambiguous prefix error lists.
 const CANDIDATES_SHOWN: usize = 5;

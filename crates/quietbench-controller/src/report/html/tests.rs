@@ -17,7 +17,8 @@ fn chart<'h>(html: &'h str, id: &str) -> &'h str {
 
 #[test]
 fn a_compare_page_leads_with_its_verdict() {
-    use crate::compare::{TrialFigure, judge_run};
+    use crate::compare::judge_run;
+    use crate::record::figures::TrialFigure;
     let run = sample_run::sample_compare_run();
     let v = judge_run(&run, TrialFigure::Median).expect("8 rounds on 2 hosts are judged");
     // B took 3% longer in every pair: a difference, A the faster.

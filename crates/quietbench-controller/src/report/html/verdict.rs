@@ -17,8 +17,9 @@ use quietbench_stats::{Observation, Variant, Verdict, VerdictKind, pair_rounds, 
 
 use super::svg::{Plot, Scale, linear_labels, linear_ticks};
 use super::{Page, WIDTH, esc};
-use crate::compare::{self, PAIRED_VARIANT, TrialFigure};
+use crate::compare;
 use crate::plan_verdicts::judge_plan;
+use crate::record::figures::{PAIRED_VARIANT, TrialFigure};
 
 /// The verdict section: a compare run's verdict, else a many-variant run's verdicts, else
 /// nothing (a run of one variant has nothing to compare).
