@@ -7,19 +7,18 @@
 //! controller's runtime, progress bars and reports.
 
 pub mod cli;
-pub mod compare;
-pub mod compare_runs;
+pub mod commands;
 pub mod connection;
 pub mod execute;
 pub mod fleet;
 pub mod local_agent;
 pub mod plan;
-pub mod plan_verdicts;
 pub mod record;
 pub mod report;
+pub mod restore;
 pub mod run;
 pub mod schedule;
 pub mod session;
 pub mod store;
-pub mod stored;
+pub mod verdicts;
 pub mod warnings;

@@ -12,7 +12,8 @@ use crate::execute::{FailurePolicy, Flow, Progress, execute};
 use crate::fleet::{Fleet, HostEntry, Ledger, LedgerEntry, LocalFleet, StaticFleet, Target};
 use crate::record::RunRecord;
 use crate::report::table;
-use crate::run::{restore_all, write_json};
+use crate::restore::restore_all;
+use crate::run::write_json;
 use crate::schedule::PlannedTrial;
 use crate::store::{RunStatus, Store};
 
