@@ -8,13 +8,14 @@
 //! WAL mode, so reports and `history` can read it while a run writes, and two controllers can
 //! share it.
 //!
-//! The record types are the report's ([`RunRecord`] and friends): a stored run loads back into
+//! The record types are the controller's data model ([`RunRecord`] and friends, [`crate::record`]): a stored run loads back into
 //! exactly the record it was written from, so everything that reports a live run reports a
 //! stored one. Protobuf values (fingerprints, placements, noise, host controls) are kept as
 //! their wire encoding and histograms as the HdrHistogram V2 bytes the agent sent.
 
 mod codec;
 mod error;
+mod find;
 mod history;
 pub mod holder;
 mod read;
