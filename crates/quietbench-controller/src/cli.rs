@@ -1,4 +1,5 @@
-//! The `quietbench` command line: arguments, and the mapping of outcomes to exit codes.
+//! The `quietbench` command line: its arguments (clap), their translation into each command's
+//! request ([`crate::commands`] runs them), and the mapping of outcomes to exit codes.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -6,15 +7,17 @@ use std::time::Duration;
 
 use clap::{ArgGroup, Args, Subcommand};
 
-use crate::connection::AgentConnection;
-use crate::execute::{FailurePolicy, Flow};
-use crate::fleet::{HostEntry, Target, local_target};
-use crate::local_agent::LocalAgent;
-use crate::report::{HostKind, HostRecord, RunSettings, json, table};
-use crate::run::{needs_peer, new_record};
-use crate::schedule::{VariantSpec, fresh_seed};
-use crate::session::{Outputs, Session, runtime};
+use crate::commands::compare::{CompareOptions, CompareRequest, run_compare};
+use crate::commands::compare_runs::{RunsRequest, run_compare_runs};
+use crate::commands::run::RunRequest;
+use crate::commands::{host, release, run, stored};
+use crate::fleet::Ledger;
+use crate::record::figures::{Interleave, TrialFigure};
+use crate::schedule::fresh_seed;
 use quietbench_proto::v1 as pb;
+
+/// Hosts named with `--agent`, in order (kept here for the binary; defined with the commands).
+pub use crate::commands::agent_entries;
 
 /// The program's one-line description (`quietbench --help`).
 pub const ABOUT: &str = "Low-noise performance measurement on cloud machines";
@@ -142,9 +145,9 @@ pub struct CompareArgs {
 }
 
 fn compare_command(args: CompareArgs) -> anyhow::Result<ExitCode> {
-    let figure = crate::compare::TrialFigure::parse(&args.figure).unwrap_or_default();
+    let figure = TrialFigure::parse(&args.figure).unwrap_or_default();
     if let [baseline, candidate] = args.runs.as_slice() {
-        return crate::compare_runs::run_compare_runs(crate::compare_runs::RunsRequest {
+        return run_compare_runs(RunsRequest {
             baseline: baseline.clone(),
             candidate: candidate.clone(),
             metric: args.metric,
@@ -165,8 +168,8 @@ fn compare_command(args: CompareArgs) -> anyhow::Result<ExitCode> {
     if let Some(p) = args.precision.filter(|p| !(*p > 0.0 && *p < 100.0)) {
         anyhow::bail!("--precision {p} must be a percentage between 0 and 100");
     }
-    crate::compare::run_compare(crate::compare::CompareRequest {
-        options: crate::compare::CompareOptions {
+    run_compare(CompareRequest {
+        options: CompareOptions {
             a,
             b,
             shell: args.shell,
@@ -180,7 +183,7 @@ fn compare_command(args: CompareArgs) -> anyhow::Result<ExitCode> {
         duration_ms: args.duration.as_millis() as u64,
         seed: args.seed.unwrap_or_else(fresh_seed),
         figure,
-        interleave: crate::compare::Interleave::parse(&args.interleave).unwrap_or_default(),
+        interleave: Interleave::parse(&args.interleave).unwrap_or_default(),
         precision: args.precision.map(|p| p / 100.0),
         budget: args.budget,
         fail_if_slower: args.fail_if_slower,
@@ -433,28 +436,27 @@ fn parse_cpus(text: &str) -> Result<CpuList, String> {
 /// Runs a parsed command and maps the outcome to an exit code.
 pub fn execute(command: ControllerCommand) -> ExitCode {
     let outcome = match command {
-        ControllerCommand::Run(args) => run_command(args),
-        ControllerCommand::Host(args) => host_command(args),
+        ControllerCommand::Run(args) => run::run(run_request(args)),
+        ControllerCommand::Host(args) => host::host(args.local, args.agent, args.json),
         ControllerCommand::Prepare(args) => prepare_command(args),
-        ControllerCommand::Restore(args) => restore_command(args),
+        ControllerCommand::Restore(args) => host::restore(&args.agent),
         ControllerCommand::Compare(args) => compare_command(args),
-        ControllerCommand::Runs(args) => crate::stored::list(args.db.as_deref(), args.limit),
+        ControllerCommand::Runs(args) => stored::list(args.db.as_deref(), args.limit),
         ControllerCommand::Show(args) => {
-            crate::stored::show(args.db.as_deref(), &args.run, args.json, args.html)
+            stored::show(args.db.as_deref(), &args.run, args.json, args.html)
         }
-        ControllerCommand::History(args) => crate::stored::history(
+        ControllerCommand::History(args) => stored::history(
             args.db.as_deref(),
             &args.probe,
             &args.metric,
             args.cpu_model.as_deref(),
             args.limit,
         ),
-        ControllerCommand::Release(args) => crate::fleet::release::release(
-            &crate::fleet::Ledger::default_location(),
-            args.run.as_deref(),
-        ),
+        ControllerCommand::Release(args) => {
+            release::release(&Ledger::default_location(), args.run.as_deref())
+        }
         ControllerCommand::Resume(args) => {
-            crate::stored::resume(args.db.as_deref(), &args.run, &args.agents)
+            stored::resume(args.db.as_deref(), &args.run, &args.agents)
         }
     };
     match outcome {
@@ -466,176 +468,31 @@ pub fn execute(command: ControllerCommand) -> ExitCode {
     }
 }
 
-fn plan_command(args: RunArgs, path: &std::path::Path) -> anyhow::Result<ExitCode> {
-    let mut plan = crate::plan::read_plan(path, args.seed.unwrap_or_else(fresh_seed))?;
-    if args.no_round_sync {
-        plan.settings.round_sync = false;
-    }
-    let variants = plan.settings.variants.len();
-    let seed = plan.settings.seed;
-    let rule = match plan.precision {
-        None => None,
-        Some(_) if variants < 2 => anyhow::bail!(
-            "{}: precision_pct stops the run once every variant's ratio to the first is known \
-             that closely: give two or more [[variant]]s",
-            path.display()
-        ),
-        Some(target) => {
-            let first_look = quietbench_stats::stopping::MIN_ROUNDS_BEFORE_FIRST_LOOK;
-            if plan.settings.rounds < first_look {
-                anyhow::bail!(
-                    "{}: precision_pct looks at the intervals from round {first_look} on: set \
-                     rounds = {first_look} or more (the most rounds to run)",
-                    path.display()
-                );
-            }
-            Some(quietbench_stats::StoppingRule::new(
-                target,
-                first_look,
-                5,
-                plan.settings.rounds,
-                plan.budget,
-            )?)
-        }
-    };
-    let wants_peer = plan.settings.variants.iter().any(|v| needs_peer(&v.probe));
-    let policy = FailurePolicy {
-        fail_fast: args.fail_fast || plan.fail_fast,
-    };
-    let hosts = match &plan.hosts_file {
-        Some(file) => crate::fleet::read_hosts_file(file)?,
-        None => plan_entries(&plan.agents, path),
-    };
-    let session = Session::for_hosts(plan.local, hosts, &plan.peers, wants_peer, policy)?;
-    let hosts = if plan.local { 1 } else { plan.agents.len() };
-    let outputs = Outputs::new(
-        args.json,
-        args.html,
-        args.hdr_log,
-        args.db.as_deref(),
-        args.no_store,
-    )?;
-    let started = std::time::Instant::now();
-    let budget = plan.budget;
-    let (run, code) = session.drive(
-        new_record(plan.settings),
-        outputs,
-        &[],
-        &mut |run, planned| {
-            if budget.is_some_and(|b| started.elapsed() >= b) {
-                eprintln!("quietbench: the plan's time budget is spent: stopping");
-                return Flow::Stop;
-            }
-            let round_done = !planned.warmup
-                && run
-                    .trials
-                    .iter()
-                    .filter(|t| t.round == planned.round)
-                    .count()
-                    == variants * hosts;
-            match &rule {
-                Some(rule)
-                    if round_done
-                        && crate::plan_verdicts::precision_reached(
-                            run,
-                            rule,
-                            seed,
-                            started.elapsed(),
-                        ) =>
-                {
-                    eprintln!(
-                        "quietbench: every comparison is within ±{}%: stopping after round {}",
-                        rule.target_half_width * 100.0,
-                        planned.round
-                    );
-                    Flow::Stop
-                }
-                _ => Flow::Continue,
-            }
-        },
-    )?;
-    for verdict in crate::plan_verdicts::judge_plan(&run, seed) {
-        println!("{verdict}");
-    }
-    Ok(code)
-}
-
-fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
-    if let Some(path) = args.plan.clone() {
-        return plan_command(args, &path);
-    }
-    let mut settings = RunSettings {
-        probes: if args.probes.is_empty() {
-            vec!["cpu.primes".to_string()]
-        } else {
-            args.probes
-        },
-        params: args.params.into_iter().collect(),
-        rounds: args.rounds,
-        duration_ms: args.duration.as_millis() as u64,
-        interval_ms: args.interval.min(args.duration).as_millis() as u64,
-        cpus: args.cpus.map(|c| c.0).unwrap_or_default(),
-        tune: args.tune,
-        unpinned: args.unpinned,
-        variants: Vec::new(),
-        warmup: args.warmup,
-        seed: args.seed.unwrap_or_else(fresh_seed),
-        round_sync: !args.no_round_sync,
-        compare_figure: None,
-    };
-    settings.variants = settings
-        .probes
-        .iter()
-        .map(|probe| VariantSpec {
-            name: probe.clone(),
-            probe: probe.clone(),
-            params: settings.params.clone(),
-        })
-        .collect();
-    let wants_peer = settings.probes.iter().any(|p| needs_peer(p));
-    let hosts = match &args.hosts_file {
-        Some(path) => crate::fleet::read_hosts_file(path)?,
-        None => agent_entries(&args.agents),
-    };
-    let policy = FailurePolicy {
+fn run_request(args: RunArgs) -> RunRequest {
+    RunRequest {
+        plan: args.plan,
+        local: args.local,
+        agents: args.agents,
+        hosts_file: args.hosts_file,
+        peers: args.peers,
+        no_round_sync: args.no_round_sync,
         fail_fast: args.fail_fast,
-    };
-    let session = Session::for_hosts(args.local, hosts, &args.peers, wants_peer, policy)?;
-    let outputs = Outputs::new(
-        args.json,
-        args.html,
-        args.hdr_log,
-        args.db.as_deref(),
-        args.no_store,
-    )?;
-    let (_run, code) = session.drive(new_record(settings), outputs, &[], &mut |_, _| {
-        Flow::Continue
-    })?;
-    Ok(code)
-}
-
-/// Hosts a plan lists, in order.
-fn plan_entries(addresses: &[String], plan: &std::path::Path) -> Vec<HostEntry> {
-    addresses
-        .iter()
-        .map(|a| HostEntry {
-            address: a.clone(),
-            label: None,
-            source: plan.display().to_string(),
-        })
-        .collect()
-}
-
-/// Hosts named with `--agent`, in order.
-pub fn agent_entries(addresses: &[String]) -> Vec<HostEntry> {
-    addresses
-        .iter()
-        .map(|a| HostEntry {
-            address: a.clone(),
-            label: None,
-            source: "--agent".into(),
-        })
-        .collect()
+        probes: args.probes,
+        params: args.params,
+        rounds: args.rounds,
+        warmup: args.warmup,
+        seed: args.seed,
+        duration: args.duration,
+        interval: args.interval,
+        cpus: args.cpus.map(|c| c.0).unwrap_or_default(),
+        unpinned: args.unpinned,
+        tune: args.tune,
+        json: args.json,
+        html: args.html,
+        hdr_log: args.hdr_log,
+        db: args.db,
+        no_store: args.no_store,
+    }
 }
 
 fn prepare_command(args: PrepareArgs) -> anyhow::Result<ExitCode> {
@@ -649,84 +506,7 @@ fn prepare_command(args: PrepareArgs) -> anyhow::Result<ExitCode> {
         drop_caches: args.drop_caches,
         probe_cpus: args.cpus.map(|c| c.0).unwrap_or_default(),
     };
-    let nothing = pb::PrepareRequest {
-        probe_cpus: request.probe_cpus.clone(),
-        ..Default::default()
-    };
-    if request == nothing {
-        anyhow::bail!(
-            "choose what to tune: --all, or any of --aslr-off --steer-irqs --pause-irqbalance \
-             --governor --thp MODE --drop-caches"
-        );
-    }
-    let response = runtime()?.block_on(async {
-        let mut conn = AgentConnection::connect(&args.agent, args.agent.clone()).await?;
-        conn.prepare(request).await
-    })?;
-    println!(
-        "host controls on {} (journal {}):",
-        args.agent, response.journal_path
-    );
-    print!("{}", table::controls(&response.controls));
-    println!("undo with: quietbench restore --agent {}", args.agent);
-    Ok(ExitCode::SUCCESS)
-}
-
-fn restore_command(args: RestoreArgs) -> anyhow::Result<ExitCode> {
-    let response = runtime()?.block_on(async {
-        let mut conn = AgentConnection::connect(&args.agent, args.agent.clone()).await?;
-        conn.restore().await
-    })?;
-    if response.controls.is_empty() {
-        println!("nothing to restore on {}", args.agent);
-    } else {
-        println!("restored on {}:", args.agent);
-        print!("{}", table::controls(&response.controls));
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn host_command(args: HostArgs) -> anyhow::Result<ExitCode> {
-    let local = if args.local {
-        Some(LocalAgent::start()?)
-    } else {
-        None
-    };
-    let target = match (&local, &args.agent) {
-        (Some(agent), _) => local_target(agent, "local agent"),
-        (None, Some(address)) => Target {
-            address: address.clone(),
-            kind: HostKind::Remote,
-            label: address.clone(),
-            obtained: "--agent".into(),
-            instance_id: None,
-            peer: None,
-        },
-        (None, None) => anyhow::bail!("give --local or --agent HOST:PORT"),
-    };
-    let host = runtime()?.block_on(async {
-        let mut conn = AgentConnection::connect(&target.address, target.label.clone()).await?;
-        conn.get_host().await
-    })?;
-    let record = HostRecord {
-        address: target.address,
-        kind: target.kind,
-        agent_version: host.agent_version,
-        fingerprint: host.fingerprint.unwrap_or_default(),
-        tuning: Vec::new(),
-    };
-    if args.json {
-        let value = serde_json::json!({
-            "address": record.address,
-            "kind": record.kind.as_str(),
-            "agent_version": record.agent_version,
-            "fingerprint": json::fingerprint(&record.fingerprint),
-        });
-        println!("{}", serde_json::to_string_pretty(&value)?);
-    } else {
-        print!("{}", crate::report::host::render(&record));
-    }
-    Ok(ExitCode::SUCCESS)
+    host::prepare(&args.agent, request)
 }
 
 #[cfg(test)]

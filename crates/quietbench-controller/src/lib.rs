@@ -5,21 +5,47 @@
 //! starts a real agent process (this binary re-executed as `quietbench agent`, the only reason
 //! the binary links quietbench-agent) so the measured process is never the one running the
 //! controller's runtime, progress bars and reports.
+//!
+//! # Layout
+//!
+//! Modules are grouped by role. A group imports only from itself and the groups before it,
+//! and no two modules import each other, with one exception: the fleet and the executor share
+//! `Target` and `Progress` both ways.
+//!
+//! 1. The data model: `schedule` (the RMIT order), `record` (a run's record and the queries
+//!    every reader shares), `plan` (plan files, read into the record's settings) and `store`
+//!    (saves and loads records).
+//! 2. Judgements from the record alone: `warnings` and `verdicts`.
+//! 3. Views: `report` renders a record (table, JSON, HTML, interval logs); it computes nothing
+//!    the record or the verdicts own.
+//! 4. Measuring: `connection` and `local_agent` (agents), `fleet` (where hosts come from),
+//!    `execute` (the schedule on every host), `run` and `restore` (a run's set-up and
+//!    tear-down), `session` (all of it, for one run).
+//! 5. `commands`, one module per command, and `cli`, which parses the command line and
+//!    dispatches to them.
 
-pub mod cli;
-pub mod compare;
-pub mod compare_runs;
+// The data model.
+pub mod plan;
+pub mod record;
+pub mod schedule;
+pub mod store;
+
+// Judgements.
+pub mod verdicts;
+pub mod warnings;
+
+// Views.
+pub mod report;
+
+// Measuring.
 pub mod connection;
 pub mod execute;
-pub mod figures;
 pub mod fleet;
 pub mod local_agent;
-pub mod plan;
-pub mod plan_verdicts;
-pub mod report;
+pub mod restore;
 pub mod run;
-pub mod schedule;
 pub mod session;
-pub mod store;
-pub mod stored;
-pub mod warnings;
+
+// Commands.
+pub mod cli;
+pub mod commands;

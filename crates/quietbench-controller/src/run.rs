@@ -1,15 +1,14 @@
 //! `quietbench run`'s pieces shared by every command that measures: a new run record, the
-//! JSON file written after each trial, the tuning `--tune` applies and its restore.
+//! JSON file written after each trial, the tuning `--tune` applies (its restore is
+//! [`crate::restore`]).
 
 use std::path::Path;
 use std::time::SystemTime;
 
 use quietbench_proto::v1 as pb;
 
-use crate::connection::AgentConnection;
-use crate::execute::Progress;
-use crate::fleet::Target;
-use crate::report::{RunRecord, RunSettings, json};
+use crate::record::{RunRecord, RunSettings};
+use crate::report::json;
 
 /// True for probes that need a peer agent.
 pub fn needs_peer(probe: &str) -> bool {
@@ -53,49 +52,4 @@ pub fn tune_request(cpus: &[u32]) -> pb::PrepareRequest {
         probe_cpus: cpus.to_vec(),
         ..Default::default()
     }
-}
-
-/// Restores every tuned target, all at once; each failure is reported, none stops the others.
-pub async fn restore_all(targets: &[Target], progress: &Progress) -> bool {
-    let mut restoring = tokio::task::JoinSet::new();
-    for (index, target) in targets.iter().cloned().enumerate() {
-        restoring.spawn(async move {
-            let restored = async {
-                let mut conn =
-                    AgentConnection::connect(&target.address, target.label.clone()).await?;
-                conn.restore().await
-            }
-            .await;
-            (index, target, restored)
-        });
-    }
-    let mut outcomes = Vec::with_capacity(targets.len());
-    while let Some(joined) = restoring.join_next().await {
-        match joined {
-            Ok(outcome) => outcomes.push(outcome),
-            Err(err) => {
-                progress.line(&format!("quietbench: error: a restore failed: {err}"));
-                return false;
-            }
-        }
-    }
-    outcomes.sort_by_key(|(index, _, _)| *index);
-    let mut all_ok = true;
-    for (_, target, outcome) in outcomes {
-        match outcome {
-            Ok(response) => progress.line(&format!(
-                "restored {}:\n{}",
-                target.address,
-                crate::report::table::controls(&response.controls).trim_end()
-            )),
-            Err(err) => {
-                all_ok = false;
-                progress.line(&format!(
-                    "quietbench: error: cannot restore {}: {err}",
-                    target.label
-                ));
-            }
-        }
-    }
-    all_ok
 }

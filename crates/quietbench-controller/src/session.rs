@@ -10,8 +10,10 @@ use anyhow::Context;
 
 use crate::execute::{FailurePolicy, Flow, Progress, execute};
 use crate::fleet::{Fleet, HostEntry, Ledger, LedgerEntry, LocalFleet, StaticFleet, Target};
-use crate::report::{RunRecord, table};
-use crate::run::{restore_all, write_json};
+use crate::record::RunRecord;
+use crate::report::table;
+use crate::restore::restore_all;
+use crate::run::write_json;
 use crate::schedule::PlannedTrial;
 use crate::store::{RunStatus, Store};
 
@@ -369,7 +371,7 @@ impl Session {
 /// One sentence for a run some of whose hosts failed: which, why, and what is missing (and,
 /// when the run is kept, how to run it).
 fn describe_host_failures(run: &RunRecord, fresh: bool) -> String {
-    let missing = crate::report::record::missing_trials(run);
+    let missing = crate::record::missing_trials(run);
     let hosts: Vec<String> = run
         .host_failures
         .iter()

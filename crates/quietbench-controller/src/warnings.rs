@@ -7,8 +7,8 @@ use std::fmt;
 use quietbench_proto::v1 as pb;
 use serde::Serialize;
 
-use crate::report::json::placement_matches_plan;
-use crate::report::{MetricRecord, RunRecord};
+use crate::record::queries::placement_matches_plan;
+use crate::record::{MetricRecord, RunRecord};
 
 /// Steal above this share of the probe CPUs' time earns a warning.
 pub const STEAL_LIMIT: f64 = 0.02;

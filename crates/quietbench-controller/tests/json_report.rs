@@ -20,7 +20,7 @@ fn the_json_report_of_a_fixed_compare_run_is_pinned() {
     insta::assert_json_snapshot!("compare_run", report_of(&run));
 }
 
-fn report_of(run: &qb::report::RunRecord) -> serde_json::Value {
+fn report_of(run: &qb::record::RunRecord) -> serde_json::Value {
     let report = qb::report::json::build(run);
     let mut value = serde_json::to_value(&report).unwrap();
     // The one field that changes with every release, not with the report.

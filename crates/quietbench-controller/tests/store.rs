@@ -9,10 +9,10 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
-use quietbench_controller::compare::TrialFigure;
-use quietbench_controller::report::record::{HistogramRecord, IntervalRecord};
-use quietbench_controller::report::{
-    HostKind, HostRecord, MetricRecord, RunRecord, RunSettings, TrialRecord,
+use quietbench_controller::record::figures::TrialFigure;
+use quietbench_controller::record::{
+    HistogramRecord, HostKind, HostRecord, IntervalRecord, MetricRecord, RunRecord, RunSettings,
+    TrialRecord,
 };
 use quietbench_controller::schedule::VariantSpec;
 use quietbench_controller::store::{RunStatus, Store, StoreError};
@@ -799,12 +799,12 @@ fn compare_runs(
     fail_if_slower: Option<f64>,
 ) -> (std::process::ExitCode, serde_json::Value) {
     let json = path.with_extension("verdicts.json");
-    let code = quietbench_controller::compare_runs::run_compare_runs(
-        quietbench_controller::compare_runs::RunsRequest {
+    let code = quietbench_controller::commands::compare_runs::run_compare_runs(
+        quietbench_controller::commands::compare_runs::RunsRequest {
             baseline: a.into(),
             candidate: b.into(),
             metric: None,
-            figure: quietbench_controller::compare::TrialFigure::Median,
+            figure: quietbench_controller::record::figures::TrialFigure::Median,
             db: Some(path.to_path_buf()),
             json: Some(json.clone()),
             fail_if_slower,
@@ -872,17 +872,18 @@ fn comparing_stored_runs_refuses_what_it_cannot_judge() {
     let store = Store::open(&path).unwrap();
     store_rates_run(&store, "aaaa0000-run", 1_000, 1000.0);
     store_history_run(&store, "dddd0000-run", 2_000, &[XEON], 1000.0);
-    let request =
-        |b: &str, metric: Option<&str>| quietbench_controller::compare_runs::RunsRequest {
+    let request = |b: &str, metric: Option<&str>| {
+        quietbench_controller::commands::compare_runs::RunsRequest {
             baseline: "aaaa".into(),
             candidate: b.into(),
             metric: metric.map(str::to_string),
-            figure: quietbench_controller::compare::TrialFigure::Median,
+            figure: quietbench_controller::record::figures::TrialFigure::Median,
             db: Some(path.clone()),
             json: None,
             fail_if_slower: None,
-        };
-    let run = quietbench_controller::compare_runs::run_compare_runs;
+        }
+    };
+    let run = quietbench_controller::commands::compare_runs::run_compare_runs;
     // Two measured trials are too few to know the scatter.
     let e = run(request("dddd", None)).unwrap_err().to_string();
     assert!(e.contains("at least 3 trials in the candidate"), "{e}");

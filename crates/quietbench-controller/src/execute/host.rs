@@ -10,8 +10,7 @@ use tokio::sync::{Mutex, OwnedMutexGuard, mpsc, watch};
 use super::progress::HostProgress;
 use crate::connection::{AgentConnection, AgentError};
 use crate::fleet::Target;
-use crate::report::RunSettings;
-use crate::report::record::{IntervalRecord, TrialRecord, trial_metrics};
+use crate::record::{IntervalRecord, RunSettings, TrialRecord, trial_metrics};
 use crate::schedule::PlannedTrial;
 
 /// What a host tells the run's writer.

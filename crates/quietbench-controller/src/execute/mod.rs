@@ -23,8 +23,7 @@ pub use progress::Progress;
 
 use crate::connection::AgentConnection;
 use crate::fleet::Target;
-use crate::report::record::HostFailure;
-use crate::report::{HostRecord, RunRecord, RunSettings};
+use crate::record::{HostFailure, HostRecord, RunRecord, RunSettings};
 use crate::schedule::PlannedTrial;
 use host::{AgentLocks, HostEvent, HostTask, PeerLink};
 use rounds::RoundGate;

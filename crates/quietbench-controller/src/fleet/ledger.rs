@@ -142,7 +142,7 @@ impl Ledger {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::HostKind;
+    use crate::record::HostKind;
 
     fn target(address: &str) -> Target {
         Target {

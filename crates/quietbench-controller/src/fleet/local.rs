@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::{Fleet, FleetFuture, Target};
 use crate::execute::Progress;
 use crate::local_agent::{LocalAgent, describe_status};
-use crate::report::HostKind;
+use crate::record::HostKind;
 
 /// Agents started here.
 #[derive(Default)]

@@ -21,7 +21,7 @@ pub use local::{LocalFleet, local_target};
 pub use static_hosts::StaticFleet;
 
 use crate::execute::Progress;
-use crate::report::HostKind;
+use crate::record::HostKind;
 
 /// An agent to measure on, as a fleet obtained it.
 #[derive(Debug, Clone)]

@@ -3,7 +3,7 @@
 
 use super::{Fleet, FleetFuture, HostEntry, Target};
 use crate::execute::Progress;
-use crate::report::HostKind;
+use crate::record::HostKind;
 
 /// Agents that run already.
 pub struct StaticFleet {

@@ -38,7 +38,7 @@ use base64::engine::general_purpose::STANDARD;
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::Deserializer;
 
-use super::record::RunRecord;
+use crate::record::RunRecord;
 
 /// One interval histogram to log.
 struct Line<'a> {

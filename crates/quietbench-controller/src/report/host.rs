@@ -4,8 +4,8 @@ use std::fmt::Write;
 
 use quietbench_host::format_cpu_list;
 
-use super::record::HostRecord;
 use super::table::host_line;
+use crate::record::HostRecord;
 
 fn bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];

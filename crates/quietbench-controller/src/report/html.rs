@@ -20,8 +20,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use hdrhistogram::Histogram;
 
-use super::json::counted;
-use super::record::{HostRecord, RunRecord};
+use crate::record::queries::counted;
+use crate::record::{HostRecord, RunRecord};
 
 mod by_host;
 mod charts;

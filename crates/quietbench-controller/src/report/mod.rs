@@ -5,7 +5,4 @@ pub mod hdrlog;
 pub mod host;
 pub mod html;
 pub mod json;
-pub mod record;
 pub mod table;
-
-pub use record::{HostKind, HostRecord, MetricRecord, RunRecord, RunSettings, TrialRecord};

@@ -6,8 +6,8 @@ use hdrhistogram::Histogram;
 use quietbench_proto::v1 as pb;
 use quietbench_stats::summarize;
 
-use super::json::{metric_keys, placement_matches_plan, trial_values};
-use super::record::{HostRecord, RunRecord};
+use crate::record::queries::{counted, metric_keys, metric_values, placement_matches_plan};
+use crate::record::{HostRecord, RunRecord, missing_trials};
 
 /// One line describing a host: address, CPU model and the facts that split results.
 pub fn host_line(host: &HostRecord) -> String {
@@ -165,7 +165,7 @@ pub fn render(run: &RunRecord) -> String {
     ];
     let mut rows: Vec<[String; 10]> = Vec::new();
     for (variant, probe, metric, unit) in metric_keys(&run.trials) {
-        let values = trial_values(&run.trials, &variant, &metric);
+        let values = metric_values(&run.trials, &variant, &metric);
         let Some(s) = summarize(&values) else {
             continue;
         };
@@ -226,7 +226,7 @@ pub fn render(run: &RunRecord) -> String {
 /// not finish its schedule; the summary above uses what finished.
 pub fn missing_lines(run: &RunRecord) -> String {
     let mut out = String::new();
-    let missing = crate::report::record::missing_trials(run);
+    let missing = missing_trials(run);
     if missing.is_empty() {
         return out;
     }
@@ -315,7 +315,7 @@ fn noise_line(run: &RunRecord, host: usize) -> Option<String> {
 fn merged_histogram(run: &RunRecord, variant: &str, metric: &str) -> Option<Histogram<u64>> {
     // Auto-resizing, so histograms of any range (other agents, other versions) merge.
     let mut merged = Histogram::<u64>::new(3).ok()?;
-    for t in super::json::counted(&run.trials, variant) {
+    for t in counted(&run.trials, variant) {
         let found = t.metrics.iter().find(|m| m.name == metric);
         if let Some(h) = found.and_then(|m| m.histogram.as_ref()) {
             merged.add(&h.hist).ok()?;

@@ -8,8 +8,8 @@ use prost::Message;
 use quietbench_proto::v1 as pb;
 use serde::{Deserialize, Serialize};
 
-use crate::compare::TrialFigure;
-use crate::report::RunSettings;
+use crate::record::RunSettings;
+use crate::record::figures::TrialFigure;
 use crate::schedule::VariantSpec;
 
 /// A time as signed ns since the Unix epoch; `None` beyond ±292 years of 1970.

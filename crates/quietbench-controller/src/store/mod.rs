@@ -8,13 +8,14 @@
 //! WAL mode, so reports and `history` can read it while a run writes, and two controllers can
 //! share it.
 //!
-//! The record types are the report's ([`RunRecord`] and friends): a stored run loads back into
+//! The record types are the controller's data model ([`RunRecord`] and friends, [`crate::record`]): a stored run loads back into
 //! exactly the record it was written from, so everything that reports a live run reports a
 //! stored one. Protobuf values (fingerprints, placements, noise, host controls) are kept as
 //! their wire encoding and histograms as the HdrHistogram V2 bytes the agent sent.
 
 mod codec;
 mod error;
+mod find;
 mod history;
 pub mod holder;
 mod read;
@@ -30,7 +31,7 @@ use rusqlite::Connection;
 pub use error::StoreError;
 pub use schema::SCHEMA_VERSION;
 
-use crate::report::RunRecord;
+use crate::record::RunRecord;
 
 /// How long a write waits for another writer (another controller on the same file) before
 /// giving up. Transactions here last milliseconds, so this is only reached by a stuck process.

@@ -1,4 +1,5 @@
-//! Reading runs back: lists, whole records, and what a run has done.
+//! Reading runs back: lists and whole records (finding a run by its id and what it has done:
+//! [`super::find`]).
 //!
 //! Rows are first read into raw column values, then converted, so a value that cannot be read
 //! back becomes a [`StoreError::Corrupt`] naming the run and the column instead of a panic.
@@ -8,17 +9,15 @@ use std::collections::HashMap;
 use hdrhistogram::serialization::Deserializer;
 use prost::Message;
 use quietbench_proto::v1 as pb;
-use rusqlite::{OptionalExtension, Transaction, params};
+use rusqlite::Transaction;
 
 use quietbench_host::HostRoot;
 
 use super::holder::{self, HOLDER_COLUMNS, Holder, Machine, Process, holder_of};
-use super::{DoneTrial, RunStatus, RunSummary, Store, StoreError, StoredRun, codec, sql_int};
-use crate::report::record::{HistogramRecord, IntervalRecord};
-use crate::report::{HostKind, HostRecord, MetricRecord, RunRecord, TrialRecord};
-
-/// How many candidates an ambiguous prefix error lists.
-const CANDIDATES_SHOWN: usize = 5;
+use super::{RunStatus, RunSummary, Store, StoreError, StoredRun, codec};
+use crate::record::{
+    HistogramRecord, HostKind, HostRecord, IntervalRecord, MetricRecord, RunRecord, TrialRecord,
+};
 
 struct RunRow {
     started: i64,
@@ -96,52 +95,6 @@ impl Store {
         self.conn
             .unchecked_transaction()
             .map_err(|e| self.sql_error(action, e))
-    }
-
-    /// The full id of the run whose id is `id_or_prefix` or starts with it.
-    pub fn resolve_run_id(&self, id_or_prefix: &str) -> Result<String, StoreError> {
-        let action = "looking up a run id";
-        let not_found = || StoreError::NotFound {
-            prefix: id_or_prefix.to_string(),
-        };
-        if id_or_prefix.is_empty() {
-            return Err(not_found());
-        }
-        let exact = self
-            .conn
-            .query_row("SELECT id FROM runs WHERE id = ?1", [id_or_prefix], |r| {
-                r.get::<_, String>(0)
-            })
-            .optional()
-            .map_err(|e| self.sql_error(action, e))?;
-        if let Some(id) = exact {
-            return Ok(id);
-        }
-        // substr rather than LIKE: LIKE folds case and gives '%' and '_' meaning.
-        let mut stmt = self
-            .conn
-            .prepare_cached(
-                "SELECT id FROM runs WHERE substr(id, 1, length(?1)) = ?1 ORDER BY id LIMIT ?2",
-            )
-            .map_err(|e| self.sql_error(action, e))?;
-        let mut ids: Vec<String> = stmt
-            .query_map(
-                params![id_or_prefix, sql_int("a limit", CANDIDATES_SHOWN + 1)?],
-                |r| r.get(0),
-            )
-            .and_then(|rows| rows.collect())
-            .map_err(|e| self.sql_error(action, e))?;
-        match ids.len() {
-            0 => Err(not_found()),
-            1 => Ok(ids.remove(0)),
-            _ => {
-                ids.truncate(CANDIDATES_SHOWN);
-                Err(StoreError::Ambiguous {
-                    prefix: id_or_prefix.to_string(),
-                    candidates: ids,
-                })
-            }
-        }
     }
 
     /// The `limit` most recently started runs, newest first.
@@ -563,54 +516,5 @@ impl Store {
             value: row.value,
             histogram,
         })
-    }
-
-    /// The trials stored for a run (its full id), in sequence order: what a resumed run skips.
-    pub fn trials_done(&self, run_id: &str) -> Result<Vec<DoneTrial>, StoreError> {
-        let action = "listing a run's trials";
-        let tx = self.read_tx(action)?;
-        let exists = tx
-            .query_row("SELECT 1 FROM runs WHERE id = ?1", [run_id], |_| Ok(()))
-            .optional()
-            .map_err(|e| self.sql_error(action, e))?;
-        if exists.is_none() {
-            return Err(StoreError::NotFound {
-                prefix: run_id.to_string(),
-            });
-        }
-        let rows: Vec<(i64, String, u32, i64, String, bool)> = tx
-            .prepare_cached(
-                "SELECT seq, variant, round, host_idx, probe, warmup
-                 FROM trials WHERE run_id = ?1 ORDER BY seq",
-            )
-            .and_then(|mut stmt| {
-                stmt.query_map([run_id], |r| {
-                    Ok((
-                        r.get(0)?,
-                        r.get(1)?,
-                        r.get(2)?,
-                        r.get(3)?,
-                        r.get(4)?,
-                        r.get(5)?,
-                    ))
-                })?
-                .collect()
-            })
-            .map_err(|e| self.sql_error(action, e))?;
-        rows.into_iter()
-            .map(|(seq, variant, round, host, probe, warmup)| {
-                let index = |v: i64| {
-                    usize::try_from(v).map_err(|_| self.corrupt(run_id, "trial indexes", v))
-                };
-                Ok(DoneTrial {
-                    seq: index(seq)?,
-                    host: index(host)?,
-                    variant,
-                    round,
-                    probe,
-                    warmup,
-                })
-            })
-            .collect()
     }
 }

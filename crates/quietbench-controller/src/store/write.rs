@@ -6,7 +6,7 @@ use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::holder::Holder;
 use super::{RunStatus, Store, StoreError, codec, sql_int};
-use crate::report::{HostRecord, RunRecord, TrialRecord};
+use crate::record::{HostRecord, RunRecord, TrialRecord};
 
 impl Store {
     /// One write transaction. IMMEDIATE takes the write lock up front: a DEFERRED transaction

@@ -15,7 +15,7 @@ use hdrhistogram::Histogram;
 use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use quietbench_proto::v1 as pb;
 
-use super::qb::report::record::{
+use super::qb::record::{
     HistogramRecord, HostKind, HostRecord, IntervalRecord, MetricRecord, RunRecord, RunSettings,
     TrialRecord,
 };
@@ -285,7 +285,7 @@ pub fn sample_compare_run() -> RunRecord {
         warmup: 1,
         seed: 7,
         round_sync: true,
-        compare_figure: Some(super::qb::compare::TrialFigure::Median),
+        compare_figure: Some(super::qb::record::figures::TrialFigure::Median),
     };
     let mut rng = Lcg(11);
     let histogram = |values: &[u64]| {

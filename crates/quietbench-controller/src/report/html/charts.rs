@@ -5,10 +5,10 @@ use std::fmt::Write;
 
 use hdrhistogram::Histogram;
 
-use super::super::json::metric_keys;
-use super::super::record::TrialRecord;
 use super::svg::{Plot, Scale, linear_labels, linear_ticks, log_labels, log_ticks, value_label};
 use super::{Page, WIDTH, axis_title, esc, mean, merged_histogram};
+use crate::record::TrialRecord;
+use crate::record::queries::metric_keys;
 
 /// (b) Per-round series: for each headline metric, the mean over hosts per round, one line per
 /// variant, every trial as a small dot; warm-up rounds shaded, their points hollow.

@@ -4,9 +4,10 @@ use std::fmt::Write;
 
 use quietbench_stats::summarize;
 
-use super::super::json::{metric_keys, rfc3339, trial_values};
+use super::super::json::rfc3339;
 use super::super::table::format_value;
 use super::{Page, esc, merged_histogram, model_of};
+use crate::record::queries::{metric_keys, metric_values};
 
 /// The run's title line, and why it stopped early if it did.
 pub(super) fn title(page: &Page<'_>, out: &mut String) {
@@ -157,7 +158,7 @@ pub(super) fn summary(page: &Page<'_>, out: &mut String) {
         r#"<section id="summary"><h2>Summary</h2><p class="note">Warm-up and cancelled trials left out; percentiles from the merged histograms of the counted trials.</p><table><thead><tr><th>variant</th><th>metric</th><th>unit</th><th class="num">trials</th><th class="num">mean</th><th class="num">median</th><th class="num">CV</th><th class="num">min</th><th class="num">max</th><th class="num">p50</th><th class="num">p99</th><th class="num">p99.9</th></tr></thead><tbody>"#,
     );
     for (variant, probe, metric, unit) in metric_keys(&run.trials) {
-        let values = trial_values(&run.trials, &variant, &metric);
+        let values = metric_values(&run.trials, &variant, &metric);
         let Some(s) = summarize(&values) else {
             continue;
         };

@@ -17,7 +17,8 @@ fn chart<'h>(html: &'h str, id: &str) -> &'h str {
 
 #[test]
 fn a_compare_page_leads_with_its_verdict() {
-    use crate::compare::{TrialFigure, judge_run};
+    use crate::record::figures::TrialFigure;
+    use crate::verdicts::compare::judge_run;
     let run = sample_run::sample_compare_run();
     let v = judge_run(&run, TrialFigure::Median).expect("8 rounds on 2 hosts are judged");
     // B took 3% longer in every pair: a difference, A the faster.
@@ -110,7 +111,7 @@ fn a_compare_run_too_short_to_judge_says_why() {
 fn a_run_of_two_variants_shows_each_verdict() {
     let run = sample_run::sample_run();
     let html = render_html(&run);
-    let verdicts = crate::plan_verdicts::judge_plan(&run, run.settings.seed);
+    let verdicts = crate::verdicts::plan::judge_plan(&run, run.settings.seed);
     assert_eq!(verdicts.len(), 1);
     let v = verdicts[0]
         .verdict

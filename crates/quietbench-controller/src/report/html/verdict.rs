@@ -4,8 +4,8 @@
 //! per-round ratios behind it; a run of two or more variants gets each variant's verdict
 //! against the first the same way.
 //!
-//! Nothing here judges: the verdicts are [`crate::compare::judge_run`]'s and
-//! [`crate::plan_verdicts::judge_plan`]'s, computed from the record alone, so a stored run's
+//! Nothing here judges: the verdicts are [`crate::verdicts::compare::judge_run`]'s and
+//! [`crate::verdicts::plan::judge_plan`]'s, computed from the record alone, so a stored run's
 //! page (`quietbench show RUN --html`) is the live run's. The chart's per-round ratios are the
 //! statistics crate's own pairing ([`quietbench_stats::pair_rounds`]) of the same observations.
 //!
@@ -17,8 +17,9 @@ use quietbench_stats::{Observation, Variant, Verdict, VerdictKind, pair_rounds, 
 
 use super::svg::{Plot, Scale, linear_labels, linear_ticks};
 use super::{Page, WIDTH, esc};
-use crate::compare::{self, PAIRED_VARIANT, TrialFigure};
-use crate::plan_verdicts::judge_plan;
+use crate::record::figures::{PAIRED_VARIANT, TrialFigure};
+use crate::verdicts::compare;
+use crate::verdicts::plan::judge_plan;
 
 /// The verdict section: a compare run's verdict, else a many-variant run's verdicts, else
 /// nothing (a run of one variant has nothing to compare).

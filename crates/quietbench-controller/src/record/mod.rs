@@ -1,4 +1,10 @@
-//! The controller's record of a run, built from agents' events as they arrive.
+//! The controller's one data model: the record of a run, built from agents' events as they
+//! arrive or read back from the store, and the queries every reader of it shares
+//! ([`queries`]: which trials count; [`figures`]: the one figure of each trial that verdicts
+//! compare). Reports, warnings and verdicts read these; nothing here prints.
+
+pub mod figures;
+pub mod queries;
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;
@@ -72,7 +78,7 @@ pub struct RunSettings {
     /// Set by `quietbench compare`: the figure of each trial its verdict compares
     /// (`--figure`), so a stored compare run is judged again exactly as it was. `None` for
     /// other runs.
-    pub compare_figure: Option<crate::compare::TrialFigure>,
+    pub compare_figure: Option<figures::TrialFigure>,
 }
 
 /// One decoded histogram with its bookkeeping.

@@ -6,7 +6,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use crate::execute::{FailurePolicy, Flow};
-use crate::report::{HostKind, json, table};
+use crate::record::HostKind;
+use crate::report::{json, table};
 use crate::schedule::PlannedTrial;
 use crate::session::{Outputs, Session};
 use crate::store::{RunStatus, Store};
@@ -237,7 +238,7 @@ pub fn resume(db: Option<&Path>, run: &str, agents: &[String]) -> anyhow::Result
     let hosts = if local {
         Vec::new()
     } else {
-        crate::cli::agent_entries(&addresses)
+        super::agent_entries(&addresses)
     };
     let session = Session::for_hosts(local, hosts, &[], wants_peer, FailurePolicy::default())?;
     let outputs = Outputs::new(None, None, None, Some(store.path()), false)?.resuming(stored_hosts);

@@ -1,15 +1,14 @@
 //! Verdicts of a run with two or more variants (a plan's `[[variant]]`s): every variant against
 //! the first, the baseline, paired by round on each host as `compare` pairs A and B, on each
-//! trial's figure ([`crate::figures`]). With `precision_pct` the run stops once every
+//! trial's figure ([`crate::record::figures`]). With `precision_pct` the run stops once every
 //! comparison's interval is that narrow ([`quietbench_stats::StoppingRule`]).
 
 use std::time::Duration;
 
 use quietbench_stats::{Decision, StoppingRule, Verdict, VerdictConfig};
 
-use crate::compare::TrialFigure;
-use crate::figures::{direction_of_unit, stats_observations, trial_values};
-use crate::report::RunRecord;
+use crate::record::RunRecord;
+use crate::record::figures::{TrialFigure, direction_of_unit, stats_observations, trial_values};
 
 /// One variant judged against the baseline.
 #[derive(Debug, Clone)]

@@ -10,9 +10,9 @@ use std::process::ExitCode;
 use quietbench_stats::{Direction, advantage, pct};
 use serde::Serialize;
 
-use crate::compare::{EXIT_SLOWER, RatioJson, TrialFigure};
-use crate::figures::{direction_of_unit, trial_values};
-use crate::report::RunRecord;
+use super::compare::{EXIT_SLOWER, RatioJson};
+use crate::record::RunRecord;
+use crate::record::figures::{TrialFigure, direction_of_unit, trial_values};
 
 /// What `compare --runs` was asked.
 #[derive(Debug, Clone)]
@@ -275,7 +275,7 @@ fn compare_records(
 
 /// `quietbench compare --runs X Y`. Exit code: 0, 1 (error), 3 (`--fail-if-slower` tripped).
 pub fn run_compare_runs(req: RunsRequest) -> anyhow::Result<ExitCode> {
-    let store = crate::stored::open(req.db.as_deref())?;
+    let store = super::stored::open(req.db.as_deref())?;
     let a = store.load_stored_run(&req.baseline)?.record;
     let b = store.load_stored_run(&req.candidate)?.record;
     let comparisons = compare_records(&a, &b, req.metric.as_deref(), req.figure)?;

@@ -1,0 +1,338 @@
+//! `quietbench compare`: an A/B comparison of two commands that states its interval and what it
+//! could not detect. By default every trial times A and B in pairs, back to back in a random
+//! order for each pair, on a pinned CPU (`--interleave invocations`); with `--interleave
+//! trials`, trials of A and B interleave in a fresh random order every round on every host
+//! (RMIT). Either way the verdict comes from paired per-round ratios (see docs/statistics.md).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use quietbench_stats::{Verdict, VerdictKind};
+use serde::Serialize;
+
+use crate::record::RunRecord;
+use crate::record::figures::{Interleave, PAIRED_VARIANT, TrialFigure};
+use crate::verdicts::compare::{judge_run, observations, verdict_config};
+
+/// Exit code when `--fail-if-slower` finds B slower beyond the given percentage.
+pub const EXIT_SLOWER: u8 = 3;
+
+/// The command-line options of `compare` that shape the probe.
+#[derive(Debug, Clone)]
+pub struct CompareOptions {
+    /// Command A.
+    pub a: String,
+    /// Command B.
+    pub b: String,
+    /// Run through /bin/sh -c.
+    pub shell: bool,
+    /// Working directory.
+    pub cwd: Option<PathBuf>,
+    /// ASLR on or off for the commands.
+    pub aslr_off: bool,
+}
+
+/// The exec parameters of one side.
+pub fn exec_params(opts: &CompareOptions, cmd: &str) -> BTreeMap<String, String> {
+    let mut params = BTreeMap::new();
+    params.insert("cmd".to_string(), cmd.to_string());
+    params.insert("shell".to_string(), opts.shell.to_string());
+    params.insert(
+        "aslr".to_string(),
+        if opts.aslr_off { "off" } else { "on" }.to_string(),
+    );
+    if let Some(dir) = &opts.cwd {
+        params.insert("cwd".to_string(), dir.display().to_string());
+    }
+    params
+}
+
+/// The fields every verdict in JSON shares (`compare` and `compare --runs`).
+#[derive(Debug, Clone, Serialize)]
+pub struct RatioJson {
+    /// "no_difference", "a_faster" (the first is better) or "b_faster".
+    pub verdict: &'static str,
+    /// Second / first.
+    pub ratio: f64,
+    /// Lower end of the confidence interval of the ratio.
+    pub ci_low: f64,
+    /// Upper end.
+    pub ci_high: f64,
+    /// Confidence level, e.g. 0.95.
+    pub level: f64,
+    /// Smallest relative difference detectable at 80% power (0.006 = 0.6%).
+    pub mde: f64,
+}
+
+/// The verdict in the `--json` file: a stable schema (docs/json-report.md, "compare").
+#[derive(Debug, Serialize)]
+pub struct VerdictJson {
+    /// Always "quietbench.compare.v1".
+    pub schema: &'static str,
+    /// The outcome: B / A of the time per invocation (geometric mean of paired per-round
+    /// ratios), its interval and the smallest difference this run could detect.
+    #[serde(flatten)]
+    pub estimate: RatioJson,
+    /// Paired rounds used.
+    pub rounds: usize,
+    /// Hosts used.
+    pub hosts: usize,
+    /// How the interval was computed.
+    pub method: String,
+    /// Each trial's figure: "median" or "mean".
+    pub figure: &'static str,
+    /// How A and B took turns: "invocations" (pairs within every trial) or "trials".
+    pub interleave: &'static str,
+    /// The sentence the terminal prints.
+    pub sentence: String,
+    /// What to know before trusting it.
+    pub warnings: Vec<String>,
+    /// Commands compared.
+    pub a: String,
+    /// Commands compared.
+    pub b: String,
+    /// The run's id in the result store (null with --no-store).
+    pub run_id: String,
+    /// Why the run stopped (adaptive stopping), when it stopped early.
+    pub stopped: Option<String>,
+}
+
+/// The JSON form of a verdict.
+pub fn verdict_json(
+    v: &Verdict,
+    a: &str,
+    b: &str,
+    run_id: &str,
+    (figure, interleave): (TrialFigure, Interleave),
+    stopped: Option<String>,
+) -> VerdictJson {
+    VerdictJson {
+        schema: "quietbench.compare.v1",
+        estimate: RatioJson {
+            verdict: match v.kind {
+                VerdictKind::NoDifference => "no_difference",
+                VerdictKind::AFaster => "a_faster",
+                VerdictKind::BFaster => "b_faster",
+            },
+            ratio: v.ratio,
+            ci_low: v.ci_low,
+            ci_high: v.ci_high,
+            level: v.level.get(),
+            mde: v.mde,
+        },
+        rounds: v.rounds,
+        hosts: v.hosts,
+        method: v.method.clone(),
+        figure: figure.as_str(),
+        interleave: interleave.as_str(),
+        sentence: v.to_string(),
+        warnings: v.warnings.clone(),
+        a: a.to_string(),
+        b: b.to_string(),
+        run_id: run_id.to_string(),
+        stopped,
+    }
+}
+
+/// Whether `--fail-if-slower PCT` fails: B significantly slower (the interval excludes 1) and
+/// slower by more than PCT percent at the point estimate.
+pub fn fails_slower(v: &Verdict, pct: f64) -> bool {
+    v.kind == VerdictKind::AFaster && (v.ratio - 1.0) * 100.0 > pct
+}
+
+/// Everything `quietbench compare` was asked.
+#[derive(Debug, Clone)]
+pub struct CompareRequest {
+    /// The commands and how they run.
+    pub options: CompareOptions,
+    /// Measure on this machine.
+    pub local: bool,
+    /// Or on these agents.
+    pub agents: Vec<String>,
+    /// Measured rounds (the maximum, with a precision target).
+    pub rounds: u32,
+    /// Warm-up rounds.
+    pub warmup: u32,
+    /// Time each trial times its command, ms.
+    pub duration_ms: u64,
+    /// Seed of the interleaved order and the bootstrap.
+    pub seed: u64,
+    /// Which figure of each trial the verdict compares.
+    pub figure: TrialFigure,
+    /// How A and B take turns.
+    pub interleave: Interleave,
+    /// Stop early once the interval's half-width is at most this fraction (0.005 = ±0.5%).
+    pub precision: Option<f64>,
+    /// Stop after this long, whatever the interval.
+    pub budget: Option<std::time::Duration>,
+    /// `--fail-if-slower PCT`.
+    pub fail_if_slower: Option<f64>,
+    /// The verdict's JSON file.
+    pub json: Option<PathBuf>,
+    /// The run's HTML report.
+    pub html: Option<PathBuf>,
+    /// The result store.
+    pub db: Option<PathBuf>,
+    /// Keep no record.
+    pub no_store: bool,
+}
+
+/// Runs an RMIT A/B of two commands and prints the verdict. Exit code: 0, 1 (error),
+/// 3 ([`EXIT_SLOWER`]: `--fail-if-slower` tripped), 130 (interrupted).
+pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode> {
+    use crate::execute::{FailurePolicy, Flow};
+    use crate::schedule::VariantSpec;
+    use crate::session::{Outputs, Session};
+
+    let variants = match req.interleave {
+        Interleave::Invocations => {
+            let mut params = exec_params(&req.options, &req.options.a);
+            params.insert("cmd_b".to_string(), req.options.b.clone());
+            vec![VariantSpec {
+                name: PAIRED_VARIANT.into(),
+                probe: "exec".into(),
+                params,
+            }]
+        }
+        Interleave::Trials => vec![
+            VariantSpec {
+                name: "A".into(),
+                probe: "exec".into(),
+                params: exec_params(&req.options, &req.options.a),
+            },
+            VariantSpec {
+                name: "B".into(),
+                probe: "exec".into(),
+                params: exec_params(&req.options, &req.options.b),
+            },
+        ],
+    };
+    let trials_per_round = variants.len();
+    let settings = crate::record::RunSettings {
+        probes: vec!["exec".into()],
+        params: BTreeMap::new(),
+        rounds: req.rounds,
+        duration_ms: req.duration_ms,
+        interval_ms: req.duration_ms.min(1000),
+        cpus: Vec::new(),
+        tune: false,
+        unpinned: false,
+        variants,
+        warmup: req.warmup,
+        seed: req.seed,
+        round_sync: true,
+        compare_figure: Some(req.figure),
+    };
+    let first_look = quietbench_stats::stopping::MIN_ROUNDS_BEFORE_FIRST_LOOK;
+    let rule = match req.precision {
+        Some(_) if req.rounds < first_look => anyhow::bail!(
+            "--precision looks at the interval from round {first_look} on: give --rounds {first_look} or more \
+             (the most rounds to run)"
+        ),
+        Some(target) => Some(quietbench_stats::StoppingRule::new(
+            target, first_look, 5, req.rounds, req.budget,
+        )?),
+        None => None,
+    };
+    let hosts = if req.local { 1 } else { req.agents.len() };
+    let started = std::time::Instant::now();
+    let mut stopped: Option<String> = None;
+    let mut stop = |run: &RunRecord, planned: &crate::schedule::PlannedTrial| -> Flow {
+        // Look only once a round is in on every host (hosts finish it in any order).
+        let round_done = run
+            .trials
+            .iter()
+            .filter(|t| t.round == planned.round)
+            .count()
+            == trials_per_round * hosts;
+        if !round_done || planned.warmup {
+            return Flow::Continue;
+        }
+        if req.budget.is_some_and(|b| started.elapsed() >= b) {
+            stopped = Some(format!(
+                "time budget of {:?} spent",
+                req.budget.unwrap_or_default()
+            ));
+            return Flow::Stop;
+        }
+        let Some(rule) = &rule else {
+            return Flow::Continue;
+        };
+        let obs = observations(run, req.figure);
+        match rule.decide_observations(&obs, started.elapsed(), &verdict_config(run)) {
+            Ok(quietbench_stats::Decision::Stop(reason)) => {
+                stopped = Some(format!("{reason:?}"));
+                Flow::Stop
+            }
+            _ => Flow::Continue,
+        }
+    };
+    let session = Session::for_hosts(
+        req.local,
+        super::agent_entries(&req.agents),
+        &[],
+        false,
+        FailurePolicy::default(),
+    )?;
+    let outputs = Outputs::new(
+        None,
+        req.html.clone(),
+        None,
+        req.db.as_deref(),
+        req.no_store,
+    )?;
+    let (run, code) = session.drive(crate::run::new_record(settings), outputs, &[], &mut stop)?;
+    if code != std::process::ExitCode::SUCCESS {
+        return Ok(code);
+    }
+    let verdict = judge_run(&run, req.figure).map_err(|e| anyhow::anyhow!("no verdict: {e}"))?;
+    println!("{verdict}");
+    println!("  compared: {}", req.figure.describe(req.interleave));
+    if let Some(reason) = &stopped {
+        println!("stopped early: {reason}");
+    }
+    if let Some(path) = &req.json {
+        let body = verdict_json(
+            &verdict,
+            &req.options.a,
+            &req.options.b,
+            &run.run_id,
+            (req.figure, req.interleave),
+            stopped.clone(),
+        );
+        std::fs::write(path, serde_json::to_string_pretty(&body)? + "\n")
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+        eprintln!("quietbench: verdict written to {}", path.display());
+    }
+    if let Some(pct) = req.fail_if_slower
+        && fails_slower(&verdict, pct)
+    {
+        eprintln!(
+            "quietbench: B is slower than A by more than {pct}% (ratio {:.4}, CI [{:.4}, {:.4}]): failing",
+            verdict.ratio, verdict.ci_low, verdict.ci_high
+        );
+        return Ok(std::process::ExitCode::from(EXIT_SLOWER));
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exec_params_carry_the_options() {
+        let opts = CompareOptions {
+            a: "a".into(),
+            b: "b".into(),
+            shell: true,
+            cwd: Some("/tmp".into()),
+            aslr_off: true,
+        };
+        let p = exec_params(&opts, "gzip -k x");
+        assert_eq!(p["cmd"], "gzip -k x");
+        assert_eq!(p["shell"], "true");
+        assert_eq!(p["aslr"], "off");
+        assert_eq!(p["cwd"], "/tmp");
+    }
+}

@@ -1,0 +1,24 @@
+//! The commands: each takes what its command line asked (parsed by [`crate::cli`]), drives a
+//! session or reads the store, prints, and returns the exit code. They sit on top of everything
+//! else in the controller; nothing below imports them.
+
+pub mod compare;
+pub mod compare_runs;
+pub mod host;
+pub mod release;
+pub mod run;
+pub mod stored;
+
+use crate::fleet::HostEntry;
+
+/// Hosts named with `--agent`, in order.
+pub fn agent_entries(addresses: &[String]) -> Vec<HostEntry> {
+    addresses
+        .iter()
+        .map(|a| HostEntry {
+            address: a.clone(),
+            label: None,
+            source: "--agent".into(),
+        })
+        .collect()
+}

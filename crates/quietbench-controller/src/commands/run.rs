@@ -1,0 +1,225 @@
+//! `quietbench run`: probes on this machine or on running agents, or a plan file's variants
+//! (`--plan`), with a plan's verdicts and its adaptive stopping.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use super::agent_entries;
+use crate::execute::{FailurePolicy, Flow};
+use crate::fleet::HostEntry;
+use crate::record::RunSettings;
+use crate::run::{needs_peer, new_record};
+use crate::schedule::{VariantSpec, fresh_seed};
+use crate::session::{Outputs, Session};
+
+/// Everything `quietbench run` was asked (its command-line options, parsed).
+#[derive(Debug, Clone, Default)]
+pub struct RunRequest {
+    /// A plan file: hosts, variants, rounds and timing come from it.
+    pub plan: Option<PathBuf>,
+    /// Measure on this machine.
+    pub local: bool,
+    /// Or on these running agents.
+    pub agents: Vec<String>,
+    /// Or on the agents a hosts file lists.
+    pub hosts_file: Option<PathBuf>,
+    /// Peer agents of network probes: one for all hosts, or one per host.
+    pub peers: Vec<String>,
+    /// Hosts do not wait for each other at round boundaries.
+    pub no_round_sync: bool,
+    /// Stop the whole run when one host fails.
+    pub fail_fast: bool,
+    /// Probes, in the order given (empty: the default probe).
+    pub probes: Vec<String>,
+    /// Probe parameters, KEY and VALUE.
+    pub params: Vec<(String, String)>,
+    /// Measured rounds.
+    pub rounds: u32,
+    /// Warm-up rounds.
+    pub warmup: u32,
+    /// Seed of the trial order (random when `None`).
+    pub seed: Option<u64>,
+    /// Measuring time of each trial.
+    pub duration: Duration,
+    /// Reporting interval.
+    pub interval: Duration,
+    /// CPUs to pin probe threads to (empty: the agent places them).
+    pub cpus: Vec<u32>,
+    /// Do not pin probe threads.
+    pub unpinned: bool,
+    /// Tune each host before the run and restore it after.
+    pub tune: bool,
+    /// The JSON report's file.
+    pub json: Option<PathBuf>,
+    /// The HTML report's file.
+    pub html: Option<PathBuf>,
+    /// The folder of HdrHistogram interval logs.
+    pub hdr_log: Option<PathBuf>,
+    /// The result store.
+    pub db: Option<PathBuf>,
+    /// Keep no record in the result store.
+    pub no_store: bool,
+}
+
+/// `quietbench run`: measures the probes (or the plan's variants, with `--plan`) on the hosts
+/// asked for, prints the table (and a plan's verdicts), and writes the reports asked for.
+pub fn run(req: RunRequest) -> anyhow::Result<ExitCode> {
+    if let Some(path) = req.plan.clone() {
+        return run_plan(req, &path);
+    }
+    let mut settings = RunSettings {
+        probes: if req.probes.is_empty() {
+            vec!["cpu.primes".to_string()]
+        } else {
+            req.probes
+        },
+        params: req.params.into_iter().collect(),
+        rounds: req.rounds,
+        duration_ms: req.duration.as_millis() as u64,
+        interval_ms: req.interval.min(req.duration).as_millis() as u64,
+        cpus: req.cpus,
+        tune: req.tune,
+        unpinned: req.unpinned,
+        variants: Vec::new(),
+        warmup: req.warmup,
+        seed: req.seed.unwrap_or_else(fresh_seed),
+        round_sync: !req.no_round_sync,
+        compare_figure: None,
+    };
+    settings.variants = settings
+        .probes
+        .iter()
+        .map(|probe| VariantSpec {
+            name: probe.clone(),
+            probe: probe.clone(),
+            params: settings.params.clone(),
+        })
+        .collect();
+    let wants_peer = settings.probes.iter().any(|p| needs_peer(p));
+    let hosts = match &req.hosts_file {
+        Some(path) => crate::fleet::read_hosts_file(path)?,
+        None => agent_entries(&req.agents),
+    };
+    let policy = FailurePolicy {
+        fail_fast: req.fail_fast,
+    };
+    let session = Session::for_hosts(req.local, hosts, &req.peers, wants_peer, policy)?;
+    let outputs = Outputs::new(
+        req.json,
+        req.html,
+        req.hdr_log,
+        req.db.as_deref(),
+        req.no_store,
+    )?;
+    let (_run, code) = session.drive(new_record(settings), outputs, &[], &mut |_, _| {
+        Flow::Continue
+    })?;
+    Ok(code)
+}
+
+fn run_plan(req: RunRequest, path: &Path) -> anyhow::Result<ExitCode> {
+    let mut plan = crate::plan::read_plan(path, req.seed.unwrap_or_else(fresh_seed))?;
+    if req.no_round_sync {
+        plan.settings.round_sync = false;
+    }
+    let variants = plan.settings.variants.len();
+    let seed = plan.settings.seed;
+    let rule = match plan.precision {
+        None => None,
+        Some(_) if variants < 2 => anyhow::bail!(
+            "{}: precision_pct stops the run once every variant's ratio to the first is known \
+             that closely: give two or more [[variant]]s",
+            path.display()
+        ),
+        Some(target) => {
+            let first_look = quietbench_stats::stopping::MIN_ROUNDS_BEFORE_FIRST_LOOK;
+            if plan.settings.rounds < first_look {
+                anyhow::bail!(
+                    "{}: precision_pct looks at the intervals from round {first_look} on: set \
+                     rounds = {first_look} or more (the most rounds to run)",
+                    path.display()
+                );
+            }
+            Some(quietbench_stats::StoppingRule::new(
+                target,
+                first_look,
+                5,
+                plan.settings.rounds,
+                plan.budget,
+            )?)
+        }
+    };
+    let wants_peer = plan.settings.variants.iter().any(|v| needs_peer(&v.probe));
+    let policy = FailurePolicy {
+        fail_fast: req.fail_fast || plan.fail_fast,
+    };
+    let hosts = match &plan.hosts_file {
+        Some(file) => crate::fleet::read_hosts_file(file)?,
+        None => plan_entries(&plan.agents, path),
+    };
+    let session = Session::for_hosts(plan.local, hosts, &plan.peers, wants_peer, policy)?;
+    let hosts = if plan.local { 1 } else { plan.agents.len() };
+    let outputs = Outputs::new(
+        req.json,
+        req.html,
+        req.hdr_log,
+        req.db.as_deref(),
+        req.no_store,
+    )?;
+    let started = std::time::Instant::now();
+    let budget = plan.budget;
+    let (run, code) = session.drive(
+        new_record(plan.settings),
+        outputs,
+        &[],
+        &mut |run, planned| {
+            if budget.is_some_and(|b| started.elapsed() >= b) {
+                eprintln!("quietbench: the plan's time budget is spent: stopping");
+                return Flow::Stop;
+            }
+            let round_done = !planned.warmup
+                && run
+                    .trials
+                    .iter()
+                    .filter(|t| t.round == planned.round)
+                    .count()
+                    == variants * hosts;
+            match &rule {
+                Some(rule)
+                    if round_done
+                        && crate::verdicts::plan::precision_reached(
+                            run,
+                            rule,
+                            seed,
+                            started.elapsed(),
+                        ) =>
+                {
+                    eprintln!(
+                        "quietbench: every comparison is within ±{}%: stopping after round {}",
+                        rule.target_half_width * 100.0,
+                        planned.round
+                    );
+                    Flow::Stop
+                }
+                _ => Flow::Continue,
+            }
+        },
+    )?;
+    for verdict in crate::verdicts::plan::judge_plan(&run, seed) {
+        println!("{verdict}");
+    }
+    Ok(code)
+}
+
+/// Hosts a plan lists, in order.
+fn plan_entries(addresses: &[String], plan: &Path) -> Vec<HostEntry> {
+    addresses
+        .iter()
+        .map(|a| HostEntry {
+            address: a.clone(),
+            label: None,
+            source: plan.display().to_string(),
+        })
+        .collect()
+}

@@ -1,0 +1,395 @@
+//! The one figure of each trial that verdicts compare: for exec trials the time per invocation
+//! (`--figure`), for other probes a chosen metric or the variant's headline (its first metric
+//! with a trial value, e.g. events_per_sec). Shared by `compare`, `compare --runs`, run plans'
+//! verdicts and the reports that draw them.
+
+use quietbench_stats::Direction;
+
+use super::{RunRecord, TrialRecord};
+
+/// The variant name of a trial that times A and B in pairs.
+pub const PAIRED_VARIANT: &str = "A+B";
+
+/// The exec probe's metric of per-pair B/A wall-time ratios, in parts per million (the
+/// controller knows probes by their metric names in the proto, as the agent streams them).
+const PAIR_RATIO_METRIC: &str = "b_over_a_wall_ppm";
+
+/// How A and B take turns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Interleave {
+    /// Every trial runs A and B back to back, in a random order per pair (the default): a
+    /// host's fast and slow spells, which last hundreds of milliseconds, hit both alike.
+    #[default]
+    Invocations,
+    /// Separate trials of A and B, in a random order every round (RMIT).
+    Trials,
+}
+
+impl Interleave {
+    /// Parses `invocations` or `trials`.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "invocations" => Some(Self::Invocations),
+            "trials" => Some(Self::Trials),
+            _ => None,
+        }
+    }
+
+    /// The word used in `--interleave` and the JSON verdict.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Invocations => "invocations",
+            Self::Trials => "trials",
+        }
+    }
+}
+
+/// Which figure of a trial the verdict compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TrialFigure {
+    /// The median wall time of the trial's invocations (the default). A trial of a CPU-bound
+    /// command on a cloud VM holds a few invocations that a neighbour or the hypervisor slowed
+    /// by half again; the mean carries them into the verdict, the median does not. On this
+    /// project's 2-vCPU VM the per-round log-ratio of two identical commands had a standard
+    /// deviation of 4.4% with trial means and 0.56% with trial medians (docs/statistics.md).
+    #[default]
+    Median,
+    /// The exact mean wall time per invocation (every slow invocation counts).
+    Mean,
+}
+
+impl TrialFigure {
+    /// The word used in `--figure`, the JSON verdict and the report.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Median => "median",
+            Self::Mean => "mean",
+        }
+    }
+
+    /// Parses `median` or `mean`.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "median" => Some(Self::Median),
+            "mean" => Some(Self::Mean),
+            _ => None,
+        }
+    }
+
+    /// What the verdict compares, in words.
+    pub fn describe(self, interleave: Interleave) -> &'static str {
+        match (self, interleave) {
+            (Self::Median, Interleave::Trials) => {
+                "the median wall time of each trial's invocations"
+            }
+            (Self::Mean, Interleave::Trials) => "the mean wall time per invocation of each trial",
+            (Self::Median, Interleave::Invocations) => {
+                "the median B/A wall-time ratio of each trial's pairs (A and B back to back, \
+                 in a random order per pair)"
+            }
+            (Self::Mean, Interleave::Invocations) => {
+                "the mean wall times per invocation of A and of B over each trial's pairs"
+            }
+        }
+    }
+}
+
+/// One trial's figure for the verdict, in ns.
+///
+/// - Mean: the exact mean wall time per invocation, 1e9 / invocations per second of the
+///   trial's own invocation time (the histogram's mean is rounded to 3 significant digits,
+///   too coarse for sub-percent verdicts).
+/// - Median: the median of the trial's `wall_time` histogram, at the middle of its bucket.
+///   The histogram keeps 3 significant digits: a bucket spans at most 0.1% of its value, and
+///   A and B are read the same way, so the ratio's error is well under that.
+pub fn trial_time_ns(t: &TrialRecord, figure: TrialFigure) -> Option<f64> {
+    match figure {
+        TrialFigure::Mean => mean_time_ns(t, "invocations_per_sec"),
+        TrialFigure::Median => histogram_median(t, "wall_time"),
+    }
+}
+
+/// A and B's figures of a trial that timed them in pairs, in ns.
+///
+/// - Median: A's median wall time, and B's as A's times the median per-pair B/A ratio. The
+///   ratio of the two is then the median pair ratio, which a spell that slows one pair in
+///   twenty does not move; B's figure is an estimate of B's time at A's conditions.
+/// - Mean: the exact mean wall time per invocation of each.
+pub fn paired_times_ns(t: &TrialRecord, figure: TrialFigure) -> Option<(f64, f64)> {
+    match figure {
+        TrialFigure::Mean => Some((
+            mean_time_ns(t, "invocations_per_sec")?,
+            mean_time_ns(t, "b_invocations_per_sec")?,
+        )),
+        TrialFigure::Median => {
+            let a = histogram_median(t, "wall_time")?;
+            let ratio = histogram_median(t, PAIR_RATIO_METRIC)? / 1e6;
+            Some((a, a * ratio))
+        }
+    }
+}
+
+/// 1e9 / a rate of invocations per second: the exact mean time per invocation.
+fn mean_time_ns(t: &TrialRecord, rate_metric: &str) -> Option<f64> {
+    let rate = t.metrics.iter().find(|m| m.name == rate_metric)?.value?;
+    (rate > 0.0).then(|| 1e9 / rate)
+}
+
+/// The median of a metric's trial histogram (see [`histogram_median_of`]).
+fn histogram_median(t: &TrialRecord, metric: &str) -> Option<f64> {
+    let hist = &t
+        .metrics
+        .iter()
+        .find(|m| m.name == metric)?
+        .histogram
+        .as_ref()?
+        .hist;
+    histogram_median_of(hist)
+}
+
+/// The sample median of a histogram's values, each read at the middle of its bucket: with an
+/// even count, the mean of the two middle values. (HdrHistogram's `value_at_quantile(0.5)`
+/// returns the lower of the two; a trial holds 5 to 20 pairs, and always taking the lower
+/// middle value biased B/A ratios low by about 0.2%, enough to fail A/A runs.)
+pub fn histogram_median_of(hist: &hdrhistogram::Histogram<u64>) -> Option<f64> {
+    let n = hist.len();
+    if n == 0 {
+        return None;
+    }
+    // 1-based ranks of the middle values (equal for odd n).
+    let (low_rank, high_rank) = (n.div_ceil(2), n / 2 + 1);
+    let mut seen = 0;
+    let mut low = None;
+    for v in hist.iter_recorded() {
+        seen += v.count_at_value();
+        let mid = hist.median_equivalent(v.value_iterated_to()) as f64;
+        if low.is_none() && seen >= low_rank {
+            low = Some(mid);
+        }
+        if seen >= high_rank {
+            return low.map(|l| (l + mid) / 2.0);
+        }
+    }
+    low
+}
+
+/// One counted trial's figure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrialValue {
+    /// The variant; trials that timed A and B in pairs give one value for "A" and one for "B".
+    pub variant: String,
+    /// The agent's address: the host within one run.
+    pub address: String,
+    /// The machine across runs: its host name, or the agent's address where it has none (a
+    /// local agent listens on a fresh port every run, so its address does not name the machine).
+    pub machine: String,
+    /// Its CPU model.
+    pub cpu_model: String,
+    /// The round.
+    pub round: u32,
+    /// The metric's name.
+    pub metric: String,
+    /// Its unit.
+    pub unit: String,
+    /// The value.
+    pub value: f64,
+}
+
+/// Whether larger or smaller values of a metric are better, from its unit: rates ("events/s",
+/// "MB/s", "invocations/CPU-s", "IOPS") are higher-is-better, times ("ns") lower-is-better;
+/// anything else (ppm ratios, counts) has no direction to judge.
+pub fn direction_of_unit(unit: &str) -> Option<Direction> {
+    if unit == "ns" {
+        Some(Direction::LowerIsBetter)
+    } else if unit.contains("/s") || unit.ends_with("-s") || unit.eq_ignore_ascii_case("iops") {
+        Some(Direction::HigherIsBetter)
+    } else {
+        None
+    }
+}
+
+/// Every counted (not warm-up, not cancelled) trial's figure, in the order they ran.
+pub fn trial_values(run: &RunRecord, metric: Option<&str>, figure: TrialFigure) -> Vec<TrialValue> {
+    let mut out = Vec::new();
+    for t in run.trials.iter().filter(|t| !t.warmup && !t.cancelled) {
+        let Some(host) = run.hosts.get(t.host) else {
+            continue;
+        };
+        let cpu_model = host
+            .fingerprint
+            .cpu
+            .as_ref()
+            .map(|c| c.model_name.clone())
+            .unwrap_or_default();
+        let name = if host.fingerprint.hostname.is_empty() {
+            host.address.clone()
+        } else {
+            host.fingerprint.hostname.clone()
+        };
+        let value = |variant: &str, metric: &str, unit: &str, value: f64| TrialValue {
+            variant: variant.to_string(),
+            address: host.address.clone(),
+            machine: name.clone(),
+            cpu_model: cpu_model.clone(),
+            round: t.round,
+            metric: metric.to_string(),
+            unit: unit.to_string(),
+            value,
+        };
+        let exec_figure = format!("{}_wall_time_per_invocation", figure.as_str());
+        if t.probe == "exec" && metric.is_none() {
+            if t.variant == PAIRED_VARIANT {
+                if let Some((a, b)) = paired_times_ns(t, figure) {
+                    out.push(value("A", &exec_figure, "ns", a));
+                    out.push(value("B", &exec_figure, "ns", b));
+                }
+            } else if let Some(v) = trial_time_ns(t, figure) {
+                out.push(value(&t.variant, &exec_figure, "ns", v));
+            }
+            continue;
+        }
+        let chosen = match metric {
+            Some(name) => t
+                .metrics
+                .iter()
+                .find(|m| m.name == name && m.value.is_some()),
+            None => t
+                .metrics
+                .iter()
+                .find(|m| m.value.is_some() && m.histogram.is_none())
+                .or_else(|| t.metrics.iter().find(|m| m.value.is_some())),
+        };
+        if let Some(m) = chosen
+            && let Some(v) = m.value
+        {
+            out.push(value(&t.variant, &m.name, &m.unit, v));
+        }
+    }
+    out
+}
+
+/// The statistics crate's observations of `baseline` (A) and `candidate` (B), paired by agent
+/// and round; other variants are left out.
+pub fn stats_observations(
+    values: &[TrialValue],
+    baseline: &str,
+    candidate: &str,
+) -> Vec<quietbench_stats::Observation> {
+    values
+        .iter()
+        .filter_map(|v| {
+            let variant = if v.variant == baseline {
+                quietbench_stats::Variant::A
+            } else if v.variant == candidate {
+                quietbench_stats::Variant::B
+            } else {
+                return None;
+            };
+            Some(quietbench_stats::Observation {
+                host: v.address.clone(),
+                cpu_model: v.cpu_model.clone(),
+                round: v.round,
+                variant,
+                value: v.value,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn trial_with_invocations(ms: &[u64]) -> TrialRecord {
+        let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)
+            .expect("histogram bounds");
+        for v in ms {
+            hist.record(v * 1_000_000).expect("in range");
+        }
+        let total_s: f64 = ms.iter().map(|v| *v as f64 / 1000.0).sum();
+        let metric = |name: &str, value: Option<f64>, histogram| crate::record::MetricRecord {
+            name: name.into(),
+            unit: String::new(),
+            value,
+            interval_values: Vec::new(),
+            histogram,
+        };
+        TrialRecord {
+            probe: "exec".into(),
+            variant: "A".into(),
+            warmup: false,
+            host: 0,
+            round: 1,
+            trial_id: "t".into(),
+            start_unix_ns: 0,
+            end_unix_ns: 0,
+            cancelled: false,
+            params: BTreeMap::new(),
+            placement: None,
+            intervals: 1,
+            metrics: vec![
+                metric("invocations_per_sec", Some(ms.len() as f64 / total_s), None),
+                metric(
+                    "wall_time",
+                    None,
+                    Some(crate::record::HistogramRecord {
+                        hist,
+                        encoded: Vec::new(),
+                        clamped: 0,
+                        dropped: 0,
+                    }),
+                ),
+            ],
+            noise: None,
+            peer: None,
+            interval_records: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_median_figure_ignores_the_odd_slow_invocation_and_the_mean_does_not() {
+        // Nine invocations of 47 ms and one a neighbour slowed to 85 ms.
+        let t = trial_with_invocations(&[47, 47, 47, 47, 47, 85, 47, 47, 47, 47]);
+        let median = trial_time_ns(&t, TrialFigure::Median).unwrap();
+        let mean = trial_time_ns(&t, TrialFigure::Mean).unwrap();
+        assert!((median / 47e6 - 1.0).abs() < 0.001, "median {median}");
+        assert!((mean / 50.8e6 - 1.0).abs() < 1e-9, "mean {mean}");
+        assert_eq!(
+            trial_time_ns(&trial_with_invocations(&[]), TrialFigure::Median),
+            None
+        );
+        for f in [TrialFigure::Median, TrialFigure::Mean] {
+            assert_eq!(TrialFigure::parse(f.as_str()), Some(f));
+        }
+        assert_eq!(TrialFigure::parse("p99"), None);
+    }
+
+    #[test]
+    fn the_median_of_an_even_count_is_the_mean_of_the_two_middle_values() {
+        let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 1 << 40, 3).unwrap();
+        for v in [1_000_000, 2_000_000, 3_000_000, 40_000_000] {
+            h.record(v).unwrap();
+        }
+        let m = histogram_median_of(&h).unwrap();
+        assert!((m / 2.5e6 - 1.0).abs() < 0.001, "{m}");
+        h.record(2_000_000).unwrap();
+        let m = histogram_median_of(&h).unwrap();
+        assert!((m / 2e6 - 1.0).abs() < 0.001, "{m}");
+        let empty = hdrhistogram::Histogram::<u64>::new(3).unwrap();
+        assert_eq!(histogram_median_of(&empty), None);
+    }
+
+    #[test]
+    fn directions_come_from_units() {
+        let higher = Some(Direction::HigherIsBetter);
+        assert_eq!(direction_of_unit("events/s"), higher);
+        assert_eq!(direction_of_unit("invocations/CPU-s"), higher);
+        assert_eq!(direction_of_unit("Gbit/s"), higher);
+        assert_eq!(direction_of_unit("IOPS"), higher);
+        assert_eq!(direction_of_unit("ns"), Some(Direction::LowerIsBetter));
+        assert_eq!(direction_of_unit("ppm"), None);
+        assert_eq!(direction_of_unit("%"), None);
+    }
+}

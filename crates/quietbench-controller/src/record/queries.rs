@@ -1,0 +1,57 @@
+//! Queries over a run's record that reports, warnings and verdicts share: which trials count,
+//! which metrics a run has, and whether a trial ran where it was planned.
+
+use quietbench_proto::v1 as pb;
+
+use super::TrialRecord;
+
+/// Whether every thread ran exactly where it was planned.
+pub fn placement_matches_plan(p: &pb::Placement) -> bool {
+    p.threads
+        .iter()
+        .all(|t| t.affinity_cpus == [t.planned_cpu] && t.observed_cpu == t.planned_cpu)
+}
+
+/// (variant, probe, metric, unit) in the order first seen.
+pub fn metric_keys(trials: &[TrialRecord]) -> Vec<(String, String, String, String)> {
+    let mut keys: Vec<(String, String, String, String)> = Vec::new();
+    for t in trials {
+        for m in &t.metrics {
+            if !keys
+                .iter()
+                .any(|(v, _, n, _)| *v == t.variant && *n == m.name)
+            {
+                keys.push((
+                    t.variant.clone(),
+                    t.probe.clone(),
+                    m.name.clone(),
+                    m.unit.clone(),
+                ));
+            }
+        }
+    }
+    keys
+}
+
+/// Trials that count for summaries: not warm-ups, not cancelled (shorter).
+pub fn counted<'a>(
+    trials: &'a [TrialRecord],
+    variant: &'a str,
+) -> impl Iterator<Item = &'a TrialRecord> {
+    trials
+        .iter()
+        .filter(move |t| t.variant == variant && !t.cancelled && !t.warmup)
+}
+
+/// The values of one metric across a variant's counted trials: the numbers the JSON summary
+/// and the tables summarize.
+///
+/// Not [`super::figures::trial_values`] filtered to one variant: that one attributes each value
+/// to its host and leaves out trials whose host is not (yet) in the record, as in a resumed run
+/// before its hosts reconnect, which a table printed then still counts.
+pub fn metric_values(trials: &[TrialRecord], variant: &str, metric: &str) -> Vec<f64> {
+    counted(trials, variant)
+        .filter_map(|t| t.metrics.iter().find(|m| m.name == metric))
+        .filter_map(|m| m.value)
+        .collect()
+}

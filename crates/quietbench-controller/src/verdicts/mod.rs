@@ -1,0 +1,6 @@
+//! Verdicts, judged from a run's record alone so that a stored run is judged again exactly as
+//! it was: [`compare`] judges B against A in a `compare` run, [`plan`] every variant of a run
+//! against the first. Reports draw them; commands print them and act on them.
+
+pub mod compare;
+pub mod plan;
