@@ -9,8 +9,7 @@
 //! # Layout
 //!
 //! Modules are grouped by role. A group imports only from itself and the groups before it,
-//! and no two modules import each other, with one exception: the fleet and the executor share
-//! `Target` and `Progress` both ways.
+//! and no two modules import each other.
 //!
 //! 1. The data model: `schedule` (the RMIT order), `record` (a run's record and the queries
 //!    every reader shares), `plan` (plan files, read into the record's settings) and `store`
@@ -18,7 +17,8 @@
 //! 2. Judgements from the record alone: `warnings` and `verdicts`.
 //! 3. Views: `report` renders a record (table, JSON, HTML, interval logs); it computes nothing
 //!    the record or the verdicts own.
-//! 4. Measuring: `connection` and `local_agent` (agents), `fleet` (where hosts come from),
+//! 4. Measuring: `progress` (what people see while it runs), `connection` and `local_agent`
+//!    (agents), `fleet` (where hosts come from),
 //!    `execute` (the schedule on every host), `run` and `restore` (a run's set-up and
 //!    tear-down), `session` (all of it, for one run).
 //! 5. `commands`, one module per command, and `cli`, which parses the command line and
@@ -42,6 +42,7 @@ pub mod connection;
 pub mod execute;
 pub mod fleet;
 pub mod local_agent;
+pub mod progress;
 pub mod restore;
 pub mod run;
 pub mod session;

@@ -2,8 +2,8 @@
 //! for the hosts a killed controller left tuned.
 
 use crate::connection::AgentConnection;
-use crate::execute::Progress;
 use crate::fleet::Target;
+use crate::progress::Progress;
 
 /// Restores every tuned target, all at once; each failure is reported, none stops the others.
 pub async fn restore_all(targets: &[Target], progress: &Progress) -> bool {

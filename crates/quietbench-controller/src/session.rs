@@ -8,8 +8,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
 
-use crate::execute::{FailurePolicy, Flow, Progress, execute};
+use crate::execute::{FailurePolicy, Flow, execute};
 use crate::fleet::{Fleet, HostEntry, Ledger, LedgerEntry, LocalFleet, StaticFleet, Target};
+use crate::progress::Progress;
 use crate::record::RunRecord;
 use crate::report::table;
 use crate::restore::restore_all;

@@ -2,10 +2,10 @@
 
 use std::process::ExitCode;
 
-use crate::execute::Progress;
 use crate::fleet::release::{Action, action};
 use crate::fleet::{Ledger, Target, local_target};
 use crate::local_agent::LocalAgent;
+use crate::progress::Progress;
 use crate::record::HostKind;
 use crate::restore::restore_all;
 use crate::session::runtime;

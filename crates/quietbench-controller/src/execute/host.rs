@@ -7,9 +7,9 @@ use std::sync::Arc;
 use quietbench_proto::v1 as pb;
 use tokio::sync::{Mutex, OwnedMutexGuard, mpsc, watch};
 
-use super::progress::HostProgress;
 use crate::connection::{AgentConnection, AgentError};
 use crate::fleet::Target;
+use crate::progress::HostProgress;
 use crate::record::{IntervalRecord, RunSettings, TrialRecord, trial_metrics};
 use crate::schedule::PlannedTrial;
 

@@ -9,7 +9,6 @@
 //! others go on, unless `fail_fast`.
 
 mod host;
-mod progress;
 pub mod rounds;
 
 use std::collections::HashMap;
@@ -19,10 +18,10 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
 pub use host::{headline, with_peer_flows};
-pub use progress::Progress;
 
 use crate::connection::AgentConnection;
 use crate::fleet::Target;
+use crate::progress::Progress;
 use crate::record::{HostFailure, HostRecord, RunRecord, RunSettings};
 use crate::schedule::PlannedTrial;
 use host::{AgentLocks, HostEvent, HostTask, PeerLink};

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use super::{Fleet, FleetFuture, Target};
-use crate::execute::Progress;
 use crate::local_agent::{LocalAgent, describe_status};
+use crate::progress::Progress;
 use crate::record::HostKind;
 
 /// Agents started here.

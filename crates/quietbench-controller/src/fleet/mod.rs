@@ -20,7 +20,7 @@ pub use ledger::{Ledger, LedgerEntry};
 pub use local::{LocalFleet, local_target};
 pub use static_hosts::StaticFleet;
 
-use crate::execute::Progress;
+use crate::progress::Progress;
 use crate::record::HostKind;
 
 /// An agent to measure on, as a fleet obtained it.

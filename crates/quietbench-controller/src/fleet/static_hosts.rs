@@ -2,7 +2,7 @@
 //! hosts file. Nothing is started or stopped; releasing leaves them running.
 
 use super::{Fleet, FleetFuture, HostEntry, Target};
-use crate::execute::Progress;
+use crate::progress::Progress;
 use crate::record::HostKind;
 
 /// Agents that run already.
