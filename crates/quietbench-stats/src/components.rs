@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::error::StatsError;
-use crate::paired::{Observation, Variant};
+use crate::paired::{Arm, Observation};
 use crate::robust::mean_unchecked;
 
 /// The mean of one host.
@@ -94,15 +94,15 @@ impl VarianceComponents {
     }
 }
 
-/// Decomposes the variance of ln(value) of `variant`'s observations.
+/// Decomposes the variance of ln(value) of `arm`'s observations.
 ///
-/// Errors on no observations of `variant`, on a non-finite or non-positive value, and on a host
+/// Errors on no observations of `arm`, on a non-finite or non-positive value, and on a host
 /// with two CPU models.
 pub fn variance_components(
     observations: &[Observation],
-    variant: Variant,
+    arm: Arm,
 ) -> Result<VarianceComponents, StatsError> {
-    let groups = group_logs(observations, variant)?;
+    let groups = group_logs(observations, arm)?;
     let mut notes = Vec::new();
 
     // Host means and the counts the ANOVA coefficients need.
@@ -230,15 +230,15 @@ pub fn variance_components(
 /// model → host → ln(values), validated.
 pub(crate) type LogGroups<'a> = BTreeMap<&'a str, BTreeMap<&'a str, Vec<f64>>>;
 
-/// Groups ln(value) of `variant` by model and host.
+/// Groups ln(value) of `arm` by model and host.
 pub(crate) fn group_logs(
     observations: &[Observation],
-    variant: Variant,
+    arm: Arm,
 ) -> Result<LogGroups<'_>, StatsError> {
     let mut model_of: BTreeMap<&str, &str> = BTreeMap::new();
     let mut groups: LogGroups<'_> = BTreeMap::new();
     for (index, o) in observations.iter().enumerate() {
-        if o.variant != variant {
+        if o.arm != arm {
             continue;
         }
         if !o.value.is_finite() {
@@ -272,7 +272,7 @@ pub(crate) fn group_logs(
     }
     if groups.is_empty() {
         return Err(StatsError::Empty {
-            what: "observations of the variant",
+            what: "observations of the arm",
         });
     }
     Ok(groups)
@@ -287,7 +287,7 @@ mod tests {
             host: host.into(),
             cpu_model: model.into(),
             round: 0,
-            variant: Variant::A,
+            arm: Arm::A,
             value: log_value.exp(),
         }
     }
@@ -311,7 +311,7 @@ mod tests {
             ("y", "d", 16.0),
         ]
         .map(|(m, h, v)| obs(m, h, v));
-        let c = variance_components(&data, Variant::A).unwrap();
+        let c = variance_components(&data, Arm::A).unwrap();
         assert!((c.within_host - 2.0).abs() < 1e-9, "{c:?}");
         assert!((c.between_hosts - 7.0).abs() < 1e-9, "{c:?}");
         assert!((c.between_models - 23.0).abs() < 1e-9, "{c:?}");
@@ -332,7 +332,7 @@ mod tests {
             ("x", "b", 2.0),
         ]
         .map(|(m, h, v)| obs(m, h, v));
-        let c = variance_components(&data, Variant::A).unwrap();
+        let c = variance_components(&data, Arm::A).unwrap();
         assert_eq!(c.between_hosts, 0.0);
         assert!(c.notes.iter().any(|n| n.contains("set to 0")));
         assert_eq!(c.shares.unwrap().within_host, 1.0);
@@ -341,10 +341,10 @@ mod tests {
     #[test]
     fn constant_data_has_no_shares() {
         let data = [("x", "a", 1.0), ("x", "b", 1.0)].map(|(m, h, v)| obs(m, h, v));
-        let c = variance_components(&data, Variant::A).unwrap();
+        let c = variance_components(&data, Arm::A).unwrap();
         assert_eq!(c.shares, None);
         assert!(matches!(
-            variance_components(&data, Variant::B),
+            variance_components(&data, Arm::B),
             Err(StatsError::Empty { .. })
         ));
     }

@@ -2,7 +2,7 @@
 //! what to do about it, because these messages end up in front of the engineer running the
 //! benchmark.
 
-use crate::variant::Variant;
+use crate::arm::Arm;
 
 /// Why a statistic could not be computed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -107,9 +107,9 @@ pub enum StatsError {
         need: usize,
     },
 
-    /// The baseline and the candidate are the same variant.
-    #[error("baseline and candidate are both variant {0}; compare two different variants")]
-    SameVariant(Variant),
+    /// The baseline and the candidate are the same arm.
+    #[error("baseline and candidate are both arm {0}; compare two different arms")]
+    SameArm(Arm),
 
     /// One host reported two CPU models: a stop/start that moved the instance must get a new
     /// host id, or its rounds would be mixed across two machines.

@@ -261,12 +261,12 @@ fn resampled_mean(rng: &mut Resampler, values: &[f64]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::paired::Variant;
+    use crate::paired::Arm;
 
     fn paired(hosts: &[&[f64]]) -> PairedRounds {
         PairedRounds {
-            baseline: Variant::A,
-            candidate: Variant::B,
+            baseline: Arm::A,
+            candidate: Arm::B,
             hosts: hosts
                 .iter()
                 .enumerate()

@@ -22,11 +22,11 @@
 //! Modules depend on each other one way only, from the bottom up: each imports only modules
 //! listed before it here, never one after it.
 //!
-//! 1. `variant` (the [`Variant`] newtype) and [`dist`]: leaves, importing nothing from the crate;
-//! 2. `error` ([`StatsError`]): imports only `variant`, so that every other module can return
+//! 1. `arm` (the [`Arm`] newtype) and [`dist`]: leaves, importing nothing from the crate;
+//! 2. `error` ([`StatsError`]): imports only `arm`, so that every other module can return
 //!    it;
 //! 3. [`robust`], `summary`, [`bootstrap`]: numbers in, numbers out;
-//! 4. [`paired`]: the data model ([`Observation`], [`PairedRounds`]), re-exporting [`Variant`];
+//! 4. [`paired`]: the data model ([`Observation`], [`PairedRounds`]), re-exporting [`Arm`];
 //! 5. [`components`], [`outliers`], [`power`](mod@power), [`unpaired`]: each on the layers below;
 //! 6. [`hierarchical`]: the bootstrap interval, and the one computation of the within- and
 //!    between-host variances (`noise_split`);
@@ -34,6 +34,7 @@
 //!    [`power`](mod@power);
 //! 8. [`stopping`]: on [`verdict`].
 
+mod arm;
 pub mod bootstrap;
 pub mod components;
 pub mod dist;
@@ -46,7 +47,6 @@ pub mod robust;
 pub mod stopping;
 mod summary;
 pub mod unpaired;
-mod variant;
 pub mod verdict;
 
 pub use bootstrap::{
@@ -59,7 +59,7 @@ pub use error::StatsError;
 pub use hierarchical::{RatioInterval, Resampling, hierarchical_ratio_interval};
 pub use outliers::{HostScore, IGLEWICZ_HOAGLIN_THRESHOLD, OutlierScan, outlier_hosts};
 pub use paired::{
-    Direction, HostRounds, Observation, PairedRounds, Variant, pair_rounds, paired_t_interval,
+    Arm, Direction, HostRounds, Observation, PairedRounds, pair_rounds, paired_t_interval,
 };
 pub use power::{
     DEFAULT_POWER, Design, Mde, Noise, hosts_needed, minimum_detectable_effect, power,

@@ -23,7 +23,7 @@ use serde::Serialize;
 
 use crate::components::group_logs;
 use crate::error::StatsError;
-use crate::paired::{Observation, Variant};
+use crate::paired::{Arm, Observation};
 use crate::robust::{mean_unchecked, median_of_sorted, sorted};
 
 /// Iglewicz & Hoaglin's recommended cut-off for the modified z-score.
@@ -63,11 +63,11 @@ impl OutlierScan {
     }
 }
 
-/// Scores the hosts of `variant`'s observations; flags |z| > `threshold`
+/// Scores the hosts of `arm`'s observations; flags |z| > `threshold`
 /// (use [`IGLEWICZ_HOAGLIN_THRESHOLD`]).
 pub fn outlier_hosts(
     observations: &[Observation],
-    variant: Variant,
+    arm: Arm,
     threshold: f64,
 ) -> Result<OutlierScan, StatsError> {
     if !(threshold > 0.0 && threshold.is_finite()) {
@@ -77,7 +77,7 @@ pub fn outlier_hosts(
             why: "it must be a positive number, 3.5 by Iglewicz & Hoaglin",
         });
     }
-    let groups = group_logs(observations, variant)?;
+    let groups = group_logs(observations, arm)?;
     let mut notes = Vec::new();
     // (host, model, log-mean, residual or None when alone in its model)
     let mut rows = Vec::new();
@@ -158,7 +158,7 @@ mod tests {
             host: host.into(),
             cpu_model: model.into(),
             round: 0,
-            variant: Variant::A,
+            arm: Arm::A,
             value,
         }
     }
@@ -169,7 +169,7 @@ mod tests {
             .map(|i| host("m", &format!("h{i}"), 100.0 + f64::from(i) * 0.2))
             .collect();
         data.push(host("m", "slow", 130.0));
-        let scan = outlier_hosts(&data, Variant::A, IGLEWICZ_HOAGLIN_THRESHOLD).unwrap();
+        let scan = outlier_hosts(&data, Arm::A, IGLEWICZ_HOAGLIN_THRESHOLD).unwrap();
         let flagged: Vec<_> = scan.outliers().collect();
         assert_eq!(flagged.len(), 1);
         assert_eq!(flagged[0].host, "slow");
@@ -183,17 +183,17 @@ mod tests {
             .collect();
         data.push(host("8124M", "s0", 106.0));
         data.push(host("8124M", "s1", 106.5));
-        let scan = outlier_hosts(&data, Variant::A, 3.5).unwrap();
+        let scan = outlier_hosts(&data, Arm::A, 3.5).unwrap();
         assert_eq!(scan.outliers().count(), 0, "{scan:?}");
     }
 
     #[test]
     fn identical_hosts_and_lonely_hosts_are_handled() {
         let data: Vec<Observation> = (0..5).map(|i| host("m", &format!("h{i}"), 1.0)).collect();
-        let scan = outlier_hosts(&data, Variant::A, 3.5).unwrap();
+        let scan = outlier_hosts(&data, Arm::A, 3.5).unwrap();
         assert!(scan.hosts.iter().all(|h| h.z == Some(0.0) && !h.outlier));
-        let lonely = outlier_hosts(&[host("m", "h", 1.0)], Variant::A, 3.5).unwrap();
+        let lonely = outlier_hosts(&[host("m", "h", 1.0)], Arm::A, 3.5).unwrap();
         assert_eq!(lonely.hosts[0].z, None);
-        assert!(outlier_hosts(&data, Variant::A, f64::NAN).is_err());
+        assert!(outlier_hosts(&data, Arm::A, f64::NAN).is_err());
     }
 }

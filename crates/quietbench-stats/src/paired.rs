@@ -1,7 +1,7 @@
 //! The data model of an A/B run and the pairing of its rounds.
 //!
-//! A run interleaves variants in rounds: each round on each host runs every variant once (or a
-//! few times), in a random order. Pairing the variants within a round and taking the log of
+//! A run interleaves arms in rounds: each round on each host runs every arm once (or a
+//! few times), in a random order. Pairing the arms within a round and taking the log of
 //! their ratio cancels whatever drifts slower than a round (a neighbour's load, thermal state,
 //! the 24-hour drift of CONTEXT §1), and the random order turns what drifts within a round into
 //! symmetric noise instead of a bias. The ratio of B to A is then the geometric mean of the
@@ -16,21 +16,21 @@ use crate::dist::student_t_quantile;
 use crate::error::StatsError;
 use crate::robust::{mean_unchecked, variance_unchecked};
 
-/// Defined in its own leaf module so that [`crate::StatsError`] can name a variant without
+/// Defined in its own leaf module so that [`crate::StatsError`] can name an arm without
 /// depending on this module; re-exported here, its home in the public API.
-pub use crate::variant::Variant;
+pub use crate::arm::Arm;
 
-/// One measured value: one variant, in one round, on one host.
+/// One measured value: one arm, in one round, on one host.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Observation {
     /// The host (instance) that measured it. An instance moved by stop/start is a new host.
     pub host: String,
     /// That host's CPU model string, e.g. "Intel(R) Xeon(R) Platinum 8275CL CPU @ 3.00GHz".
     pub cpu_model: String,
-    /// The round, counted per host. Variants in the same round on the same host are paired.
+    /// The round, counted per host. Arms in the same round on the same host are paired.
     pub round: u32,
-    /// Which variant ran.
-    pub variant: Variant,
+    /// Which arm ran.
+    pub arm: Arm,
     /// The measured value (a time, a throughput): finite and, for ratios, positive.
     pub value: f64,
 }
@@ -54,7 +54,7 @@ pub struct HostRounds {
     pub host: String,
     /// Its CPU model.
     pub cpu_model: String,
-    /// The round numbers that had both variants, ascending.
+    /// The round numbers that had both arms, ascending.
     pub rounds: Vec<u32>,
     /// ln(candidate / baseline) for each of those rounds, in the same order.
     pub log_ratios: Vec<f64>,
@@ -71,12 +71,12 @@ impl HostRounds {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PairedRounds {
     /// The denominator of the ratio.
-    pub baseline: Variant,
+    pub baseline: Arm,
     /// The numerator of the ratio.
-    pub candidate: Variant,
+    pub candidate: Arm,
     /// Hosts with at least one paired round, by host name.
     pub hosts: Vec<HostRounds>,
-    /// (host, round) cells that had only one of the two variants and were left out.
+    /// (host, round) cells that had only one of the two arms and were left out.
     pub unpaired_rounds: usize,
 }
 
@@ -93,7 +93,7 @@ impl PairedRounds {
 
     /// Estimated ln(candidate / baseline): the mean over hosts of each host's mean log-ratio.
     /// Hosts weigh equally, whatever their round counts, because the question is how the
-    /// variants compare on a host of the fleet, not on the host that happened to run longest.
+    /// arms compare on a host of the fleet, not on the host that happened to run longest.
     /// With one host this is the mean per-round log-ratio. `None` without rounds.
     pub fn log_ratio(&self) -> Option<f64> {
         if self.hosts.is_empty() {
@@ -110,26 +110,26 @@ impl PairedRounds {
     }
 }
 
-/// Pairs `baseline` and `candidate` values by (host, round). Several values of one variant in
-/// one round are combined by their geometric mean; observations of other variants are ignored.
+/// Pairs `baseline` and `candidate` values by (host, round). Several values of one arm in
+/// one round are combined by their geometric mean; observations of other arms are ignored.
 ///
-/// Errors: a NaN, infinite or non-positive value of either variant, a host with two CPU models,
-/// or the same variant on both sides. Rounds missing a variant are counted, not an error.
+/// Errors: a NaN, infinite or non-positive value of either arm, a host with two CPU models,
+/// or the same arm on both sides. Rounds missing an arm are counted, not an error.
 pub fn pair_rounds(
     observations: &[Observation],
-    baseline: Variant,
-    candidate: Variant,
+    baseline: Arm,
+    candidate: Arm,
 ) -> Result<PairedRounds, StatsError> {
     if baseline == candidate {
-        return Err(StatsError::SameVariant(baseline));
+        return Err(StatsError::SameArm(baseline));
     }
     // host → (cpu model, round → [sum of logs, count] per side)
     type Cells = BTreeMap<u32, [(f64, u32); 2]>;
     let mut hosts: BTreeMap<&str, (&str, Cells)> = BTreeMap::new();
     for (index, o) in observations.iter().enumerate() {
-        let side = if o.variant == baseline {
+        let side = if o.arm == baseline {
             0
-        } else if o.variant == candidate {
+        } else if o.arm == candidate {
             1
         } else {
             continue;
@@ -229,12 +229,12 @@ pub fn paired_t_interval(
 mod tests {
     use super::*;
 
-    fn obs(host: &str, round: u32, variant: Variant, value: f64) -> Observation {
+    fn obs(host: &str, round: u32, arm: Arm, value: f64) -> Observation {
         Observation {
             host: host.into(),
             cpu_model: "m".into(),
             round,
-            variant,
+            arm,
             value,
         }
     }
@@ -242,17 +242,17 @@ mod tests {
     #[test]
     fn pairs_by_host_and_round_and_counts_the_unpaired() {
         let data = [
-            obs("h1", 0, Variant::A, 100.0),
-            obs("h1", 0, Variant::B, 110.0),
-            obs("h1", 1, Variant::B, 90.0),
-            obs("h1", 1, Variant::A, 100.0),
-            obs("h1", 2, Variant::A, 100.0), // no B: unpaired
-            obs("h2", 0, Variant::A, 50.0),
-            obs("h2", 0, Variant::A, 200.0), // two A values: geometric mean 100
-            obs("h2", 0, Variant::B, 100.0),
-            obs("h2", 0, Variant(2), 1.0), // another variant: ignored
+            obs("h1", 0, Arm::A, 100.0),
+            obs("h1", 0, Arm::B, 110.0),
+            obs("h1", 1, Arm::B, 90.0),
+            obs("h1", 1, Arm::A, 100.0),
+            obs("h1", 2, Arm::A, 100.0), // no B: unpaired
+            obs("h2", 0, Arm::A, 50.0),
+            obs("h2", 0, Arm::A, 200.0), // two A values: geometric mean 100
+            obs("h2", 0, Arm::B, 100.0),
+            obs("h2", 0, Arm(2), 1.0), // another arm: ignored
         ];
-        let p = pair_rounds(&data, Variant::A, Variant::B).unwrap();
+        let p = pair_rounds(&data, Arm::A, Arm::B).unwrap();
         assert_eq!(p.host_count(), 2);
         assert_eq!(p.rounds(), 3);
         assert_eq!(p.unpaired_rounds, 1);
@@ -265,37 +265,33 @@ mod tests {
 
     #[test]
     fn refuses_bad_values_and_mixed_models() {
-        let mut bad = obs("h", 0, Variant::B, f64::NAN);
-        let e = pair_rounds(std::slice::from_ref(&bad), Variant::A, Variant::B);
+        let mut bad = obs("h", 0, Arm::B, f64::NAN);
+        let e = pair_rounds(std::slice::from_ref(&bad), Arm::A, Arm::B);
         assert!(matches!(e, Err(StatsError::NonFinite { index: 0, .. })));
         bad.value = 0.0;
-        let e = pair_rounds(&[bad], Variant::A, Variant::B);
+        let e = pair_rounds(&[bad], Arm::A, Arm::B);
         assert!(matches!(e, Err(StatsError::NonPositive { .. })));
-        let mut other = obs("h", 1, Variant::A, 1.0);
+        let mut other = obs("h", 1, Arm::A, 1.0);
         other.cpu_model = "n".into();
-        let e = pair_rounds(
-            &[obs("h", 0, Variant::A, 1.0), other],
-            Variant::A,
-            Variant::B,
-        );
+        let e = pair_rounds(&[obs("h", 0, Arm::A, 1.0), other], Arm::A, Arm::B);
         assert!(matches!(e, Err(StatsError::InconsistentCpuModel { .. })));
-        let e = pair_rounds(&[], Variant::A, Variant::A);
-        assert_eq!(e, Err(StatsError::SameVariant(Variant::A)));
+        let e = pair_rounds(&[], Arm::A, Arm::A);
+        assert_eq!(e, Err(StatsError::SameArm(Arm::A)));
     }
 
     #[test]
     fn variants_print_as_letters() {
-        assert_eq!(Variant::A.to_string(), "A");
-        assert_eq!(Variant(2).to_string(), "C");
-        assert_eq!(Variant(30).to_string(), "#30");
+        assert_eq!(Arm::A.to_string(), "A");
+        assert_eq!(Arm(2).to_string(), "C");
+        assert_eq!(Arm(30).to_string(), "#30");
     }
 
     #[test]
     fn t_interval_matches_a_hand_computation() {
         // log-ratios 0.01, 0.02, 0.03: mean 0.02, sd 0.01, se 0.01/√3, t(0.975, 2) = 4.3027.
         let p = PairedRounds {
-            baseline: Variant::A,
-            candidate: Variant::B,
+            baseline: Arm::A,
+            candidate: Arm::B,
             hosts: vec![HostRounds {
                 host: "h".into(),
                 cpu_model: "m".into(),

@@ -29,7 +29,7 @@ pub const DEFAULT_POWER: f64 = 0.8;
 pub struct Noise {
     /// σ_w: SD of a round's log-ratio around its host's mean (≈ relative SD of the ratio).
     pub within_host_sd: f64,
-    /// σ_h: SD of the hosts' true log-ratios around the fleet's (host × variant interaction).
+    /// σ_h: SD of the hosts' true log-ratios around the fleet's (host × arm interaction).
     pub between_host_sd: f64,
 }
 

@@ -18,7 +18,7 @@ use crate::bootstrap::{ConfidenceLevel, Resamples, Seed};
 use crate::dist::student_t_quantile;
 use crate::error::StatsError;
 use crate::hierarchical::{RatioInterval, Resampling, hierarchical_ratio_interval, noise_split};
-use crate::paired::{Direction, Observation, PairedRounds, Variant, pair_rounds};
+use crate::paired::{Arm, Direction, Observation, PairedRounds, pair_rounds};
 use crate::power::{DEFAULT_POWER, Noise};
 
 /// Fewest paired rounds a verdict accepts.
@@ -31,9 +31,9 @@ const FEW_RESAMPLES: u32 = 1000;
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct VerdictConfig {
     /// Denominator of the ratio ("A").
-    pub baseline: Variant,
+    pub baseline: Arm,
     /// Numerator of the ratio ("B").
-    pub candidate: Variant,
+    pub candidate: Arm,
     /// Whether lower or higher values are better.
     pub direction: Direction,
     /// Confidence level of the interval; α = 1 − level is the false-positive rate.
@@ -51,8 +51,8 @@ pub struct VerdictConfig {
 impl Default for VerdictConfig {
     fn default() -> Self {
         VerdictConfig {
-            baseline: Variant::A,
-            candidate: Variant::B,
+            baseline: Arm::A,
+            candidate: Arm::B,
             direction: Direction::LowerIsBetter,
             level: ConfidenceLevel::NINETY_FIVE,
             power: DEFAULT_POWER,
@@ -99,10 +99,10 @@ pub struct Verdict {
     pub level: ConfidenceLevel,
     /// Direction of the metric.
     pub direction: Direction,
-    /// The baseline variant.
-    pub baseline: Variant,
-    /// The candidate variant.
-    pub candidate: Variant,
+    /// The baseline arm.
+    pub baseline: Arm,
+    /// The candidate arm.
+    pub candidate: Arm,
     /// Observed noise of the per-round log-ratios, for planning the next run
     /// ([`crate::rounds_needed`], [`crate::hosts_needed`]).
     pub noise: Noise,
@@ -211,7 +211,7 @@ fn warnings(
     let hosts = paired.host_count();
     if paired.unpaired_rounds > 0 {
         out.push(format!(
-            "{} round(s) had only one of the two variants and were left out; check for \
+            "{} round(s) had only one of the two arms and were left out; check for \
              failed trials",
             paired.unpaired_rounds
         ));
@@ -301,7 +301,7 @@ impl Verdict {
     /// The winner, its relative advantage and the interval of that advantage. "Faster" is the
     /// winner's gain over the loser in the metric's own terms: for times, the share of the
     /// loser's time saved; for throughputs, the extra throughput over the loser's.
-    fn gain(&self, kind: VerdictKind) -> (Variant, f64, f64, f64) {
+    fn gain(&self, kind: VerdictKind) -> (Arm, f64, f64, f64) {
         let baseline_wins = kind == VerdictKind::AFaster;
         let (gain, lo, hi) = advantage(
             self.direction,
@@ -364,11 +364,11 @@ mod tests {
             .iter()
             .enumerate()
             .flat_map(|(r, (a, b))| {
-                [(Variant::A, *a), (Variant::B, *b)].map(|(variant, value)| Observation {
+                [(Arm::A, *a), (Arm::B, *b)].map(|(arm, value)| Observation {
                     host: host.into(),
                     cpu_model: "m".into(),
                     round: r as u32,
-                    variant,
+                    arm,
                     value,
                 })
             })
@@ -386,7 +386,7 @@ mod tests {
             obs.extend(run(&rounds, h));
         }
         let v = judge(&obs, &VerdictConfig::default()).unwrap();
-        let split = noise_split(&pair_rounds(&obs, Variant::A, Variant::B).unwrap());
+        let split = noise_split(&pair_rounds(&obs, Arm::A, Arm::B).unwrap());
         assert_eq!(v.noise.within_host_sd, split.within.sqrt());
         assert_eq!(v.noise.between_host_sd, split.between.sqrt());
         assert!(split.between > 0.0, "{split:?}");

@@ -1,13 +1,13 @@
 //! Drift: the instance gets steadily slower during the run (CONTEXT §1: performance drifting
-//! over 24 hours). Pairing variants within a round cancels the drift; randomizing their order
-//! within the round turns the drift inside a round into symmetric noise. Neither variant may
+//! over 24 hours). Pairing arms within a round cancels the drift; randomizing their order
+//! within the round turns the drift inside a round into symmetric noise. Neither arm may
 //! look faster for it.
 
 mod common;
 
 use common::{Scenario, Sim};
 use quietbench_stats::{
-    ConfidenceLevel, Variant, VerdictConfig, VerdictKind, judge, pair_rounds, paired_t_interval,
+    Arm, ConfidenceLevel, VerdictConfig, VerdictKind, judge, pair_rounds, paired_t_interval,
 };
 
 /// 0.5% slower every round: 40 rounds end 20% slower than they started, ten times the noise.
@@ -36,7 +36,7 @@ fn linear_drift_creates_no_false_difference() {
     // runs, 5% + 1.5 points).
     let mut positives = 0;
     for _ in 0..1000 {
-        let paired = pair_rounds(&scenario.run(&mut sim), Variant::A, Variant::B).unwrap();
+        let paired = pair_rounds(&scenario.run(&mut sim), Arm::A, Arm::B).unwrap();
         let ci = paired_t_interval(&paired, ConfidenceLevel::NINETY_FIVE).unwrap();
         positives += usize::from(ci.low > 1.0 || ci.high < 1.0);
     }
@@ -56,10 +56,10 @@ fn unrandomized_order_lets_drift_through() {
     let mut scenario = Scenario::simple(1, 200, 0.0, 0.002);
     scenario.drift = DRIFT;
     scenario.randomize_order = false;
-    let paired = pair_rounds(&scenario.run(&mut sim), Variant::A, Variant::B).unwrap();
+    let paired = pair_rounds(&scenario.run(&mut sim), Arm::A, Arm::B).unwrap();
     let bias = paired.log_ratio().unwrap();
     assert!((bias - DRIFT / 2.0).abs() < 0.0005, "bias {bias}");
     scenario.randomize_order = true;
-    let paired = pair_rounds(&scenario.run(&mut sim), Variant::A, Variant::B).unwrap();
+    let paired = pair_rounds(&scenario.run(&mut sim), Arm::A, Arm::B).unwrap();
     assert!(paired.log_ratio().unwrap().abs() < 0.0005);
 }

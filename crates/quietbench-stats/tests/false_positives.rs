@@ -1,4 +1,4 @@
-//! A/A comparisons: identical variants must be called different at most α of the time.
+//! A/A comparisons: identical arms must be called different at most α of the time.
 //!
 //! Monte-Carlo margin: with n comparisons a true rate of 5% is observed with standard error
 //! √(0.05 · 0.95 / n), 0.69 percentage points at n = 1000. The tests allow 5% plus about two
@@ -10,8 +10,8 @@ mod common;
 
 use common::{Scenario, Sim, mc_se};
 use quietbench_stats::{
-    ConfidenceLevel, Resamples, Seed, Variant, VerdictConfig, VerdictKind,
-    hierarchical_ratio_interval, judge, pair_rounds, paired_t_interval,
+    Arm, ConfidenceLevel, Resamples, Seed, VerdictConfig, VerdictKind, hierarchical_ratio_interval,
+    judge, pair_rounds, paired_t_interval,
 };
 
 /// The designs the A/A loops cycle through: (label, scenario builder).
@@ -31,7 +31,7 @@ fn designs(sim: &mut Sim) -> Vec<(&'static str, Scenario)> {
         ("1 host × 40 rounds, 5% spikes of +20%", spiky),
         (
             // A null on the fleet average: B helps on some hosts and hurts on others (SD 0.5%).
-            "6 hosts × 8 rounds, host offsets 2%, host×variant 0.5%",
+            "6 hosts × 8 rounds, host offsets 2%, host×arm 0.5%",
             Scenario::simple(6, 8, 0.0, 0.01).with_host_spread(sim, 0.02, 0.005),
         ),
         ("12 hosts × 5 rounds, offsets 3%, 3% spikes", fleet),
@@ -84,7 +84,7 @@ fn paired_t_false_positive_rate_is_alpha() {
     let mut positives = 0;
     for i in 0..COMPARISONS {
         let (_, scenario) = designs(&mut sim).swap_remove([0, 1, 3][i % 3]);
-        let paired = pair_rounds(&scenario.run(&mut sim), Variant::A, Variant::B).unwrap();
+        let paired = pair_rounds(&scenario.run(&mut sim), Arm::A, Arm::B).unwrap();
         let ci = paired_t_interval(&paired, ConfidenceLevel::NINETY_FIVE).unwrap();
         positives += usize::from(ci.low > 1.0 || ci.high < 1.0);
     }
@@ -106,7 +106,7 @@ fn bootstrap_and_t_intervals_agree_on_sample_data() {
     let one = Scenario::simple(1, 40, 0.01, 0.01);
     let fleet = Scenario::simple(10, 10, 0.01, 0.01).with_host_spread(&mut sim, 0.02, 0.004);
     for (label, scenario, tolerance) in [("one host", one, 0.10), ("ten hosts", fleet, 0.15)] {
-        let paired = pair_rounds(&scenario.run(&mut sim), Variant::A, Variant::B).unwrap();
+        let paired = pair_rounds(&scenario.run(&mut sim), Arm::A, Arm::B).unwrap();
         let t = paired_t_interval(&paired, level).unwrap();
         let b = hierarchical_ratio_interval(&paired, Resamples::DEFAULT, level, Seed(9)).unwrap();
         let t_half = (t.high.ln() - t.low.ln()) / 2.0;

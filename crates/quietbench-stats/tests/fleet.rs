@@ -7,7 +7,7 @@ mod common;
 
 use common::Sim;
 use quietbench_stats::{
-    IGLEWICZ_HOAGLIN_THRESHOLD, Observation, Variant, outlier_hosts, variance_components,
+    Arm, IGLEWICZ_HOAGLIN_THRESHOLD, Observation, outlier_hosts, variance_components,
 };
 
 const SKYLAKE: &str = "Intel(R) Xeon(R) Platinum 8124M CPU @ 3.00GHz";
@@ -37,7 +37,7 @@ fn fleet(sim: &mut Sim, offsets: [&[f64]; 2]) -> Vec<Observation> {
                     host: format!("i-{m}{h:02}"),
                     cpu_model: model.into(),
                     round,
-                    variant: Variant::A,
+                    arm: Arm::A,
                     value: log.exp(),
                 });
             }
@@ -67,7 +67,7 @@ fn fleet_variance_shares_grouping_and_no_false_outliers() {
 
     let mut sim = Sim::new(2024);
     let data = fleet(&mut sim, [&offsets, &offsets]);
-    let c = variance_components(&data, Variant::A).unwrap();
+    let c = variance_components(&data, Arm::A).unwrap();
     let shares = c.shares.unwrap();
     eprintln!(
         "fleet: between-model share {:.2}% (truth {:.2}%), hosts {:.2}% ({:.2}%), \
@@ -108,7 +108,7 @@ fn fleet_variance_shares_grouping_and_no_false_outliers() {
     assert!((gap - GAP).abs() < 0.003, "model gap {gap}");
 
     // No host is an outlier for its CPU model; one broken instance (+8%) is, alone.
-    let scan = outlier_hosts(&data, Variant::A, IGLEWICZ_HOAGLIN_THRESHOLD).unwrap();
+    let scan = outlier_hosts(&data, Arm::A, IGLEWICZ_HOAGLIN_THRESHOLD).unwrap();
     let worst = scan
         .hosts
         .iter()
@@ -124,7 +124,7 @@ fn fleet_variance_shares_grouping_and_no_false_outliers() {
     let mut broken = offsets.clone();
     broken[3] += 0.08;
     let data = fleet(&mut sim, [&offsets, &broken]);
-    let scan = outlier_hosts(&data, Variant::A, IGLEWICZ_HOAGLIN_THRESHOLD).unwrap();
+    let scan = outlier_hosts(&data, Arm::A, IGLEWICZ_HOAGLIN_THRESHOLD).unwrap();
     let flagged: Vec<_> = scan.outliers().collect();
     assert_eq!(flagged.len(), 1, "{flagged:?}");
     assert_eq!(flagged[0].host, "i-103");
@@ -148,7 +148,7 @@ fn model_share_is_unbiased_over_random_fleets() {
                 .collect()
         });
         let data = fleet(&mut sim, [&offsets[0], &offsets[1]]);
-        let c = variance_components(&data, Variant::A).unwrap();
+        let c = variance_components(&data, Arm::A).unwrap();
         estimates.push(c.shares.unwrap().between_models);
     }
     let mean = estimates.iter().sum::<f64>() / FLEETS as f64;

@@ -9,7 +9,7 @@ mod common;
 
 use common::{Scenario, Sim, mc_se};
 use quietbench_stats::{
-    ConfidenceLevel, Design, Noise, Resamples, Seed, Variant, VerdictConfig, VerdictKind, judge,
+    Arm, ConfidenceLevel, Design, Noise, Resamples, Seed, VerdictConfig, VerdictKind, judge,
     minimum_detectable_effect, pair_rounds, paired_t_interval,
 };
 
@@ -88,7 +88,7 @@ fn the_mde_formula_gives_its_stated_power() {
     let scenario = Scenario::simple(1, 20, mde.log, 0.01);
     let mut detected = 0;
     for _ in 0..RUNS {
-        let paired = pair_rounds(&scenario.run(&mut sim), Variant::A, Variant::B).unwrap();
+        let paired = pair_rounds(&scenario.run(&mut sim), Arm::A, Arm::B).unwrap();
         let ci = paired_t_interval(&paired, level).unwrap();
         detected += usize::from(ci.low > 1.0);
     }

@@ -3,10 +3,9 @@
 
 use proptest::prelude::*;
 use quietbench_stats::{
-    BootstrapMethod, ConfidenceLevel, IGLEWICZ_HOAGLIN_THRESHOLD, Observation, Resamples, Seed,
-    StatsError, Variant, VerdictConfig, bootstrap_interval, judge, mad, mean, mean_statistic,
-    median, outlier_hosts, quantile, quantiles, stdev, summarize, trimmed_mean,
-    variance_components,
+    Arm, BootstrapMethod, ConfidenceLevel, IGLEWICZ_HOAGLIN_THRESHOLD, Observation, Resamples,
+    Seed, StatsError, VerdictConfig, bootstrap_interval, judge, mad, mean, mean_statistic, median,
+    outlier_hosts, quantile, quantiles, stdev, summarize, trimmed_mean, variance_components,
 };
 
 /// Any finite f64: normal, subnormal or zero, of either sign, near 0 or near f64::MAX.
@@ -53,7 +52,7 @@ fn observations(values: &[(u8, u8, bool, f64)]) -> Vec<Observation> {
             host: format!("h{}", host % 4),
             cpu_model: format!("m{}", host % 4 % 2),
             round: u32::from(round % 12),
-            variant: if b { Variant::B } else { Variant::A },
+            arm: if b { Arm::B } else { Arm::A },
             value,
         })
         .collect()
@@ -122,14 +121,14 @@ proptest! {
                 host: "h".into(),
                 cpu_model: "m".into(),
                 round: r as u32 / 2,
-                variant: Variant(r as u32 % 2),
+                arm: Arm(r as u32 % 2),
                 value: *v,
             })
             .collect();
         prop_assert!(judge(&obs, &VerdictConfig::default()).is_err());
-        if obs.iter().any(|o| o.variant == Variant::A && !o.value.is_finite()) {
-            prop_assert!(variance_components(&obs, Variant::A).is_err());
-            prop_assert!(outlier_hosts(&obs, Variant::A, 3.5).is_err());
+        if obs.iter().any(|o| o.arm == Arm::A && !o.value.is_finite()) {
+            prop_assert!(variance_components(&obs, Arm::A).is_err());
+            prop_assert!(outlier_hosts(&obs, Arm::A, 3.5).is_err());
         }
     }
 
@@ -190,7 +189,7 @@ proptest! {
         values in prop::collection::vec((any::<u8>(), any::<u8>(), Just(false), positive()), 1..60),
     ) {
         let obs = observations(&values);
-        match variance_components(&obs, Variant::A) {
+        match variance_components(&obs, Arm::A) {
             Ok(c) => {
                 prop_assert!(c.between_models >= 0.0 && c.between_hosts >= 0.0);
                 prop_assert!(c.within_host >= 0.0);
@@ -201,7 +200,7 @@ proptest! {
             }
             Err(e) => prop_assert!(matches!(e, StatsError::Overflow { .. }), "{e}"),
         }
-        let scan = outlier_hosts(&obs, Variant::A, IGLEWICZ_HOAGLIN_THRESHOLD).unwrap();
+        let scan = outlier_hosts(&obs, Arm::A, IGLEWICZ_HOAGLIN_THRESHOLD).unwrap();
         prop_assert!(scan.hosts.iter().all(|h| h.z.is_none_or(f64::is_finite)));
     }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{Scenario, Sim};
 use quietbench_stats::{
-    ConfidenceLevel, Decision, PairedRounds, Resamples, StopReason, StoppingRule, Variant,
+    Arm, ConfidenceLevel, Decision, PairedRounds, Resamples, StopReason, StoppingRule,
     VerdictConfig, pair_rounds, paired_t_interval,
 };
 
@@ -39,7 +39,7 @@ fn stopping_on_precision_keeps_the_false_positive_rate_near_alpha() {
         let rule = StoppingRule::new(target, 20, 5, MAX_ROUNDS, None).unwrap();
         let (mut positives, mut early, mut stop_rounds) = (0, 0, 0);
         for _ in 0..RUNS {
-            let full = pair_rounds(&scenario.run(&mut sim), Variant::A, Variant::B).unwrap();
+            let full = pair_rounds(&scenario.run(&mut sim), Arm::A, Arm::B).unwrap();
             for n in 1..=MAX_ROUNDS {
                 let p = prefix(&full, n as usize);
                 let half_width = rule.is_look(n).then(|| {
@@ -80,7 +80,7 @@ fn stopping_on_significance_inflates_false_positives() {
     let mut sim = Sim::new(1234);
     let mut positives = 0;
     for _ in 0..RUNS {
-        let full = pair_rounds(&scenario.run(&mut sim), Variant::A, Variant::B).unwrap();
+        let full = pair_rounds(&scenario.run(&mut sim), Arm::A, Arm::B).unwrap();
         positives +=
             usize::from((5..=MAX_ROUNDS as usize).any(|n| excludes_one(&prefix(&full, n))));
     }

@@ -279,9 +279,9 @@ pub fn stats_observations(
         .iter()
         .filter_map(|v| {
             let variant = if v.variant == baseline {
-                quietbench_stats::Variant::A
+                quietbench_stats::Arm::A
             } else if v.variant == candidate {
-                quietbench_stats::Variant::B
+                quietbench_stats::Arm::B
             } else {
                 return None;
             };
@@ -289,7 +289,7 @@ pub fn stats_observations(
                 host: v.address.clone(),
                 cpu_model: v.cpu_model.clone(),
                 round: v.round,
-                variant,
+                arm: variant,
                 value: v.value,
             })
         })

@@ -1,6 +1,6 @@
 //! Simulated A/B runs with a known truth, shared by the statistical tests.
 //!
-//! Model, on the log scale, for host h, round r and variant v measured in slot s (0 or 1, the
+//! Model, on the log scale, for host h, round r and arm v measured in slot s (0 or 1, the
 //! order drawn at random within each round):
 //!   ln value = host_offset(h) + drift · (r + s/2) + [v = B] · (effect + interaction(h)) + e,
 //!   e ~ N(0, sd), or with probability `spike_rate` e + ln(1 + spike) (a noisy neighbour).
@@ -9,7 +9,7 @@
 
 #![allow(dead_code)]
 
-use quietbench_stats::{Observation, Variant};
+use quietbench_stats::{Arm, Observation};
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{Rng, SeedableRng};
 
@@ -49,7 +49,7 @@ pub struct SimHost {
     pub cpu_model: String,
     /// ln of the host's speed factor (CPU model + host).
     pub offset: f64,
-    /// The host's own deviation from the fleet's true log-ratio (host × variant interaction).
+    /// The host's own deviation from the fleet's true log-ratio (host × arm interaction).
     pub interaction: f64,
 }
 
@@ -62,7 +62,7 @@ pub struct Scenario {
     pub effect: f64,
     /// SD of one value's log noise.
     pub sd: f64,
-    /// Log drift per round (shared by both variants).
+    /// Log drift per round (shared by both arms).
     pub drift: f64,
     /// Probability that a value gets a spike.
     pub spike_rate: f64,
@@ -109,12 +109,12 @@ impl Scenario {
         for h in &self.hosts {
             for r in 0..self.rounds {
                 let b_first = self.randomize_order && sim.coin();
-                for (slot, variant) in [(0, Variant::A), (1, Variant::B)] {
+                for (slot, arm) in [(0, Arm::A), (1, Arm::B)] {
                     let slot = if b_first { 1 - slot } else { slot };
                     let mut log = h.offset
                         + self.drift * (f64::from(r) + f64::from(slot) / 2.0)
                         + self.sd * sim.normal();
-                    if variant == Variant::B {
+                    if arm == Arm::B {
                         log += self.effect + h.interaction;
                     }
                     if self.spike_rate > 0.0 && sim.uniform() < self.spike_rate {
@@ -124,7 +124,7 @@ impl Scenario {
                         host: h.name.clone(),
                         cpu_model: h.cpu_model.clone(),
                         round: r,
-                        variant,
+                        arm,
                         value: 100.0 * log.exp(),
                     });
                 }

@@ -13,7 +13,7 @@
 
 use std::fmt::Write;
 
-use quietbench_stats::{Observation, Variant, Verdict, VerdictKind, pair_rounds, pct};
+use quietbench_stats::{Arm, Observation, Verdict, VerdictKind, pair_rounds, pct};
 
 use super::svg::{Plot, Scale, linear_labels, linear_ticks};
 use super::{Page, WIDTH, esc};
@@ -211,7 +211,7 @@ fn ratio_chart(
     v: &Verdict,
     (baseline, candidate): (&str, &str),
 ) -> Option<String> {
-    let paired = pair_rounds(obs, Variant::A, Variant::B).ok()?;
+    let paired = pair_rounds(obs, Arm::A, Arm::B).ok()?;
     let points: Vec<(usize, &str, u32, f64)> = paired
         .hosts
         .iter()
