@@ -17,7 +17,7 @@ pub const FOREIGN_LIMIT: f64 = 0.01;
 /// Disk probes' I/O buffers less than this share (%) in huge pages earn a warning.
 pub const HUGE_PAGE_LIMIT: f64 = 99.0;
 /// The disk probes' counter of the share of their I/O buffers in huge pages.
-const HUGE_PAGE_METRIC: &str = "io_buffers_huge_pages";
+const HUGE_PAGE_METRIC: &str = quietbench_proto::metrics::IO_BUFFERS_HUGE_PAGES;
 
 /// Something that weakens a run's numbers.
 #[derive(Debug, Clone, PartialEq, Serialize)]

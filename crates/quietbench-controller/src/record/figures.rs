@@ -3,6 +3,7 @@
 //! with a trial value, e.g. events_per_sec). Shared by `compare`, `compare --runs`, run plans'
 //! verdicts and the reports that draw them.
 
+use quietbench_proto::metrics;
 use quietbench_stats::Direction;
 
 use super::{RunRecord, TrialRecord};
@@ -12,7 +13,7 @@ pub const PAIRED_VARIANT: &str = "A+B";
 
 /// The exec probe's metric of per-pair B/A wall-time ratios, in parts per million (the
 /// controller knows probes by their metric names in the proto, as the agent streams them).
-const PAIR_RATIO_METRIC: &str = "b_over_a_wall_ppm";
+const PAIR_RATIO_METRIC: &str = metrics::B_OVER_A_WALL_PPM;
 
 /// How A and B take turns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -104,8 +105,8 @@ impl TrialFigure {
 ///   A and B are read the same way, so the ratio's error is well under that.
 pub fn trial_time_ns(t: &TrialRecord, figure: TrialFigure) -> Option<f64> {
     match figure {
-        TrialFigure::Mean => mean_time_ns(t, "invocations_per_sec"),
-        TrialFigure::Median => histogram_median(t, "wall_time"),
+        TrialFigure::Mean => mean_time_ns(t, metrics::INVOCATIONS_PER_SEC),
+        TrialFigure::Median => histogram_median(t, metrics::WALL_TIME),
     }
 }
 
@@ -118,11 +119,11 @@ pub fn trial_time_ns(t: &TrialRecord, figure: TrialFigure) -> Option<f64> {
 pub fn paired_times_ns(t: &TrialRecord, figure: TrialFigure) -> Option<(f64, f64)> {
     match figure {
         TrialFigure::Mean => Some((
-            mean_time_ns(t, "invocations_per_sec")?,
-            mean_time_ns(t, "b_invocations_per_sec")?,
+            mean_time_ns(t, metrics::INVOCATIONS_PER_SEC)?,
+            mean_time_ns(t, metrics::B_INVOCATIONS_PER_SEC)?,
         )),
         TrialFigure::Median => {
-            let a = histogram_median(t, "wall_time")?;
+            let a = histogram_median(t, metrics::WALL_TIME)?;
             let ratio = histogram_median(t, PAIR_RATIO_METRIC)? / 1e6;
             Some((a, a * ratio))
         }
