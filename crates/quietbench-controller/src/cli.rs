@@ -359,7 +359,7 @@ pub struct RunArgs {
     #[arg(long)]
     tune: bool,
     /// Write the JSON report (schema quietbench.run-report.v1, docs/json-report.md) to FILE,
-    /// rewritten after every trial so an interrupted run keeps what it measured
+    /// rewritten as trials finish (at most once a second) and at the end, however the run ends
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
     /// Write a single-file HTML report with charts to FILE
