@@ -105,17 +105,24 @@ pub fn run(req: RunRequest) -> anyhow::Result<ExitCode> {
         fail_fast: req.fail_fast,
     };
     let session = Session::for_hosts(req.local, hosts, &req.peers, wants_peer, policy)?;
-    let outputs = Outputs::new(
-        req.json,
-        req.html,
-        req.hdr_log,
-        req.db.as_deref(),
-        req.no_store,
-    )?;
+    let outputs = req.outputs()?;
     let (_run, code) = session.drive(new_record(settings), outputs, &[], &mut |_, _| {
         Flow::Continue
     })?;
     Ok(code)
+}
+
+impl RunRequest {
+    /// Where the run's results go: the output options apply to flag and plan runs alike.
+    fn outputs(&self) -> anyhow::Result<Outputs> {
+        Outputs::new(
+            self.json.clone(),
+            self.html.clone(),
+            self.hdr_log.clone(),
+            self.db.as_deref(),
+            self.no_store,
+        )
+    }
 }
 
 fn run_plan(req: RunRequest, path: &Path) -> anyhow::Result<ExitCode> {
@@ -158,15 +165,10 @@ fn run_plan(req: RunRequest, path: &Path) -> anyhow::Result<ExitCode> {
         Some(file) => crate::fleet::read_hosts_file(file)?,
         None => plan_entries(&plan.agents, path),
     };
+    // Hosts in the schedule, for the stopping rule's end-of-round test (a hosts file's too).
+    let host_count = if plan.local { 1 } else { hosts.len() };
     let session = Session::for_hosts(plan.local, hosts, &plan.peers, wants_peer, policy)?;
-    let hosts = if plan.local { 1 } else { plan.agents.len() };
-    let outputs = Outputs::new(
-        req.json,
-        req.html,
-        req.hdr_log,
-        req.db.as_deref(),
-        req.no_store,
-    )?;
+    let outputs = req.outputs()?;
     let started = std::time::Instant::now();
     let budget = plan.budget;
     let (run, code) = session.drive(
@@ -184,7 +186,7 @@ fn run_plan(req: RunRequest, path: &Path) -> anyhow::Result<ExitCode> {
                     .iter()
                     .filter(|t| t.round == planned.round)
                     .count()
-                    == variants * hosts;
+                    == variants * host_count;
             match &rule {
                 Some(rule)
                     if round_done
