@@ -68,6 +68,7 @@ pub fn run(req: RunRequest) -> anyhow::Result<ExitCode> {
     if let Some(path) = req.plan.clone() {
         return run_plan(req, &path);
     }
+    let outputs = req.outputs()?;
     let mut settings = RunSettings {
         probes: if req.probes.is_empty() {
             vec!["cpu.primes".to_string()]
@@ -105,7 +106,6 @@ pub fn run(req: RunRequest) -> anyhow::Result<ExitCode> {
         fail_fast: req.fail_fast,
     };
     let session = Session::for_hosts(req.local, hosts, &req.peers, wants_peer, policy)?;
-    let outputs = req.outputs()?;
     let (_run, code) = session.drive(new_record(settings), outputs, &[], &mut |_, _| {
         Flow::Continue
     })?;
