@@ -242,7 +242,7 @@ fn a_run_refused_before_its_first_trial_is_not_kept_in_the_store() {
 #[test]
 fn release_restores_the_hosts_a_killed_controller_tuned() {
     let data = tempfile::tempdir().unwrap();
-    let agent = AgentProcess::start();
+    let agent = AgentProcess::start_in(&data.path().join("agent-state"));
     let json = data.path().join("run.json");
     let mut controller = common::quietbench()
         .args([
@@ -260,11 +260,17 @@ fn release_restores_the_hosts_a_killed_controller_tuned() {
         ])
         .env("XDG_DATA_HOME", data.path())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     while read_report(&json).is_none_or(|r| r["trials"].as_array().is_none_or(|t| t.is_empty())) {
+        if let Some(status) = controller.try_wait().unwrap() {
+            let mut stderr = String::new();
+            std::io::Read::read_to_string(&mut controller.stderr.take().unwrap(), &mut stderr)
+                .unwrap();
+            panic!("the run ended ({status}) before its first trial:\n{stderr}");
+        }
         assert!(Instant::now() < deadline, "the run never finished a trial");
         std::thread::sleep(Duration::from_millis(20));
     }

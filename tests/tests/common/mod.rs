@@ -67,7 +67,19 @@ pub struct AgentProcess {
 
 impl AgentProcess {
     pub fn start() -> Self {
-        let mut child = Command::new(quietbench_bin())
+        Self::start_with(Command::new(quietbench_bin()))
+    }
+
+    /// An agent whose restore journal lives in `state_dir`, for tests that tune the host: two
+    /// tuning agents must not share the default journal.
+    pub fn start_in(state_dir: &std::path::Path) -> Self {
+        let mut command = Command::new(quietbench_bin());
+        command.env("QUIETBENCH_STATE_DIR", state_dir);
+        Self::start_with(command)
+    }
+
+    fn start_with(mut command: Command) -> Self {
+        let mut child = command
             .args(["agent", "--listen", "127.0.0.1:0"])
             .env("QUIETBENCH_LOG", "warn")
             .stdin(Stdio::null())
