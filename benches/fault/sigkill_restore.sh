@@ -10,7 +10,7 @@ n=${1:-20}
 [ "$(id -u)" = 0 ] || { echo "error: needs root (it changes ASLR and IRQ affinities)" >&2; exit 1; }
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-cargo build --release --quiet -p quietbench-controller --manifest-path "$repo/Cargo.toml"
+cargo build --release --quiet -p quietbench --manifest-path "$repo/Cargo.toml"
 qb="$repo/target/release/quietbench"
 work=$(mktemp -d)
 agent_pid=

@@ -5,7 +5,7 @@
 #
 # Usage: benches/peer/cpu_vs_sysbench.sh [PAIRS=10] [SECONDS=5] [CPU=last online CPU] [MAX_PRIME=10000]
 # Needs: sysbench (Debian: apt-get install sysbench), taskset (util-linux), python3, and a
-# release build (the script runs `cargo build --release -p quietbench-controller` first).
+# release build (the script runs `cargo build --release -p quietbench` first).
 set -euo pipefail
 
 pairs=${1:-10}
@@ -18,7 +18,7 @@ for tool in sysbench taskset python3; do
 done
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-cargo build --release --quiet -p quietbench-controller --manifest-path "$repo/Cargo.toml"
+cargo build --release --quiet -p quietbench --manifest-path "$repo/Cargo.toml"
 qb="$repo/target/release/quietbench"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -18,7 +18,7 @@
 #   FILE defaults to /var/tmp/quietbench-disk-peer.dat (created and filled with data once by
 #   quietbench; it must be on the disk under test, not tmpfs); CPU to the last online CPU.
 # Needs: fio (Debian: apt-get install fio), python3, taskset (util-linux), and a release build
-# (the script runs `cargo build --release -p quietbench-controller` first).
+# (the script runs `cargo build --release -p quietbench` first).
 set -euo pipefail
 
 repeats=${1:-5}
@@ -32,7 +32,7 @@ for tool in fio taskset python3; do
 done
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-cargo build --release --quiet -p quietbench-controller --manifest-path "$repo/Cargo.toml"
+cargo build --release --quiet -p quietbench --manifest-path "$repo/Cargo.toml"
 qb="$repo/target/release/quietbench"
 work=$(mktemp -d)
 hugepages_before=

@@ -22,7 +22,7 @@
 # Env: HUGE=1|0 (default 1); QB_BIN=path of a quietbench binary to use instead of building one
 # (to measure a host that has no Rust toolchain: copy the binary there).
 # Needs: gcc, taskset (util-linux), python3, and a release build (without QB_BIN the script runs
-# `cargo build --release -p quietbench-controller` first).
+# `cargo build --release -p quietbench` first).
 set -euo pipefail
 
 size_mib=${1:-256}
@@ -41,7 +41,7 @@ trap 'rm -rf "$work"' EXIT
 if [ -n "${QB_BIN:-}" ]; then
   qb=$QB_BIN
 else
-  cargo build --release -p quietbench-controller --manifest-path "$repo/Cargo.toml" >"$work/build.log" 2>&1 \
+  cargo build --release -p quietbench --manifest-path "$repo/Cargo.toml" >"$work/build.log" 2>&1 \
     || { cat "$work/build.log" >&2; exit 1; }
   qb="$repo/target/release/quietbench"
 fi

@@ -23,7 +23,7 @@
 #   FLOWS="4" and PLACES="veth" (environment) narrow the run to some flow counts or places.
 # Needs: iperf3 (Debian: apt-get install iperf3; this script installs nothing), python3, root and
 # iproute2 (ip) for the veth half (without them it measures loopback only), and a release build
-# (the script runs `cargo build --release -p quietbench-controller` first, unless QUIETBENCH
+# (the script runs `cargo build --release -p quietbench` first, unless QUIETBENCH
 # names a quietbench binary to use).
 set -euo pipefail
 
@@ -55,7 +55,7 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 if [ -n "${QUIETBENCH:-}" ]; then
   qb=$QUIETBENCH # a quietbench binary built elsewhere (a machine without cargo)
 else
-  cargo build --release --quiet -p quietbench-controller --manifest-path "$repo/Cargo.toml"
+  cargo build --release --quiet -p quietbench --manifest-path "$repo/Cargo.toml"
   qb="$repo/target/release/quietbench"
 fi
 work=$(mktemp -d)

@@ -15,7 +15,7 @@
 # Usage: benches/peer/rr_vs_sockperf.sh [SECONDS=5] [PAIRS=5] [BYTES=16]
 # Needs: sockperf (Debian: apt-get install sockperf) or qperf (apt-get install qperf); this
 # script installs nothing. taskset (util-linux), python3, and a release build (the script runs
-# `cargo build --release -p quietbench-controller` first,
+# `cargo build --release -p quietbench` first,
 # unless QUIETBENCH names a quietbench binary to use). BYTES is at least 16 (net.rr's UDP
 # header; sockperf's minimum is 14).
 set -euo pipefail
@@ -35,7 +35,7 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 if [ -n "${QUIETBENCH:-}" ]; then
   qb=$QUIETBENCH # a quietbench binary built elsewhere (a machine without cargo)
 else
-  cargo build --release --quiet -p quietbench-controller --manifest-path "$repo/Cargo.toml"
+  cargo build --release --quiet -p quietbench --manifest-path "$repo/Cargo.toml"
   qb="$repo/target/release/quietbench"
 fi
 work=$(mktemp -d)

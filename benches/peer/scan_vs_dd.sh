@@ -13,7 +13,7 @@
 #   be on the disk under test, not tmpfs); CPU to the last online CPU, where dd is pinned too.
 #   The survey runs on CPU; the pre-warm's threads where the agent's placement puts them.
 # Needs: dd (coreutils), python3, taskset (util-linux), and a release build (the script runs
-# `cargo build --release -p quietbench-controller` first). Root for dropping caches.
+# `cargo build --release -p quietbench` first). Root for dropping caches.
 set -euo pipefail
 
 repeats=${1:-5}
@@ -30,7 +30,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-cargo build --release --quiet -p quietbench-controller --manifest-path "$repo/Cargo.toml"
+cargo build --release --quiet -p quietbench --manifest-path "$repo/Cargo.toml"
 qb="$repo/target/release/quietbench"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -14,7 +14,7 @@ secs=${3:-1}
 budget=${4:-120}
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-cargo build --release --quiet -p quietbench-controller --manifest-path "$repo/Cargo.toml"
+cargo build --release --quiet -p quietbench --manifest-path "$repo/Cargo.toml"
 qb="$repo/target/release/quietbench"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
