@@ -28,8 +28,11 @@ pub struct AgentArgs {
     /// standard output as "quietbench-agent listening on ADDR".
     #[arg(long, default_value = "127.0.0.1:7700")]
     pub listen: SocketAddr,
-    /// Root directory to read /proc and /sys from (tests point it at a fixture tree).
-    #[arg(long, default_value = "/", hide = true)]
+    /// For testing: read /proc and /sys under this directory instead of the machine's own, so
+    /// that the agent describes a captured machine (e.g. a fixture tree holding another CPU's
+    /// proc/cpuinfo). Probes still run on this machine; what the tree lacks is reported as
+    /// unreadable.
+    #[arg(long, value_name = "DIR", default_value = "/")]
     pub host_root: PathBuf,
     /// Directory for the restore journal of host changes [default: $QUIETBENCH_STATE_DIR, else
     /// /var/lib/quietbench-agent as root, else $XDG_STATE_HOME/quietbench-agent]

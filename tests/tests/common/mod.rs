@@ -59,6 +59,13 @@ pub fn succeed(command: &mut Command) -> String {
     stdout
 }
 
+/// `quietbench agent`, to which [`AgentProcess::start_with`] adds `--listen`.
+pub fn agent_command() -> Command {
+    let mut command = Command::new(quietbench_bin());
+    command.arg("agent");
+    command
+}
+
 /// A `quietbench agent` process on a free loopback port, killed when dropped.
 pub struct AgentProcess {
     pub child: Child,
@@ -67,20 +74,22 @@ pub struct AgentProcess {
 
 impl AgentProcess {
     pub fn start() -> Self {
-        Self::start_with(Command::new(quietbench_bin()))
+        Self::start_with(agent_command())
     }
 
     /// An agent whose restore journal lives in `state_dir`, for tests that tune the host: two
     /// tuning agents must not share the default journal.
     pub fn start_in(state_dir: &std::path::Path) -> Self {
-        let mut command = Command::new(quietbench_bin());
+        let mut command = agent_command();
         command.env("QUIETBENCH_STATE_DIR", state_dir);
         Self::start_with(command)
     }
 
-    fn start_with(mut command: Command) -> Self {
+    /// An agent started from `command` (a `quietbench` command with its environment and any
+    /// flags before `agent`'s own set by the caller, e.g. `--host-root`).
+    pub fn start_with(mut command: Command) -> Self {
         let mut child = command
-            .args(["agent", "--listen", "127.0.0.1:0"])
+            .args(["--listen", "127.0.0.1:0"])
             .env("QUIETBENCH_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -3,7 +3,7 @@
 
 use quietbench_proto::v1 as pb;
 
-use super::TrialRecord;
+use super::{HostRecord, TrialRecord};
 
 /// Whether every thread ran exactly where it was planned.
 pub fn placement_matches_plan(p: &pb::Placement) -> bool {
@@ -54,4 +54,36 @@ pub fn metric_values(trials: &[TrialRecord], variant: &str, metric: &str) -> Vec
         .filter_map(|t| t.metrics.iter().find(|m| m.name == metric))
         .filter_map(|m| m.value)
         .collect()
+}
+
+/// A variant's headline metric, the one figure its multi-host analyses and charts use: its
+/// first metric that is a plain value (a rate such as events_per_sec), else its first metric
+/// with a value. Name and unit.
+pub fn headline_metric(trials: &[TrialRecord], variant: &str) -> Option<(String, String)> {
+    let pick = |plain: bool| {
+        trials
+            .iter()
+            .filter(|t| t.variant == variant)
+            .find_map(|t| {
+                t.metrics
+                    .iter()
+                    .find(|m| m.value.is_some() && (!plain || m.histogram.is_none()))
+                    .map(|m| (m.name.clone(), m.unit.clone()))
+            })
+    };
+    pick(true).or_else(|| pick(false))
+}
+
+/// What reports call a host's CPU when its model name cannot be read.
+pub const UNKNOWN_CPU_MODEL: &str = "unknown CPU model";
+
+/// A host's CPU model name, as its /proc/cpuinfo gives it, or [`UNKNOWN_CPU_MODEL`].
+pub fn cpu_model_of(host: &HostRecord) -> String {
+    host.fingerprint
+        .cpu
+        .as_ref()
+        .map(|c| c.model_name.trim())
+        .filter(|m| !m.is_empty())
+        .unwrap_or(UNKNOWN_CPU_MODEL)
+        .to_string()
 }

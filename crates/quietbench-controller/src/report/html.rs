@@ -1,5 +1,7 @@
 //! The HTML report: one self-contained page (inline CSS and SVG, no script, nothing fetched) with
-//! the run's header, its summary table and four charts:
+//! the run's header, its verdicts, where a multi-host run's spread comes from (CPU models, hosts,
+//! rounds, outlier hosts, with its share bar `chart-spread-N`), its summary table and four
+//! charts:
 //!
 //! - per-host results coloured by CPU model, hosts grouped by model: the chart the route-search
 //!   team drew by hand to see c5.large split in two by its CPU lottery (CONTEXT.md §1);
@@ -25,6 +27,7 @@ use crate::record::{HostRecord, RunRecord};
 
 mod by_host;
 mod charts;
+mod spread;
 mod svg;
 mod tables;
 mod verdict;
@@ -51,7 +54,7 @@ pub const VERDICT_COLOURS: [&str; 3] = ["#4E79A7", "#E15759", "#59A14F"];
 /// The fill of a verdict's interval in the ratio charts.
 pub const INTERVAL_COLOUR: &str = "#DBE6F1";
 
-const UNKNOWN_MODEL: &str = "unknown CPU model";
+const UNKNOWN_MODEL: &str = crate::record::queries::UNKNOWN_CPU_MODEL;
 const WIDTH: f64 = 1120.0;
 
 /// Escapes text for HTML and SVG, in content and in quoted attributes.
@@ -84,13 +87,7 @@ struct Page<'a> {
 }
 
 fn model_of(h: &HostRecord) -> String {
-    h.fingerprint
-        .cpu
-        .as_ref()
-        .map(|c| c.model_name.trim())
-        .filter(|m| !m.is_empty())
-        .unwrap_or(UNKNOWN_MODEL)
-        .to_string()
+    crate::record::queries::cpu_model_of(h)
 }
 
 fn unix_ns(t: SystemTime) -> u64 {
@@ -189,16 +186,7 @@ impl<'a> Page<'a> {
     /// The variant's headline figure: its first metric that is a plain value (a rate), else its
     /// first metric with a value. Name and unit.
     fn headline(&self, variant: &str) -> Option<(String, String)> {
-        let trials = || self.run.trials.iter().filter(|t| t.variant == variant);
-        let pick = |plain: bool| {
-            trials().find_map(|t| {
-                t.metrics
-                    .iter()
-                    .find(|m| m.value.is_some() && (!plain || m.histogram.is_none()))
-                    .map(|m| (m.name.clone(), m.unit.clone()))
-            })
-        };
-        pick(true).or_else(|| pick(false))
+        crate::record::queries::headline_metric(&self.run.trials, variant)
     }
 
     fn swatch(colour: &str) -> String {
@@ -269,6 +257,7 @@ pub fn render_html(run: &RunRecord) -> String {
     );
     tables::title(&page, &mut out);
     verdict::verdicts(&page, &mut out);
+    spread::spread(&page, &crate::verdicts::spread::fleet_spread(run), &mut out);
     tables::settings_and_hosts(&page, &mut out);
     tables::summary(&page, &mut out);
     by_host::per_host(&page, &mut out);

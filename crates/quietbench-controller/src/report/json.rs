@@ -104,6 +104,7 @@ pub fn build(run: &RunRecord) -> Report {
             })
             .collect(),
         fleet: run.fleet.clone(),
+        fleet_spread: crate::verdicts::spread::fleet_spread(run),
         missing_trials: missing_trials(run)
             .into_iter()
             .map(|m| {

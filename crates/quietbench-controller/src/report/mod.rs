@@ -5,4 +5,5 @@ pub mod hdrlog;
 pub mod host;
 pub mod html;
 pub mod json;
+pub mod spread;
 pub mod table;

@@ -1,4 +1,5 @@
-//! The terminal report: the host line, the placement line, and one row per probe and metric.
+//! The terminal report: the host line, the placement line, one row per probe and metric, and
+//! for a multi-host run where its spread comes from.
 
 use std::fmt::Write;
 
@@ -8,6 +9,7 @@ use quietbench_stats::summarize;
 
 use crate::record::queries::{counted, metric_keys, metric_values, placement_matches_plan};
 use crate::record::{HostRecord, RunRecord, missing_trials};
+use crate::verdicts::spread::fleet_spread;
 
 /// One line describing a host: address, CPU model and the facts that split results.
 pub fn host_line(host: &HostRecord) -> String {
@@ -118,7 +120,8 @@ pub fn controls(reports: &[pb::ControlReport]) -> String {
     out
 }
 
-/// Formats a value in its unit: nanoseconds scaled to µs/ms/s, rates with one decimal.
+/// Formats a value in its unit: nanoseconds scaled to µs/ms/s, other values with four
+/// significant digits or one decimal, whichever is more.
 pub fn format_value(value: f64, unit: &str) -> String {
     if unit == "ns" {
         let abs = value.abs();
@@ -131,8 +134,13 @@ pub fn format_value(value: f64, unit: &str) -> String {
         } else {
             format!("{value:.0} ns")
         }
-    } else {
+    } else if value.abs() >= 100.0 || value == 0.0 {
         format!("{value:.1}")
+    } else if value.abs() >= 10.0 {
+        format!("{value:.2}")
+    } else {
+        // Small rates (2 invocations/s) need their digits: 1.9 and 2.0 can be 6% apart.
+        format!("{value:.3}")
     }
 }
 
@@ -218,6 +226,8 @@ pub fn render(run: &RunRecord) -> String {
     for row in &rows {
         write_row(row);
     }
+    // The rows above pool every host; where hosts differ, say how and why.
+    out.push_str(&super::spread::render(&fleet_spread(run)));
     out.push_str(&missing_lines(run));
     out
 }
@@ -335,5 +345,8 @@ mod tests {
         assert_eq!(format_value(812.0, "ns"), "812 ns");
         assert_eq!(format_value(3.2e9, "ns"), "3.200 s");
         assert_eq!(format_value(1379.25, "events/s"), "1379.2");
+        assert_eq!(format_value(18.25, "invocations/s"), "18.25");
+        assert_eq!(format_value(1.8867, "invocations/s"), "1.887");
+        assert_eq!(format_value(0.0, "%"), "0.0");
     }
 }

@@ -1,6 +1,8 @@
 //! Verdicts, judged from a run's record alone so that a stored run is judged again exactly as
 //! it was: [`compare`] judges B against A in a `compare` run, [`plan`] every variant of a run
-//! against the first. Reports draw them; commands print them and act on them.
+//! against the first; [`spread`] says where a multi-host run's spread comes from (CPU models,
+//! hosts, rounds) and names outlier hosts. Reports draw them; commands print them and act on them.
 
 pub mod compare;
 pub mod plan;
+pub mod spread;

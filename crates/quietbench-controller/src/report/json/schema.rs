@@ -40,6 +40,9 @@ pub struct Report {
     pub fleet: Vec<String>,
     /// Per host, the scheduled trials a failed or interrupted run did not finish, and why.
     pub missing_trials: Vec<MissingJson>,
+    /// Per variant measured on two or more hosts: its headline metric per CPU model, the
+    /// difference between models, the variance split and outlier hosts (empty otherwise).
+    pub fleet_spread: Vec<crate::verdicts::spread::FleetSpread>,
 }
 
 /// A host's trials that did not run.

@@ -1,0 +1,232 @@
+//! CONTEXT.md §1's CPU lottery as a test: 20 agents on this machine, half of them describing a
+//! captured EC2 8259CL and half this project's captured KVM Xeon (`agent --host-root` pointed at
+//! fixture trees holding each one's /proc/cpuinfo), an `exec` workload 6% costlier on the 8259CL
+//! hosts, up to 1% of scatter between hosts and two injected slow hosts. The run's report must
+//! group the hosts exactly by model, find the between-model share of the spread within 2 points
+//! of the truth computed here from the injected costs, and flag the injected outliers and no
+//! other host.
+//!
+//! Keeping it honest on a 2-CPU machine: the 20 hosts run at once (the concurrent schedule with
+//! round sync), so a CPU-bound workload would measure how the 20 share 2 CPUs, not the costs put
+//! in. The workload is therefore a sleep whose length is the injected cost (`sleep $QB_COST`
+//! through /bin/sh, the cost in each agent's environment): its CPU part (fork, exec, sh and sleep
+//! starting up, about 2 ms) is under 0.5% of a 0.5 s invocation, so contention moves a trial by a
+//! small fraction of the 1% host scatter. Trials of 5 s (10 invocations each) and 2 rounds keep
+//! round-to-round variation around 0.1%, which the within-host share absorbs without moving the
+//! between-model share by more than a few tenths of a point.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use common::{AgentProcess, agent_command};
+use serde_json::Value;
+
+const HOSTS: usize = 20;
+/// Seconds per invocation on the fast model.
+const BASE_S: f64 = 0.5;
+/// The 8259CL hosts' workload costs this much more.
+const MODEL_COST: f64 = 1.06;
+/// Injected slow hosts, one per model, and how much slower.
+const OUTLIERS: [usize; 2] = [4, 7];
+const OUTLIER_COST: f64 = 1.04;
+
+fn fixture(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../crates/quietbench-host/tests/fixtures")
+        .join(path)
+}
+
+/// A host root holding only `proc/cpuinfo`, copied from a captured machine.
+fn host_root(dir: &Path, name: &str, capture: &str) -> PathBuf {
+    let root = dir.join(name);
+    std::fs::create_dir_all(root.join("proc")).unwrap();
+    std::fs::copy(fixture(capture), root.join("proc/cpuinfo")).unwrap();
+    root
+}
+
+/// Host i: (is an 8259CL host, the cost factor injected on it).
+fn injected(i: usize) -> (bool, f64) {
+    let slow_model = i.is_multiple_of(2);
+    // Up to 1% between hosts of a model, spread evenly: -0.5% .. +0.5%.
+    let scatter = 1.0 + ((i / 2) as f64 / (HOSTS / 2 - 1) as f64 - 0.5) * 0.01;
+    let model = if slow_model { MODEL_COST } else { 1.0 };
+    let outlier = if OUTLIERS.contains(&i) {
+        OUTLIER_COST
+    } else {
+        1.0
+    };
+    (slow_model, model * scatter * outlier)
+}
+
+/// The true between-model share from the injected costs alone: models are a fixed factor
+/// (variance of their injected effects, weighted by hosts), hosts a random one (the variance of
+/// each host's injected effect around its model's, with H - M degrees of freedom as the
+/// estimator counts them); the injection adds no round-to-round variation.
+fn true_between_model_share() -> f64 {
+    let mut by_model: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    for i in 0..HOSTS {
+        let (slow_model, cost) = injected(i);
+        by_model[usize::from(slow_model)].push(cost.ln());
+    }
+    let model_effect = [0.0, MODEL_COST.ln()];
+    let weights = by_model.each_ref().map(|m| m.len() as f64 / HOSTS as f64);
+    let grand: f64 = (0..2).map(|m| weights[m] * model_effect[m]).sum();
+    let between_models: f64 = (0..2)
+        .map(|m| weights[m] * (model_effect[m] - grand).powi(2))
+        .sum();
+    let mut ss_hosts = 0.0;
+    for hosts in &by_model {
+        let mean = hosts.iter().sum::<f64>() / hosts.len() as f64;
+        ss_hosts += hosts.iter().map(|c| (c - mean).powi(2)).sum::<f64>();
+    }
+    let between_hosts = ss_hosts / (HOSTS - 2) as f64;
+    between_models / (between_models + between_hosts)
+}
+
+#[test]
+fn the_report_splits_twenty_hosts_by_cpu_model_and_names_the_injected_outliers() {
+    let dir = tempfile::tempdir().unwrap();
+    let roots = [
+        host_root(dir.path(), "kvm-xeon", "kvm-2vcpu-xeon/proc/cpuinfo"),
+        host_root(
+            dir.path(),
+            "ec2-8259cl",
+            "public/ec2-8259cl-2vcpu/proc/cpuinfo",
+        ),
+    ];
+    let agents: Vec<AgentProcess> = (0..HOSTS)
+        .map(|i| {
+            let (slow_model, cost) = injected(i);
+            let mut command = agent_command();
+            command
+                .arg("--host-root")
+                .arg(&roots[usize::from(slow_model)])
+                .env("QB_COST", format!("{:.6}", BASE_S * cost));
+            AgentProcess::start_with(command)
+        })
+        .collect();
+    let json = dir.path().join("run.json");
+    let html = dir.path().join("run.html");
+    let mut command = common::quietbench();
+    command.args([
+        "run",
+        "--probe",
+        "exec",
+        "--param",
+        "cmd=exec sleep \"$QB_COST\"",
+        "--param",
+        "shell=true",
+        "--rounds",
+        "2",
+        "--warmup",
+        "0",
+        "--duration",
+        "5",
+        "--no-store",
+        "--json",
+    ]);
+    command.arg(&json).arg("--html").arg(&html);
+    for a in &agents {
+        command.arg("--agent").arg(a.addr.to_string());
+    }
+    let out = command.stderr(Stdio::piped()).output().unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{table}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("{table}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let spread = &report["fleet_spread"][0];
+    assert_eq!(spread["metric"], "invocations_per_sec", "{spread:#}");
+    assert_eq!(spread["hosts"], HOSTS);
+
+    // Grouped exactly by model.
+    let address = |i: usize| agents[i].addr.to_string();
+    let models = spread["models"].as_array().unwrap();
+    assert_eq!(models.len(), 2, "{spread:#}");
+    for m in models {
+        let name = m["cpu_model"].as_str().unwrap();
+        let slow_model = name.contains("8259CL");
+        let mut want: Vec<String> = (0..HOSTS)
+            .filter(|&i| injected(i).0 == slow_model)
+            .map(address)
+            .collect();
+        want.sort();
+        let got: Vec<String> = m["addresses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(got, want, "{name}");
+        assert_eq!(m["trials"], 2 * HOSTS / 2);
+    }
+
+    // The difference between models: the KVM Xeon hosts (sleeping 6% less) against the 8259CL
+    // ones, the reference by name at equal host counts. The CPU part of each invocation dilutes
+    // the 6% slightly; the interval must hold it.
+    let d = &spread["differences"][0];
+    assert!(d["reference"].as_str().unwrap().contains("8259CL"), "{d:#}");
+    let ratio = d["ratio"].as_f64().unwrap();
+    assert!(ratio > 1.045 && ratio < 1.065, "{d:#}");
+    assert!(d["ci_low"].as_f64().unwrap() > 1.0, "{d:#}");
+
+    // The between-model share, against the truth.
+    let truth = true_between_model_share();
+    let found = spread["split"]["between_models"].as_f64().unwrap();
+    println!(
+        "between-model share: found {:.1}%, true {:.1}%",
+        found * 100.0,
+        truth * 100.0
+    );
+    assert!(
+        (found - truth).abs() <= 0.02,
+        "found {found:.4}, true {truth:.4}: {spread:#}"
+    );
+
+    // Only the injected outliers are flagged, each about 4% slow.
+    let mut flagged: Vec<String> = spread["outliers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["address"].as_str().unwrap().to_string())
+        .collect();
+    flagged.sort();
+    let mut want: Vec<String> = OUTLIERS.iter().map(|&i| address(i)).collect();
+    want.sort();
+    assert_eq!(flagged, want, "{spread:#}");
+    for o in spread["outliers"].as_array().unwrap() {
+        let off = o["off"].as_f64().unwrap();
+        assert!(off < -0.02 && off > -0.06, "{o:#}");
+    }
+
+    // The table says the same, first the rows per model.
+    assert!(table.contains("across hosts: exec invocations_per_sec, 20 hosts, 2 CPU models"));
+    assert!(table.contains("of the spread comes from the CPU model"));
+    for i in OUTLIERS {
+        assert!(table.contains(&format!("    {} (", address(i))), "{table}");
+    }
+
+    // And the HTML report, right after its verdicts.
+    let page = std::fs::read_to_string(&html).unwrap();
+    if let Some(keep) = std::env::var_os("QUIETBENCH_KEEP_REPORT") {
+        std::fs::copy(&html, Path::new(&keep).join("cpu_lottery.html")).unwrap();
+    }
+    let section = &page[page
+        .find(r#"<section id="spread">"#)
+        .expect("a spread section")..];
+    let section = &section[..section.find("</section>").unwrap()];
+    assert!(section.contains("Platinum 8259CL") && section.contains("Xeon(R) Processor"));
+    assert!(section.contains(r#"<svg id="chart-spread-0""#));
+    assert!(section.contains("of the spread comes from the CPU model"));
+    for i in OUTLIERS {
+        assert!(
+            section.contains(&format!("<td>{}</td>", address(i))),
+            "{section}"
+        );
+    }
+}
