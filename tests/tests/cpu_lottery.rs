@@ -4,7 +4,7 @@
 //! hosts, up to 1% of scatter between hosts and two injected slow hosts. The run's report must
 //! group the hosts exactly by model, find the between-model share of the spread within 2 points
 //! of the truth computed here from the injected costs, and flag the injected outliers and no
-//! other host.
+//! other host; `history` then shows one series per model.
 //!
 //! Keeping it honest on a 2-CPU machine: the 20 hosts run at once (the concurrent schedule with
 //! round sync), so a CPU-bound workload would measure how the 20 share 2 CPUs, not the costs put
@@ -124,10 +124,15 @@ fn the_report_splits_twenty_hosts_by_cpu_model_and_names_the_injected_outliers()
         "0",
         "--duration",
         "5",
-        "--no-store",
         "--json",
     ]);
-    command.arg(&json).arg("--html").arg(&html);
+    let db = dir.path().join("store.sqlite3");
+    command
+        .arg(&json)
+        .arg("--html")
+        .arg(&html)
+        .arg("--db")
+        .arg(&db);
     for a in &agents {
         command.arg("--agent").arg(a.addr.to_string());
     }

@@ -14,6 +14,7 @@
 //! - [`hierarchical`]: the hosts-then-rounds bootstrap interval of the B/A ratio;
 //! - [`components`]: variance between CPU models, between hosts, within a host;
 //! - [`outliers`]: outlier hosts by modified z-score;
+//! - [`interaction`]: whether an A/B change differs between groups of hosts (CPU models);
 //! - [`power`](mod@power): minimum detectable effect, power, rounds and hosts needed;
 //! - [`verdict`]: the A/B [`Verdict`] and the sentence it prints;
 //! - [`stopping`]: the adaptive stopping rule;
@@ -27,7 +28,8 @@
 //!    it;
 //! 3. [`robust`], `summary`, [`bootstrap`]: numbers in, numbers out;
 //! 4. [`paired`]: the data model ([`Observation`], [`PairedRounds`]), re-exporting [`Arm`];
-//! 5. [`components`], [`outliers`], [`power`](mod@power), [`unpaired`]: each on the layers below;
+//! 5. [`components`], [`outliers`], [`power`](mod@power), [`unpaired`], [`interaction`]: each on
+//!    the layers below;
 //! 6. [`hierarchical`]: the bootstrap interval, and the one computation of the within- and
 //!    between-host variances (`noise_split`);
 //! 7. [`verdict`]: the judgement, on [`hierarchical`] (its interval and its noise split) and
@@ -40,6 +42,7 @@ pub mod components;
 pub mod dist;
 mod error;
 pub mod hierarchical;
+pub mod interaction;
 pub mod outliers;
 pub mod paired;
 pub mod power;
@@ -57,6 +60,7 @@ pub use components::{HostMean, ModelGroup, Shares, VarianceComponents, variance_
 pub use dist::{normal_cdf, normal_quantile, student_t_cdf, student_t_quantile};
 pub use error::StatsError;
 pub use hierarchical::{RatioInterval, Resampling, hierarchical_ratio_interval};
+pub use interaction::{GroupRatio, RatioDifference, ratio_difference};
 pub use outliers::{HostScore, IGLEWICZ_HOAGLIN_THRESHOLD, OutlierScan, outlier_hosts};
 pub use paired::{
     Arm, Direction, HostRounds, Observation, PairedRounds, pair_rounds, paired_t_interval,

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::record::RunRecord;
 use crate::record::figures::{Interleave, PAIRED_VARIANT, TrialFigure};
-use crate::verdicts::compare::{judge_run, observations, verdict_config};
+use crate::verdicts::compare::{ByModel, judge_by_model, judge_run, observations, verdict_config};
 
 /// Exit code when `--fail-if-slower` finds B slower beyond the given percentage.
 pub const EXIT_SLOWER: u8 = 3;
@@ -95,6 +95,129 @@ pub struct VerdictJson {
     pub run_id: String,
     /// Why the run stopped (adaptive stopping), when it stopped early.
     pub stopped: Option<String>,
+    /// Where the hosts drew several CPU models: each model's own verdict (empty otherwise).
+    pub cpu_models: Vec<ModelVerdictJson>,
+    /// Whether the change differs between CPU models (null with fewer than two judged models).
+    pub interaction: Option<InteractionJson>,
+}
+
+/// One CPU model's verdict in `cpu_models`.
+#[derive(Debug, Serialize)]
+pub struct ModelVerdictJson {
+    /// The CPU model.
+    pub cpu_model: String,
+    /// Its hosts' agent addresses.
+    pub hosts: Vec<String>,
+    /// Its verdict, null when it has none.
+    pub estimate: Option<RatioJson>,
+    /// The sentence, or why there is no verdict.
+    pub sentence: String,
+}
+
+/// `interaction`: the models with the lowest and highest B/A and how far apart they are.
+#[derive(Debug, Serialize)]
+pub struct InteractionJson {
+    /// The model with the lowest B/A.
+    pub low: String,
+    /// The model with the highest B/A.
+    pub high: String,
+    /// high's B/A over low's.
+    pub ratio: f64,
+    /// Lower end of its interval.
+    pub ci_low: f64,
+    /// Upper end.
+    pub ci_high: f64,
+    /// Confidence level.
+    pub level: f64,
+    /// The interval excludes 1: the change differs between models.
+    pub differs: bool,
+    /// The sentence the terminal prints.
+    pub sentence: String,
+}
+
+fn ratio_json(v: &Verdict) -> RatioJson {
+    RatioJson {
+        verdict: match v.kind {
+            VerdictKind::NoDifference => "no_difference",
+            VerdictKind::AFaster => "a_faster",
+            VerdictKind::BFaster => "b_faster",
+        },
+        ratio: v.ratio,
+        ci_low: v.ci_low,
+        ci_high: v.ci_high,
+        level: v.level.get(),
+        mde: v.mde,
+    }
+}
+
+/// The JSON of a compare run judged per CPU model.
+fn by_model_json(by_model: Option<&ByModel>) -> (Vec<ModelVerdictJson>, Option<InteractionJson>) {
+    let Some(b) = by_model else {
+        return (Vec::new(), None);
+    };
+    let models = b
+        .models
+        .iter()
+        .map(|m| ModelVerdictJson {
+            cpu_model: m.cpu_model.clone(),
+            hosts: m.hosts.clone(),
+            estimate: m.verdict.as_ref().ok().map(ratio_json),
+            sentence: match &m.verdict {
+                Ok(v) => v.to_string().lines().next().unwrap_or_default().to_string(),
+                Err(why) => format!("no verdict: {why}"),
+            },
+        })
+        .collect();
+    let interaction = b.interaction.as_ref().map(|i| InteractionJson {
+        low: i.low.clone(),
+        high: i.high.clone(),
+        ratio: i.difference.ratio,
+        ci_low: i.difference.ci_low,
+        ci_high: i.difference.ci_high,
+        level: i.difference.level.get(),
+        differs: i.difference.differs,
+        sentence: i.sentence.clone(),
+    });
+    (models, interaction)
+}
+
+/// What `compare` prints about its hosts' CPU models: nothing for one host; the model for
+/// several hosts of one model; else each model's own verdict and whether they differ.
+pub fn cpu_model_lines(run: &RunRecord, by_model: Option<&ByModel>) -> Vec<String> {
+    let Some(b) = by_model else {
+        let mut hosts: Vec<usize> = run.trials.iter().map(|t| t.host).collect();
+        hosts.sort_unstable();
+        hosts.dedup();
+        let model = run
+            .hosts
+            .first()
+            .map(crate::record::queries::cpu_model_of)
+            .unwrap_or_default();
+        return if hosts.len() > 1 {
+            vec![format!("CPU model: {model}, on all {} hosts", hosts.len())]
+        } else {
+            Vec::new()
+        };
+    };
+    let mut lines = vec![format!(
+        "CPU models: {}",
+        b.models
+            .iter()
+            .map(|m| format!("{} ({} hosts)", m.cpu_model, m.hosts.len()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )];
+    for m in &b.models {
+        let said = match &m.verdict {
+            Ok(v) => v.to_string().lines().next().unwrap_or_default().to_string(),
+            Err(why) => format!("no verdict: {why}"),
+        };
+        lines.push(format!("  on {}: {said}", m.cpu_model));
+    }
+    if let Some(i) = &b.interaction {
+        lines.push(format!("  {}", i.sentence));
+    }
+    lines
 }
 
 /// The JSON form of a verdict.
@@ -105,21 +228,12 @@ pub fn verdict_json(
     run_id: &str,
     (figure, interleave): (TrialFigure, Interleave),
     stopped: Option<String>,
+    by_model: Option<&ByModel>,
 ) -> VerdictJson {
+    let (cpu_models, interaction) = by_model_json(by_model);
     VerdictJson {
         schema: "quietbench.compare.v1",
-        estimate: RatioJson {
-            verdict: match v.kind {
-                VerdictKind::NoDifference => "no_difference",
-                VerdictKind::AFaster => "a_faster",
-                VerdictKind::BFaster => "b_faster",
-            },
-            ratio: v.ratio,
-            ci_low: v.ci_low,
-            ci_high: v.ci_high,
-            level: v.level.get(),
-            mde: v.mde,
-        },
+        estimate: ratio_json(v),
         rounds: v.rounds,
         hosts: v.hosts,
         method: v.method.clone(),
@@ -131,6 +245,8 @@ pub fn verdict_json(
         b: b.to_string(),
         run_id: run_id.to_string(),
         stopped,
+        cpu_models,
+        interaction,
     }
 }
 
@@ -288,6 +404,10 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
     let verdict = judge_run(&run, req.figure).map_err(|e| anyhow::anyhow!("no verdict: {e}"))?;
     println!("{verdict}");
     println!("  compared: {}", req.figure.describe(req.interleave));
+    let by_model = judge_by_model(&run, req.figure);
+    for line in cpu_model_lines(&run, by_model.as_ref()) {
+        println!("{line}");
+    }
     if let Some(reason) = &stopped {
         println!("stopped early: {reason}");
     }
@@ -299,6 +419,7 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
             &run.run_id,
             (req.figure, req.interleave),
             stopped.clone(),
+            by_model.as_ref(),
         );
         std::fs::write(path, serde_json::to_string_pretty(&body)? + "\n")
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;

@@ -96,7 +96,8 @@ pub fn show(
     Ok(ExitCode::SUCCESS)
 }
 
-/// `quietbench history`: one metric across stored runs, oldest first, filterable by CPU model.
+/// `quietbench history`: one metric across stored runs, oldest first, one series per CPU model
+/// (filterable to one with `cpu_model`).
 pub fn history(
     db: Option<&Path>,
     probe: &str,
@@ -115,38 +116,43 @@ pub fn history(
         );
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
-        "{:<24}  {:<8}  {:<22}  {:<40}  {:<8}  {:>5}  {:>14}",
-        "started", "run", "host", "CPU model", "variant", "round", metric
-    );
+    // One series per CPU model: a fleet that drew another model is not a code change, so
+    // their points are never read as one line.
+    let mut models: Vec<&str> = Vec::new();
     for p in &points {
-        println!(
-            "{:<24}  {:<8}  {:<22}  {:<40}  {:<8}  {:>5}  {:>14.3}",
-            json::rfc3339(p.started_at),
-            &p.run_id[..p.run_id.len().min(8)],
-            p.host,
-            p.cpu_model,
-            p.variant,
-            p.round,
-            p.value
-        );
+        if !models.contains(&p.cpu_model.as_str()) {
+            models.push(&p.cpu_model);
+        }
     }
-    // Per CPU model, the spread the CPU lottery makes visible.
-    let mut models: Vec<&str> = points.iter().map(|p| p.cpu_model.as_str()).collect();
-    models.sort_unstable();
-    models.dedup();
-    for model in models {
-        let values: Vec<f64> = points
-            .iter()
-            .filter(|p| p.cpu_model == model)
-            .map(|p| p.value)
-            .collect();
-        if let Some(s) = quietbench_stats::summarize(&values) {
-            println!(
-                "{model}: n={} median {:.3} CV {}",
+    for (i, model) in models.iter().enumerate() {
+        let series: Vec<&crate::store::HistoryPoint> =
+            points.iter().filter(|p| p.cpu_model == *model).collect();
+        let values: Vec<f64> = series.iter().map(|p| p.value).collect();
+        if i > 0 {
+            println!();
+        }
+        match quietbench_stats::summarize(&values) {
+            Some(s) => println!(
+                "{model}: {} points, median {:.3}, CV {}",
                 s.n,
                 s.median,
                 s.cv.map_or("-".into(), |c| format!("{:.2}%", c * 100.0))
+            ),
+            None => println!("{model}"),
+        }
+        println!(
+            "  {:<24}  {:<8}  {:<22}  {:<8}  {:>5}  {:>14}",
+            "started", "run", "host", "variant", "round", metric
+        );
+        for p in series {
+            println!(
+                "  {:<24}  {:<8}  {:<22}  {:<8}  {:>5}  {:>14.3}",
+                json::rfc3339(p.started_at),
+                &p.run_id[..p.run_id.len().min(8)],
+                p.host,
+                p.variant,
+                p.round,
+                p.value
             );
         }
     }

@@ -56,3 +56,126 @@ pub fn judge_run(
 ) -> Result<Verdict, quietbench_stats::StatsError> {
     quietbench_stats::judge(&observations(run, figure), &verdict_config(run))
 }
+
+/// One CPU model's own verdict in a compare run whose hosts drew several.
+#[derive(Debug, Clone)]
+pub struct ModelVerdict {
+    /// The CPU model.
+    pub cpu_model: String,
+    /// Its hosts (agent addresses), sorted.
+    pub hosts: Vec<String>,
+    /// B against A on those hosts alone, or why there is none.
+    pub verdict: Result<Verdict, String>,
+}
+
+/// Whether the change differs between CPU models: the models with the lowest and the highest
+/// B/A, and how their ratios differ.
+#[derive(Debug, Clone)]
+pub struct ModelInteraction {
+    /// The model with the lowest B/A.
+    pub low: String,
+    /// The model with the highest B/A.
+    pub high: String,
+    /// high's B/A over low's, with its interval.
+    pub difference: quietbench_stats::RatioDifference,
+    /// What the terminal prints.
+    pub sentence: String,
+}
+
+/// A compare run judged per CPU model.
+#[derive(Debug, Clone)]
+pub struct ByModel {
+    /// Every model its hosts drew, the one most hosts drew first.
+    pub models: Vec<ModelVerdict>,
+    /// Whether the change differs between models; `None` with fewer than two judged models.
+    pub interaction: Option<ModelInteraction>,
+}
+
+/// The verdict of each CPU model's hosts, and whether they differ. `None` when the run's
+/// hosts drew one CPU model (the pooled verdict is that model's).
+pub fn judge_by_model(run: &RunRecord, figure: TrialFigure) -> Option<ByModel> {
+    let all = observations(run, figure);
+    let mut names: Vec<&str> = all.iter().map(|o| o.cpu_model.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    if names.len() < 2 {
+        return None;
+    }
+    let config = verdict_config(run);
+    let mut models: Vec<ModelVerdict> = names
+        .into_iter()
+        .map(|model| {
+            let own: Vec<quietbench_stats::Observation> = all
+                .iter()
+                .filter(|o| o.cpu_model == model)
+                .cloned()
+                .collect();
+            let mut hosts: Vec<String> = own.iter().map(|o| o.host.clone()).collect();
+            hosts.sort();
+            hosts.dedup();
+            ModelVerdict {
+                cpu_model: model.to_string(),
+                hosts,
+                verdict: quietbench_stats::judge(&own, &config).map_err(|e| e.to_string()),
+            }
+        })
+        .collect();
+    models.sort_by_key(|m| std::cmp::Reverse(m.hosts.len()));
+    let interaction = interaction(&models);
+    Some(ByModel {
+        models,
+        interaction,
+    })
+}
+
+fn interaction(models: &[ModelVerdict]) -> Option<ModelInteraction> {
+    let judged: Vec<(&str, &Verdict)> = models
+        .iter()
+        .filter_map(|m| m.verdict.as_ref().ok().map(|v| (m.cpu_model.as_str(), v)))
+        .collect();
+    let low = judged
+        .iter()
+        .min_by(|a, b| a.1.ratio.total_cmp(&b.1.ratio))?;
+    let high = judged
+        .iter()
+        .max_by(|a, b| a.1.ratio.total_cmp(&b.1.ratio))?;
+    if judged.len() < 2 {
+        return None;
+    }
+    let group = |v: &Verdict| quietbench_stats::GroupRatio {
+        ratio: v.ratio,
+        ci_low: v.ci_low,
+        ci_high: v.ci_high,
+        level: v.level,
+    };
+    let difference =
+        quietbench_stats::ratio_difference(group(low.1), group(high.1), low.1.level).ok()?;
+    let each = format!(
+        "B/A {:.4} on {}, {:.4} on {}",
+        low.1.ratio, low.0, high.1.ratio, high.0
+    );
+    let by = format!(
+        "{} apart, {:.0}% interval {} to {}",
+        quietbench_stats::pct(difference.ratio - 1.0),
+        difference.level.get() * 100.0,
+        quietbench_stats::pct(difference.ci_low - 1.0),
+        quietbench_stats::pct(difference.ci_high - 1.0)
+    );
+    let sentence = if difference.differs {
+        format!(
+            "the change differs between CPU models ({each}; {by}): judge each model on its own \
+             rather than the pooled verdict, which averages them"
+        )
+    } else {
+        format!("the change is alike on every CPU model within the intervals ({each}; {by})")
+    };
+    Some(ModelInteraction {
+        low: low.0.to_string(),
+        high: high.0.to_string(),
+        difference,
+        sentence,
+    })
+}
+
+#[cfg(test)]
+mod tests;
