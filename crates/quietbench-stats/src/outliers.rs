@@ -14,6 +14,12 @@
 //! rests on the whole fleet. A host alone in its model has a residual of 0 by construction and
 //! cannot be judged; the scan says so.
 //!
+//! A host's mean carries its own rounds' noise, σ_e/√n with σ_e the pooled round-to-round
+//! standard deviation: with few hosts per model the MAD can come out far smaller than that (three
+//! hosts of a model leave one residual at exactly 0), and a host 1.5% off on rounds 1.3% noisy
+//! would score z = 13. The divisor is therefore never below that standard error: a host is an
+//! outlier only when it is off by more than both its peers' spread and its own noise explain.
+//!
 //! When more than half the residuals are equal the MAD is 0; the scan then uses the mean
 //! absolute deviation, z = (x − median) / (1.253314 · MeanAD), the usual fallback (1.253314 =
 //! √(π/2) makes both consistent for normal data). If that is 0 too, every host is alike and none
@@ -79,7 +85,7 @@ pub fn outlier_hosts(
     }
     let groups = group_logs(observations, arm)?;
     let mut notes = Vec::new();
-    // (host, model, log-mean, residual or None when alone in its model)
+    // (host, model, log-mean, residual or None when alone in its model, values)
     let mut rows = Vec::new();
     for (model, hosts) in &groups {
         let means: Vec<f64> = hosts.values().map(|v| mean_unchecked(v)).collect();
@@ -91,8 +97,14 @@ pub fn outlier_hosts(
                 hosts.keys().next().copied().unwrap_or_default()
             ));
         }
-        for (host, m) in hosts.keys().zip(&means) {
-            rows.push((*host, *model, *m, (!alone).then_some(m - centre)));
+        for ((host, logs), m) in hosts.iter().zip(&means) {
+            rows.push((
+                *host,
+                *model,
+                *m,
+                (!alone).then_some(m - centre),
+                logs.len(),
+            ));
         }
     }
     let residuals: Vec<f64> = rows.iter().filter_map(|r| r.3).collect();
@@ -105,11 +117,13 @@ pub fn outlier_hosts(
     } else {
         robust_scale(&residuals, &mut notes)
     };
+    let within_sd = pooled_within_sd(&groups);
     let hosts = rows
         .into_iter()
-        .map(|(host, model, log_mean, residual)| {
+        .map(|(host, model, log_mean, residual, n)| {
+            let own_noise = within_sd / (n as f64).sqrt();
             let z = match (residual, scale) {
-                (Some(r), Some((centre, s))) => Some((r - centre) / s),
+                (Some(r), Some((centre, s))) => Some((r - centre) / s.max(own_noise)),
                 (Some(_), None) if residuals.len() >= 3 => Some(0.0),
                 _ => None,
             };
@@ -127,6 +141,22 @@ pub fn outlier_hosts(
         threshold,
         notes,
     })
+}
+
+/// The pooled round-to-round standard deviation of ln(value) within hosts; 0 when every host
+/// has one value (nothing to pool).
+fn pooled_within_sd(groups: &crate::components::LogGroups<'_>) -> f64 {
+    let (mut ss, mut df) = (0.0, 0usize);
+    for logs in groups.values().flat_map(|hosts| hosts.values()) {
+        let m = mean_unchecked(logs);
+        ss += logs.iter().map(|y| (y - m) * (y - m)).sum::<f64>();
+        df += logs.len() - 1;
+    }
+    if df == 0 {
+        0.0
+    } else {
+        (ss / df as f64).sqrt()
+    }
 }
 
 /// (centre, divisor) so that z = (x − centre) / divisor: MAD / 0.6745, else 1.253314 · MeanAD;
@@ -185,6 +215,23 @@ mod tests {
         data.push(host("8124M", "s1", 106.5));
         let scan = outlier_hosts(&data, Arm::A, 3.5).unwrap();
         assert_eq!(scan.outliers().count(), 0, "{scan:?}");
+    }
+
+    #[test]
+    fn a_host_off_by_no_more_than_its_own_noise_is_not_an_outlier() {
+        // Three hosts of a model, rounds ±1.3%: the middle host's residual is 0 and the MAD
+        // tiny, but a host 1.5% off on 6 such rounds is within its own noise (se 0.53%).
+        let mut data = Vec::new();
+        for (h, centre) in [("a", 100.0), ("b", 100.1), ("c", 101.5)] {
+            for r in 0..6 {
+                let wiggle = if r % 2 == 0 { 1.013 } else { 1.0 / 1.013 };
+                data.push(host("m", h, centre * wiggle));
+            }
+        }
+        let scan = outlier_hosts(&data, Arm::A, IGLEWICZ_HOAGLIN_THRESHOLD).unwrap();
+        assert_eq!(scan.outliers().count(), 0, "{scan:?}");
+        let c = scan.hosts.iter().find(|h| h.host == "c").unwrap();
+        assert!(c.z.unwrap() > 2.0 && c.z.unwrap() < 3.5, "{c:?}");
     }
 
     #[test]
