@@ -12,7 +12,9 @@ use serde::Serialize;
 
 use crate::record::RunRecord;
 use crate::record::figures::{Interleave, PAIRED_VARIANT, TrialFigure};
-use crate::verdicts::compare::{ByModel, judge_by_model, judge_run, observations, verdict_config};
+use crate::verdicts::compare::{
+    ByModel, cpu_model_lines, judge_by_model, judge_run, observations, verdict_config,
+};
 
 /// Exit code when `--fail-if-slower` finds B slower beyond the given percentage.
 pub const EXIT_SLOWER: u8 = 3;
@@ -179,45 +181,6 @@ fn by_model_json(by_model: Option<&ByModel>) -> (Vec<ModelVerdictJson>, Option<I
         sentence: i.sentence.clone(),
     });
     (models, interaction)
-}
-
-/// What `compare` prints about its hosts' CPU models: nothing for one host; the model for
-/// several hosts of one model; else each model's own verdict and whether they differ.
-pub fn cpu_model_lines(run: &RunRecord, by_model: Option<&ByModel>) -> Vec<String> {
-    let Some(b) = by_model else {
-        let mut hosts: Vec<usize> = run.trials.iter().map(|t| t.host).collect();
-        hosts.sort_unstable();
-        hosts.dedup();
-        let model = run
-            .hosts
-            .first()
-            .map(crate::record::queries::cpu_model_of)
-            .unwrap_or_default();
-        return if hosts.len() > 1 {
-            vec![format!("CPU model: {model}, on all {} hosts", hosts.len())]
-        } else {
-            Vec::new()
-        };
-    };
-    let mut lines = vec![format!(
-        "CPU models: {}",
-        b.models
-            .iter()
-            .map(|m| format!("{} ({} hosts)", m.cpu_model, m.hosts.len()))
-            .collect::<Vec<_>>()
-            .join(", ")
-    )];
-    for m in &b.models {
-        let said = match &m.verdict {
-            Ok(v) => v.to_string().lines().next().unwrap_or_default().to_string(),
-            Err(why) => format!("no verdict: {why}"),
-        };
-        lines.push(format!("  on {}: {said}", m.cpu_model));
-    }
-    if let Some(i) = &b.interaction {
-        lines.push(format!("  {}", i.sentence));
-    }
-    lines
 }
 
 /// The JSON form of a verdict.

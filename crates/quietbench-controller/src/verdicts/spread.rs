@@ -3,7 +3,8 @@
 //! into one row, that is a CV of 4% and no hint of why; split, it is a difference the user can
 //! act on (compare within one model, or select one).
 //!
-//! For each variant's headline metric, over the hosts that measured it:
+//! For each variant's figure (the one verdicts compare: its headline metric, for `exec` the
+//! median time per invocation), over the hosts that measured it:
 //! - one summary per CPU model (hosts, trials, mean, median, CV within the model);
 //! - every other model against the one most hosts drew, as a ratio of geometric means of host
 //!   means with Welch's interval over hosts ([`quietbench_stats::unpaired_ratio`]): hosts, not
@@ -23,7 +24,8 @@ use quietbench_stats::{
 use serde::Serialize;
 
 use crate::record::RunRecord;
-use crate::record::queries::{counted, cpu_model_of, headline_metric};
+use crate::record::figures::{PAIRED_VARIANT, TrialValue, direction_of_unit, trial_values};
+use crate::record::queries::UNKNOWN_CPU_MODEL;
 
 /// One variant's spread over the hosts of a run.
 #[derive(Debug, Clone, Serialize)]
@@ -123,41 +125,53 @@ pub struct OutlierHost {
     pub z: f64,
 }
 
-/// The spread of every variant measured on two or more hosts, in the order variants were
-/// asked for. Empty for single-host runs: there is nothing to split.
+/// The spread of every variant measured on two or more hosts, in the order its values first
+/// appear. Empty for single-host runs: there is nothing to split.
+///
+/// Each trial counts with the figure verdicts compare ([`trial_values`]): a probe's headline
+/// metric, and for `exec` the median wall time of the trial's invocations (the one slow
+/// invocation a neighbour causes moves a trial's mean, not its median; a paired compare run
+/// gives A's and B's figures as two variants).
 pub fn fleet_spread(run: &RunRecord) -> Vec<FleetSpread> {
-    let mut variants: Vec<(String, String)> = run
-        .settings
-        .variants
-        .iter()
-        .map(|v| (v.name.clone(), v.probe.clone()))
-        .collect();
-    for t in &run.trials {
-        if !variants.iter().any(|(n, _)| *n == t.variant) {
-            variants.push((t.variant.clone(), t.probe.clone()));
+    let figure = super::compare::compare_figure(run).unwrap_or_default();
+    let values = trial_values(run, None, figure);
+    let mut variants: Vec<&str> = Vec::new();
+    for v in &values {
+        if !variants.contains(&v.variant.as_str()) {
+            variants.push(&v.variant);
         }
     }
     variants
         .into_iter()
-        .filter_map(|(variant, probe)| variant_spread(run, variant, probe))
+        .filter_map(|variant| variant_spread(run, variant, &values))
         .collect()
 }
 
-fn variant_spread(run: &RunRecord, variant: String, probe: String) -> Option<FleetSpread> {
-    let (metric, unit) = headline_metric(&run.trials, &variant)?;
-    let observations: Vec<Observation> = counted(&run.trials, &variant)
-        .filter_map(|t| {
-            let host = run.hosts.get(t.host)?;
-            let value = t.metrics.iter().find(|m| m.name == metric)?.value?;
-            Some(Observation {
-                host: host.address.clone(),
-                cpu_model: cpu_model_of(host),
-                round: t.round,
-                arm: quietbench_stats::Arm::A,
-                value,
-            })
+fn variant_spread(run: &RunRecord, variant: &str, values: &[TrialValue]) -> Option<FleetSpread> {
+    let of_variant: Vec<&TrialValue> = values
+        .iter()
+        .filter(|v| v.variant == variant && v.value.is_finite())
+        .collect();
+    let first = of_variant.first()?;
+    let (metric, unit) = (first.metric.clone(), first.unit.clone());
+    let probe = run
+        .trials
+        .iter()
+        .find(|t| t.variant == variant || t.variant == PAIRED_VARIANT)
+        .map_or_else(String::new, |t| t.probe.clone());
+    let observations: Vec<Observation> = of_variant
+        .iter()
+        .map(|v| Observation {
+            host: v.address.clone(),
+            cpu_model: if v.cpu_model.trim().is_empty() {
+                UNKNOWN_CPU_MODEL.to_string()
+            } else {
+                v.cpu_model.trim().to_string()
+            },
+            round: v.round,
+            arm: quietbench_stats::Arm::A,
+            value: v.value,
         })
-        .filter(|o| o.value.is_finite())
         .collect();
     let mut host_names: Vec<&str> = observations.iter().map(|o| o.host.as_str()).collect();
     host_names.sort_unstable();
@@ -168,7 +182,7 @@ fn variant_spread(run: &RunRecord, variant: String, probe: String) -> Option<Fle
     let mut notes = Vec::new();
     let models = model_summaries(&observations);
     let mut spread = FleetSpread {
-        variant,
+        variant: variant.to_string(),
         probe,
         metric,
         unit,
@@ -187,7 +201,7 @@ fn variant_spread(run: &RunRecord, variant: String, probe: String) -> Option<Fle
             if spread.split.is_none() {
                 notes.push("every trial gave the same value: there is no spread to split".into());
             }
-            spread.differences = differences(&c.models, &spread.metric, &mut notes);
+            spread.differences = differences(&c.models, &spread.metric, &spread.unit, &mut notes);
             notes.extend(c.notes);
         }
         Err(e) => notes.push(format!("no variance split: {e}")),
@@ -260,6 +274,7 @@ fn model_summaries(observations: &[Observation]) -> Vec<ModelSummary> {
 fn differences(
     groups: &[quietbench_stats::ModelGroup],
     metric: &str,
+    unit: &str,
     notes: &mut Vec<String>,
 ) -> Vec<ModelDifference> {
     let Some(reference) = groups
@@ -295,11 +310,21 @@ fn differences(
                     (None, None)
                 }
             };
+            let better = match direction_of_unit(unit) {
+                Some(quietbench_stats::Direction::HigherIsBetter) => Some(ratio > 1.0),
+                Some(quietbench_stats::Direction::LowerIsBetter) => Some(ratio < 1.0),
+                None => None,
+            };
             let mut sentence = format!(
-                "{}: {metric} {} against {} ({} against {})",
+                "{}: {metric} {} against {} ({}{} against {})",
                 g.cpu_model,
                 signed_pct(ratio - 1.0),
                 reference.cpu_model,
+                match better {
+                    Some(true) => "faster; ",
+                    Some(false) => "slower; ",
+                    None => "",
+                },
                 hosts(g.hosts.len()),
                 reference.hosts.len()
             );

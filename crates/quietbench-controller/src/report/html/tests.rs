@@ -75,6 +75,20 @@ fn a_compare_page_leads_with_its_verdict() {
     let dot = svg.find("round 2: B/A = ").expect("a round's dot");
     let r: f64 = svg[dot + 15..dot + 21].parse().expect("a ratio");
     assert!((r / 1.03 - 1.0).abs() < 0.01, "{r}");
+    // Its two hosts drew two CPU models: each model's own verdict, and whether they differ
+    // (B is 3% slower on both).
+    assert!(html.contains(r#"<p id="verdict-models">CPU models: Intel(R) Xeon(R) Platinum"#));
+    let by_model = &html[html.find(r#"<ul class="by-model">"#).expect("per model")..];
+    let by_model = &by_model[..by_model.find("</ul>").unwrap()];
+    assert_eq!(
+        count(by_model, "<li>on Intel(R) Xeon(R) Platinum"),
+        2,
+        "{by_model}"
+    );
+    assert!(
+        by_model.contains("<li>the change is alike on every CPU model"),
+        "{by_model}"
+    );
     // A compare run's page has no plan verdicts beside its own.
     assert!(!html.contains(r#"<section id="verdicts">"#));
 }

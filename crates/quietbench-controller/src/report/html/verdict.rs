@@ -146,6 +146,19 @@ fn compare_verdict(page: &Page<'_>, figure: TrialFigure, out: &mut String) {
                 esc(&v.method)
             );
             warning_list(&v, out);
+            let by_model = compare::judge_by_model(run, figure);
+            let lines = compare::cpu_model_lines(run, by_model.as_ref());
+            if let Some((head, rest)) = lines.split_first() {
+                let _ = write!(
+                    out,
+                    r#"<p id="verdict-models">{}</p><ul class="by-model">"#,
+                    esc(head)
+                );
+                for line in rest {
+                    let _ = write!(out, "<li>{}</li>", esc(line.trim()));
+                }
+                out.push_str("</ul>");
+            }
             let obs = compare::observations(run, figure);
             if let Some(chart) = ratio_chart(page, 0, &obs, &v, ("A", "B")) {
                 out.push_str(&chart);

@@ -78,7 +78,13 @@ fn compare_run(models: &[&str], b_over_a: impl Fn(&str) -> f64) -> RunRecord {
         for r in 1..=ROUNDS {
             // A round's drift hits A and B alike; B's own noise is ±0.1%.
             let a_rate = 100.0 * (1.0 + 0.01 * f64::from(r % 3)) * (1.0 + 0.002 * h as f64);
-            let wiggle = 1.0 + 0.001 * if (r + h as u32) % 2 == 0 { 1.0 } else { -1.0 };
+            let wiggle = 1.0
+                + 0.001
+                    * if (r + h as u32).is_multiple_of(2) {
+                        1.0
+                    } else {
+                        -1.0
+                    };
             run.trials.push(trial(h, r, "A", a_rate));
             run.trials
                 .push(trial(h, r, "B", a_rate / (b_over_a(model) * wiggle)));

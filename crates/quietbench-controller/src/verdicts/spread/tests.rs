@@ -30,8 +30,8 @@ fn host(i: usize, model: &str) -> HostRecord {
 
 fn trial(host: usize, round: u32, value: f64) -> TrialRecord {
     TrialRecord {
-        probe: "exec".into(),
-        variant: "exec".into(),
+        probe: "cpu.primes".into(),
+        variant: "cpu.primes".into(),
         warmup: false,
         host,
         round,
@@ -43,8 +43,8 @@ fn trial(host: usize, round: u32, value: f64) -> TrialRecord {
         placement: None,
         intervals: 1,
         metrics: vec![MetricRecord {
-            name: "invocations_per_sec".into(),
-            unit: "invocations/s".into(),
+            name: "events_per_sec".into(),
+            unit: "events/s".into(),
             value: Some(value),
             interval_values: Vec::new(),
             histogram: None,
@@ -55,10 +55,10 @@ fn trial(host: usize, round: u32, value: f64) -> TrialRecord {
     }
 }
 
-/// A run of `hosts` (model, value of each round) for variant "exec".
+/// A run of `hosts` (model, value of each round) of cpu.primes.
 fn run(hosts: &[(&str, Vec<f64>)]) -> RunRecord {
     let mut record = crate::run::new_record(RunSettings {
-        probes: vec!["exec".into()],
+        probes: vec!["cpu.primes".into()],
         params: BTreeMap::new(),
         rounds: 2,
         duration_ms: 1000,
@@ -107,7 +107,7 @@ fn two_models_split_into_their_rows_their_difference_and_most_of_the_spread() {
     assert_eq!(spreads.len(), 1);
     let s = &spreads[0];
     assert_eq!((s.hosts, s.trials), (20, 40));
-    assert_eq!(s.metric, "invocations_per_sec");
+    assert_eq!(s.metric, "events_per_sec");
     // Equal host counts: the reference is the first by name.
     let names: Vec<&str> = s.models.iter().map(|m| m.cpu_model.as_str()).collect();
     assert_eq!(names, [SLOW, FAST]);
@@ -121,6 +121,11 @@ fn two_models_split_into_their_rows_their_difference_and_most_of_the_spread() {
     let (lo, hi) = (d.ci_low.unwrap(), d.ci_high.unwrap());
     assert!(lo > 1.05 && lo < 1.06 && hi > 1.06 && hi < 1.07, "{d:?}");
     assert!(d.sentence.contains("+6.0% against"), "{}", d.sentence);
+    assert!(
+        d.sentence.contains("(faster; 10 hosts against 10)"),
+        "{}",
+        d.sentence
+    );
     // The split: the CPU model dominates, and its sentence comes first.
     let split = s.split.as_ref().unwrap();
     assert!(split.between_models.unwrap() > 0.9, "{split:?}");
