@@ -19,7 +19,7 @@ pub(super) fn spread(page: &Page<'_>, spreads: &[FleetSpread], out: &mut String)
         return;
     }
     out.push_str(
-        r#"<section id="spread"><h2>Where the spread comes from</h2><p class="note">Across hosts, on each variant's headline metric: one row per CPU model, each model against the one most hosts drew (interval over hosts), the variance of ln(value) split between CPU models, hosts of one model and rounds on one host, and hosts far from their model's others (robust z).</p>"#,
+        r#"<section id="spread"><h2>Where the spread comes from</h2><p class="note">Across hosts, on the figure each variant's verdicts compare (its headline rate; for exec, each trial's median time per invocation): one row per CPU model, each model against the one most hosts drew (interval over hosts), the variance of ln(value) split between CPU models, hosts of one model and rounds on one host, and hosts far from their model's others (robust z).</p>"#,
     );
     for (i, s) in spreads.iter().enumerate() {
         section(page, i, s, out);
