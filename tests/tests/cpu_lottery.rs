@@ -50,6 +50,29 @@ fn host_root(dir: &Path, name: &str, capture: &str) -> PathBuf {
     root
 }
 
+/// `count` agents in `dir`, the even ones describing the captured 8259CL and the odd ones the
+/// captured KVM Xeon, each with the environment `env(i)` gives it.
+fn agents_on_two_models(
+    dir: &Path,
+    count: usize,
+    env: impl Fn(usize) -> Vec<(&'static str, String)>,
+) -> Vec<AgentProcess> {
+    let roots = [
+        host_root(dir, "kvm-xeon", "kvm-2vcpu-xeon/proc/cpuinfo"),
+        host_root(dir, "ec2-8259cl", "public/ec2-8259cl-2vcpu/proc/cpuinfo"),
+    ];
+    (0..count)
+        .map(|i| {
+            let mut command = agent_command();
+            command
+                .arg("--host-root")
+                .arg(&roots[usize::from(i.is_multiple_of(2))])
+                .envs(env(i));
+            AgentProcess::start_with(command)
+        })
+        .collect()
+}
+
 /// Host i: (is an 8259CL host, the cost factor injected on it).
 fn injected(i: usize) -> (bool, f64) {
     let slow_model = i.is_multiple_of(2);
@@ -115,25 +138,9 @@ fn host_means(report: &Value, address: &dyn Fn(usize) -> String) -> Vec<(usize, 
 fn the_report_splits_twenty_hosts_by_cpu_model_and_names_the_injected_outliers() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
-    let roots = [
-        host_root(dir.path(), "kvm-xeon", "kvm-2vcpu-xeon/proc/cpuinfo"),
-        host_root(
-            dir.path(),
-            "ec2-8259cl",
-            "public/ec2-8259cl-2vcpu/proc/cpuinfo",
-        ),
-    ];
-    let agents: Vec<AgentProcess> = (0..HOSTS)
-        .map(|i| {
-            let (slow_model, cost) = injected(i);
-            let mut command = agent_command();
-            command
-                .arg("--host-root")
-                .arg(&roots[usize::from(slow_model)])
-                .env("QB_COST", format!("{:.6}", BASE_S * cost));
-            AgentProcess::start_with(command)
-        })
-        .collect();
+    let agents = agents_on_two_models(dir.path(), HOSTS, |i| {
+        vec![("QB_COST", format!("{:.6}", BASE_S * injected(i).1))]
+    });
     let json = dir.path().join("run.json");
     let html = dir.path().join("run.html");
     let mut command = common::quietbench();
@@ -285,27 +292,15 @@ fn the_report_splits_twenty_hosts_by_cpu_model_and_names_the_injected_outliers()
 fn compare_says_when_a_change_differs_between_cpu_models() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
-    let roots = [
-        host_root(dir.path(), "kvm-xeon", "kvm-2vcpu-xeon/proc/cpuinfo"),
-        host_root(
-            dir.path(),
-            "ec2-8259cl",
-            "public/ec2-8259cl-2vcpu/proc/cpuinfo",
-        ),
-    ];
     // Three hosts of each model: the verdict's interval is over hosts, and two leave it wide.
-    let agents: Vec<AgentProcess> = (0..6_usize)
-        .map(|i| {
-            let slow_model = i.is_multiple_of(2);
-            let mut command = agent_command();
-            command
-                .arg("--host-root")
-                .arg(&roots[usize::from(slow_model)])
-                .env("QB_A", "0.500")
-                .env("QB_B", if slow_model { "0.485" } else { "0.500" });
-            AgentProcess::start_with(command)
-        })
-        .collect();
+    let agents = agents_on_two_models(dir.path(), 6, |i| {
+        let b = if i.is_multiple_of(2) {
+            "0.485"
+        } else {
+            "0.500"
+        };
+        vec![("QB_A", "0.500".to_string()), ("QB_B", b.to_string())]
+    });
     let json = dir.path().join("verdict.json");
     let mut command = common::quietbench();
     command.args([

@@ -5,6 +5,8 @@
 
 pub mod figures;
 pub mod queries;
+#[cfg(test)]
+pub mod test_records;
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;

@@ -1,80 +1,26 @@
 //! Compare runs judged per CPU model, on runs built in memory: B 3% faster on one model and
 //! unchanged on the other is an interaction; B 3% faster on both is not.
 
-use std::collections::BTreeMap;
-
-use quietbench_proto::v1 as pb;
-
 use super::*;
-use crate::record::{HostKind, HostRecord, MetricRecord, RunSettings, TrialRecord};
-use crate::schedule::VariantSpec;
+use crate::record::test_records::{empty_run, host, value_trial};
 
 const ROUNDS: u32 = 8;
 
-fn trial(host: usize, round: u32, variant: &str, rate: f64) -> TrialRecord {
-    TrialRecord {
-        probe: "exec".into(),
-        variant: variant.into(),
-        warmup: false,
+fn trial(host: usize, round: u32, variant: &str, rate: f64) -> crate::record::TrialRecord {
+    value_trial(
+        ("exec", variant),
         host,
         round,
-        trial_id: format!("{host}-{round}-{variant}"),
-        start_unix_ns: 0,
-        end_unix_ns: 0,
-        cancelled: false,
-        params: BTreeMap::new(),
-        placement: None,
-        intervals: 1,
-        metrics: vec![MetricRecord {
-            name: "invocations_per_sec".into(),
-            unit: "invocations/s".into(),
-            value: Some(rate),
-            interval_values: Vec::new(),
-            histogram: None,
-        }],
-        noise: None,
-        peer: None,
-        interval_records: Vec::new(),
-    }
+        ("invocations_per_sec", "invocations/s", rate),
+    )
 }
 
 /// A compare run with separate A and B trials (`--interleave trials`, `--figure mean`) on
 /// hosts of the given models; B's time is A's times `b_over_a(model)`, with a little noise.
 fn compare_run(models: &[&str], b_over_a: impl Fn(&str) -> f64) -> RunRecord {
-    let variant = |name: &str| VariantSpec {
-        name: name.into(),
-        probe: "exec".into(),
-        params: BTreeMap::new(),
-    };
-    let mut run = crate::run::new_record(RunSettings {
-        probes: vec!["exec".into()],
-        params: BTreeMap::new(),
-        rounds: ROUNDS,
-        duration_ms: 1000,
-        interval_ms: 1000,
-        cpus: Vec::new(),
-        tune: false,
-        unpinned: false,
-        variants: vec![variant("A"), variant("B")],
-        warmup: 0,
-        seed: 7,
-        round_sync: true,
-        compare_figure: Some(TrialFigure::Mean),
-    });
+    let mut run = empty_run("exec", &["A", "B"], ROUNDS, Some(TrialFigure::Mean));
     for (h, model) in models.iter().enumerate() {
-        run.hosts.push(HostRecord {
-            address: format!("127.0.0.1:{}", 7100 + h),
-            kind: HostKind::Remote,
-            agent_version: "test".into(),
-            fingerprint: pb::Fingerprint {
-                cpu: Some(pb::CpuIdentity {
-                    model_name: (*model).into(),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-            tuning: Vec::new(),
-        });
+        run.hosts.push(host(h, model));
         for r in 1..=ROUNDS {
             // A round's drift hits A and B alike; B's own noise is ±0.1%.
             let a_rate = 100.0 * (1.0 + 0.01 * f64::from(r % 3)) * (1.0 + 0.002 * h as f64);

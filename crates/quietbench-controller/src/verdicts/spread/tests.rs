@@ -1,82 +1,27 @@
 //! The spread of runs built in memory with a known truth: two CPU models a set percentage apart,
 //! hosts scattered around their model, an injected outlier.
 
-use std::collections::BTreeMap;
 use std::time::SystemTime;
 
-use quietbench_proto::v1 as pb;
-
 use super::*;
-use crate::record::{HostKind, HostRecord, MetricRecord, RunSettings, TrialRecord};
+use crate::record::test_records::{empty_run, host, value_trial};
 
 const SLOW: &str = "Intel(R) Xeon(R) Platinum 8259CL CPU @ 2.50GHz";
 const FAST: &str = "Intel(R) Xeon(R) Processor";
 
-fn host(i: usize, model: &str) -> HostRecord {
-    HostRecord {
-        address: format!("127.0.0.1:{}", 7000 + i),
-        kind: HostKind::Remote,
-        agent_version: "test".into(),
-        fingerprint: pb::Fingerprint {
-            cpu: Some(pb::CpuIdentity {
-                model_name: model.into(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
-        tuning: Vec::new(),
-    }
-}
-
-fn trial(host: usize, round: u32, value: f64) -> TrialRecord {
-    TrialRecord {
-        probe: "cpu.primes".into(),
-        variant: "cpu.primes".into(),
-        warmup: false,
-        host,
-        round,
-        trial_id: format!("{host}-{round}"),
-        start_unix_ns: 0,
-        end_unix_ns: 0,
-        cancelled: false,
-        params: BTreeMap::new(),
-        placement: None,
-        intervals: 1,
-        metrics: vec![MetricRecord {
-            name: "events_per_sec".into(),
-            unit: "events/s".into(),
-            value: Some(value),
-            interval_values: Vec::new(),
-            histogram: None,
-        }],
-        noise: None,
-        peer: None,
-        interval_records: Vec::new(),
-    }
-}
-
 /// A run of `hosts` (model, value of each round) of cpu.primes.
 fn run(hosts: &[(&str, Vec<f64>)]) -> RunRecord {
-    let mut record = crate::run::new_record(RunSettings {
-        probes: vec!["cpu.primes".into()],
-        params: BTreeMap::new(),
-        rounds: 2,
-        duration_ms: 1000,
-        interval_ms: 1000,
-        cpus: Vec::new(),
-        tune: false,
-        unpinned: false,
-        variants: Vec::new(),
-        warmup: 0,
-        seed: 1,
-        round_sync: true,
-        compare_figure: None,
-    });
+    let mut record = empty_run("cpu.primes", &[], 2, None);
     record.started_at = SystemTime::UNIX_EPOCH;
     for (i, (model, values)) in hosts.iter().enumerate() {
         record.hosts.push(host(i, model));
         for (r, v) in values.iter().enumerate() {
-            record.trials.push(trial(i, r as u32 + 1, *v));
+            record.trials.push(value_trial(
+                ("cpu.primes", "cpu.primes"),
+                i,
+                r as u32 + 1,
+                ("events_per_sec", "events/s", *v),
+            ));
         }
     }
     record
