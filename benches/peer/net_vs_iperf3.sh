@@ -74,7 +74,7 @@ trap cleanup EXIT
 # start_agent NS ADDR: starts an agent in NS listening on ADDR (in this shell, so cleanup
 # knows its pid: `ip netns exec` execs the agent in place).
 start_agent() {
-  ip netns exec "$1" "$qb" agent --listen "$2:0" > "$work/agent-$1.out" 2>"$work/agent-$1.err" &
+  ip netns exec "$1" "$qb" agent --listen "$2:0" --insecure > "$work/agent-$1.out" 2>"$work/agent-$1.err" &
   pids+=($!)
 }
 

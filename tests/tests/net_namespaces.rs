@@ -58,7 +58,9 @@ impl Namespaces {
         let mut child = Command::new("ip")
             .args(["netns", "exec", ns])
             .arg(common::quietbench_bin())
-            .args(["agent", "--listen", &format!("{addr}:0")])
+            // A veth address is not loopback: plain gRPC needs --insecure (the namespaces are
+            // this test's own, reachable from nowhere else).
+            .args(["agent", "--listen", &format!("{addr}:0"), "--insecure"])
             .env("QUIETBENCH_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -38,6 +38,64 @@ pub struct AgentArgs {
     /// /var/lib/quietbench-agent as root, else $XDG_STATE_HOME/quietbench-agent]
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+    /// Let `exec` probes run a user's command as this agent's user. Off by default: whoever can
+    /// reach the agent could run any command
+    #[arg(long)]
+    pub allow_exec: bool,
+    /// Serve mutual TLS with this certificate (PEM, from `quietbench certs issue --agent NAME`).
+    /// Needs --tls-key and --client-ca
+    #[arg(long, value_name = "FILE", requires_all = ["tls_key", "client_ca"])]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM)
+    #[arg(long, value_name = "FILE", requires_all = ["tls_cert", "client_ca"])]
+    pub tls_key: Option<PathBuf>,
+    /// Accept only controllers whose certificate this CA (PEM, the fleet's ca.pem) signed
+    #[arg(long, value_name = "FILE", requires_all = ["tls_cert", "tls_key"])]
+    pub client_ca: Option<PathBuf>,
+    /// Serve plain gRPC on a non-loopback address, without TLS: anyone who reaches the port
+    /// controls the agent. Refused without this flag
+    #[arg(long)]
+    pub insecure: bool,
+}
+
+/// The TLS configuration the flags give, or `None` for plain gRPC; refuses plain gRPC on a
+/// non-loopback address unless `--insecure`.
+fn server_tls(args: &AgentArgs) -> anyhow::Result<Option<tonic::transport::ServerTlsConfig>> {
+    use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+    let (Some(cert), Some(key), Some(ca)) = (&args.tls_cert, &args.tls_key, &args.client_ca) else {
+        if !args.listen.ip().is_loopback() {
+            if !args.insecure {
+                anyhow::bail!(
+                    "refusing to serve plain gRPC on {}, a non-loopback address: anyone who reaches \
+                     it could run commands and change this host. Give --tls-cert, --tls-key and \
+                     --client-ca (quietbench certs makes them), or --insecure to serve it anyway",
+                    args.listen
+                );
+            }
+            tracing::warn!(
+                "serving plain gRPC on {} (--insecure): anyone who reaches this port controls the agent",
+                args.listen
+            );
+            eprintln!(
+                "quietbench-agent: WARNING: serving plain gRPC on {} (--insecure): anyone who reaches this port controls the agent",
+                args.listen
+            );
+        }
+        return Ok(None);
+    };
+    let read = |what: &str, path: &PathBuf| {
+        std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the {what} {}", path.display()))
+    };
+    Ok(Some(
+        ServerTlsConfig::new()
+            .identity(Identity::from_pem(
+                read("agent certificate (--tls-cert)", cert)?,
+                read("agent key (--tls-key)", key)?,
+            ))
+            .client_ca_root(Certificate::from_pem(read("client CA (--client-ca)", ca)?))
+            .client_auth_optional(false),
+    ))
 }
 
 /// Serves until SIGINT or SIGTERM. Blocks the calling thread.
@@ -66,6 +124,7 @@ pub fn serve(args: &AgentArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the agent's runtime")?;
+    let tls = server_tls(args)?;
     let root = HostRoot::at(&args.host_root);
     let state_dir = args.state_dir.clone().unwrap_or_else(default_state_dir);
     let probe_cpus: Vec<u32> = if allowed_cpus.len() > 1 {
@@ -77,14 +136,19 @@ pub fn serve(args: &AgentArgs) -> anyhow::Result<()> {
     // Where NIC interrupts land decides placement: look before the first trial.
     let layout =
         crate::machine::describe(&root, &allowed_cpus, crate::machine::OBSERVATION_WINDOW).layout;
-    let agent = Agent::new(root, allowed_cpus, layout, Arc::clone(&tuner));
-    let served = runtime.block_on(run_server(args.listen, agent));
+    let agent =
+        Agent::new(root, allowed_cpus, layout, Arc::clone(&tuner)).allowing_exec(args.allow_exec);
+    let served = runtime.block_on(run_server(args.listen, agent, tls));
     // A clean stop leaves the host as this agent found it.
     tuner.shutdown();
     served
 }
 
-async fn run_server(listen: SocketAddr, agent: Agent) -> anyhow::Result<()> {
+async fn run_server(
+    listen: SocketAddr,
+    agent: Agent,
+    tls: Option<tonic::transport::ServerTlsConfig>,
+) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}: is another agent running there?"))?;
@@ -115,7 +179,13 @@ async fn run_server(listen: SocketAddr, agent: Agent) -> anyhow::Result<()> {
     stdout.flush()?;
     tracing::info!(%local, "serving");
 
-    tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        builder = builder
+            .tls_config(tls)
+            .context("configuring TLS from --tls-cert, --tls-key and --client-ca")?;
+    }
+    builder
         .add_service(health_service)
         .add_service(reflection)
         .add_service(reflection_v1alpha)

@@ -37,6 +37,8 @@ pub struct Agent {
     slot: Arc<TrialSlot>,
     tuner: Arc<Tuner>,
     peer: Arc<PeerSlot>,
+    /// `exec` (a user's command) may run: `--allow-exec`.
+    allow_exec: bool,
 }
 
 impl Agent {
@@ -53,6 +55,7 @@ impl Agent {
             slot: Arc::default(),
             tuner,
             peer: Arc::default(),
+            allow_exec: false,
         }
     }
 
@@ -61,7 +64,20 @@ impl Agent {
         Arc::clone(&self.slot)
     }
 
+    /// Lets `exec` probes run a user's command (`--allow-exec`); off by default, since whoever
+    /// reaches the agent would run commands as the agent's user.
+    pub fn allowing_exec(mut self, allow: bool) -> Self {
+        self.allow_exec = allow;
+        self
+    }
+
     fn validate(&self, req: &pb::RunProbeRequest) -> Result<TrialJob, Status> {
+        if req.probe == "exec" && !self.allow_exec {
+            return Err(Status::permission_denied(
+                "exec runs a user's command and is off on this agent: start it with --allow-exec \
+                 to allow it (quietbench run --local starts its agent so)",
+            ));
+        }
         let spec = resolve_probe(&req.probe, &params(&req.params))
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         if req.duration_ms == 0 || req.duration_ms > MAX_DURATION_MS {

@@ -14,7 +14,10 @@ use crate::commands::{host, release, run, stored};
 use crate::fleet::Ledger;
 use crate::record::figures::{Interleave, TrialFigure};
 use crate::schedule::fresh_seed;
+
+mod tls;
 use quietbench_proto::v1 as pb;
+pub use tls::{CertsArgs, TlsArgs};
 
 /// Hosts named with `--agent`, in order (kept here for the binary; defined with the commands).
 pub use crate::commands::agent_entries;
@@ -57,6 +60,9 @@ pub enum ControllerCommand {
     /// Give back what killed controllers left: restore hosts their runs tuned (from the fleet
     /// ledger beside the result store). Runs whose controller still runs are left alone
     Release(ReleaseArgs),
+    /// Make a fleet's certificate authority and the certificates agents and controllers
+    /// present to each other (mutual TLS)
+    Certs(CertsArgs),
 }
 
 #[derive(Debug, Args)]
@@ -64,6 +70,8 @@ pub struct ReleaseArgs {
     /// Only this run (its id or a unique prefix); by default every run whose controller is gone
     #[arg(long, value_name = "RUN")]
     run: Option<String>,
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 #[derive(Debug, Args)]
@@ -142,6 +150,8 @@ pub struct CompareArgs {
     /// Keep no record in the result store
     #[arg(long, conflicts_with = "db")]
     no_store: bool,
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 fn compare_command(args: CompareArgs) -> anyhow::Result<ExitCode> {
@@ -252,6 +262,8 @@ pub struct ResumeArgs {
     /// Agents to use instead of the stored addresses (remote runs), in the same order
     #[arg(long = "agent", value_name = "HOST:PORT")]
     agents: Vec<String>,
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 #[derive(Debug, Args)]
@@ -284,6 +296,8 @@ pub struct PrepareArgs {
     /// The probe CPUs to keep quiet [default: every CPU but the agent's housekeeping CPU]
     #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
     cpus: Option<CpuList>,
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 #[derive(Debug, Args)]
@@ -291,6 +305,8 @@ pub struct RestoreArgs {
     /// The agent whose host changes to undo
     #[arg(long, value_name = "HOST:PORT", required = true)]
     agent: String,
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 #[derive(Debug, Args)]
@@ -374,6 +390,8 @@ pub struct RunArgs {
     /// Keep no record in the result store
     #[arg(long, conflicts_with = "db")]
     no_store: bool,
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 #[derive(Debug, Args)]
@@ -388,6 +406,8 @@ pub struct HostArgs {
     /// Print JSON instead of text
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 #[derive(Debug, Clone)]
@@ -435,7 +455,12 @@ fn parse_cpus(text: &str) -> Result<CpuList, String> {
 
 /// Runs a parsed command and maps the outcome to an exit code.
 pub fn execute(command: ControllerCommand) -> ExitCode {
+    if let Some(Err(err)) = command.tls_args().map(TlsArgs::apply) {
+        eprintln!("quietbench: error: {err:#}");
+        return ExitCode::FAILURE;
+    }
     let outcome = match command {
+        ControllerCommand::Certs(args) => tls::certs_command(args),
         ControllerCommand::Run(args) => run::run(run_request(args)),
         ControllerCommand::Host(args) => host::host(args.local, args.agent, args.json),
         ControllerCommand::Prepare(args) => prepare_command(args),

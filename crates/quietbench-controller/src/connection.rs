@@ -47,6 +47,22 @@ pub enum AgentError {
         /// The agent's reason.
         message: String,
     },
+    /// The TLS handshake failed: whose side refused and why.
+    #[error("agent {agent}: {why}")]
+    Tls {
+        /// The agent.
+        agent: String,
+        /// What failed, in words.
+        why: String,
+    },
+    /// The agent does not allow what was asked (e.g. `exec` without `--allow-exec`).
+    #[error("agent {agent} does not allow this: {message}")]
+    PermissionDenied {
+        /// The agent.
+        agent: String,
+        /// The agent's reason.
+        message: String,
+    },
     /// The connection broke.
     #[error("lost agent {agent} mid-trial ({detail}); it may have crashed or been killed")]
     Lost {
@@ -101,6 +117,10 @@ pub struct CompletedTrial {
 pub struct AgentConnection {
     label: String,
     client: AgentServiceClient<Channel>,
+    /// The agent has answered a call on this connection. Over TLS 1.3 a server that refuses
+    /// the client's certificate does so after the client's side of the handshake is done, so
+    /// the refusal shows as the first call's connection dropping.
+    answered: bool,
 }
 
 impl AgentConnection {
@@ -112,7 +132,9 @@ impl AgentConnection {
                 why: "no port".into(),
             });
         }
-        let endpoint = Endpoint::from_shared(format!("http://{address}"))
+        let tls = crate::tls::client();
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let mut endpoint = Endpoint::from_shared(format!("{scheme}://{address}"))
             .map_err(|e| AgentError::BadAddress {
                 agent: address.to_string(),
                 why: e.to_string(),
@@ -123,16 +145,31 @@ impl AgentConnection {
             .http2_keep_alive_interval(Duration::from_secs(2))
             .keep_alive_timeout(Duration::from_secs(3))
             .keep_alive_while_idle(true);
+        if let Some(tls) = tls {
+            endpoint = endpoint
+                .tls_config(tls.config())
+                .map_err(|e| AgentError::BadAddress {
+                    agent: address.to_string(),
+                    why: format!("TLS: {}", error_chain(&e)),
+                })?;
+        }
         let channel = endpoint
             .connect()
             .await
-            .map_err(|e| AgentError::Unreachable {
-                agent: label.clone(),
-                detail: error_chain(&e),
+            .map_err(|e| match crate::tls::explain(&e) {
+                Some(why) => AgentError::Tls {
+                    agent: label.clone(),
+                    why,
+                },
+                None => AgentError::Unreachable {
+                    agent: label.clone(),
+                    detail: error_chain(&e),
+                },
             })?;
         Ok(Self {
             label,
             client: AgentServiceClient::new(channel),
+            answered: false,
         })
     }
 
@@ -145,7 +182,10 @@ impl AgentConnection {
     pub async fn get_host(&mut self) -> Result<pb::GetHostResponse, AgentError> {
         let call = self.client.get_host(pb::GetHostRequest {});
         match tokio::time::timeout(FIRST_EVENT_TIMEOUT, call).await {
-            Ok(Ok(response)) => Ok(response.into_inner()),
+            Ok(Ok(response)) => {
+                self.answered = true;
+                Ok(response.into_inner())
+            }
             Ok(Err(status)) => Err(self.status_error(status)),
             Err(_) => Err(AgentError::Stalled {
                 agent: self.label.clone(),
@@ -161,7 +201,10 @@ impl AgentConnection {
     ) -> Result<pb::PrepareResponse, AgentError> {
         let call = self.client.prepare(request);
         match tokio::time::timeout(TUNING_TIMEOUT, call).await {
-            Ok(Ok(response)) => Ok(response.into_inner()),
+            Ok(Ok(response)) => {
+                self.answered = true;
+                Ok(response.into_inner())
+            }
             Ok(Err(status)) => Err(self.status_error(status)),
             Err(_) => Err(self.stalled(TUNING_TIMEOUT)),
         }
@@ -171,7 +214,10 @@ impl AgentConnection {
     pub async fn restore(&mut self) -> Result<pb::RestoreResponse, AgentError> {
         let call = self.client.restore(pb::RestoreRequest {});
         match tokio::time::timeout(TUNING_TIMEOUT, call).await {
-            Ok(Ok(response)) => Ok(response.into_inner()),
+            Ok(Ok(response)) => {
+                self.answered = true;
+                Ok(response.into_inner())
+            }
             Ok(Err(status)) => Err(self.status_error(status)),
             Err(_) => Err(self.stalled(TUNING_TIMEOUT)),
         }
@@ -188,7 +234,10 @@ impl AgentConnection {
             same_machine,
         });
         match tokio::time::timeout(FIRST_EVENT_TIMEOUT, call).await {
-            Ok(Ok(response)) => Ok(response.into_inner()),
+            Ok(Ok(response)) => {
+                self.answered = true;
+                Ok(response.into_inner())
+            }
             Ok(Err(status)) => Err(self.status_error(status)),
             Err(_) => Err(self.stalled(FIRST_EVENT_TIMEOUT)),
         }
@@ -294,7 +343,32 @@ impl AgentConnection {
 
     fn status_error(&self, status: Status) -> AgentError {
         let agent = self.label.clone();
+        if let Some(why) = crate::tls::explain(&status) {
+            return AgentError::Tls { agent, why };
+        }
+        if let Some(tls) = crate::tls::client()
+            && !self.answered
+            && matches!(
+                status.code(),
+                Code::Unknown | Code::Unavailable | Code::Cancelled
+            )
+        {
+            return AgentError::Tls {
+                agent,
+                why: format!(
+                    "the agent refused our certificate ({}): it closed the connection before \
+                     answering; it must be a controller certificate from the agent's CA, still \
+                     valid ({})",
+                    tls.cert.display(),
+                    status_detail(&status)
+                ),
+            };
+        }
         match status.code() {
+            Code::PermissionDenied | Code::Unauthenticated => AgentError::PermissionDenied {
+                agent,
+                message: status.message().to_string(),
+            },
             Code::InvalidArgument
             | Code::ResourceExhausted
             | Code::FailedPrecondition

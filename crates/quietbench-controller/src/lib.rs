@@ -17,7 +17,8 @@
 //! 2. Judgements from the record alone: `warnings` and `verdicts`.
 //! 3. Views: `report` renders a record (table, JSON, HTML, interval logs); it computes nothing
 //!    the record or the verdicts own.
-//! 4. Measuring: `progress` (what people see while it runs), `connection` and `local_agent`
+//! 4. Measuring: `progress` (what people see while it runs), `tls` (certificates and the
+//!    controller's identity), `connection` and `local_agent`
 //!    (agents), `fleet` (where hosts come from),
 //!    `execute` (the schedule on every host), `run` and `restore` (a run's set-up and
 //!    tear-down), `session` (all of it, for one run).
@@ -46,6 +47,7 @@ pub mod progress;
 pub mod restore;
 pub mod run;
 pub mod session;
+pub mod tls;
 
 // Commands.
 pub mod cli;

@@ -60,7 +60,8 @@ impl LocalAgent {
         })?;
         let mut command = Command::new(&exe);
         command
-            .args(["agent", "--listen", "127.0.0.1:0"])
+            // This machine's own agent, for this user's own commands: exec is allowed.
+            .args(["agent", "--listen", "127.0.0.1:0", "--allow-exec"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());

@@ -89,7 +89,8 @@ impl AgentProcess {
     /// flags before `agent`'s own set by the caller, e.g. `--host-root`).
     pub fn start_with(mut command: Command) -> Self {
         let mut child = command
-            .args(["--listen", "127.0.0.1:0"])
+            // The tests run exec probes: allowed here, refused by default (see security.rs).
+            .args(["--listen", "127.0.0.1:0", "--allow-exec"])
             .env("QUIETBENCH_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -1,0 +1,131 @@
+//! The command line of TLS: `quietbench certs`, and the `--ca --cert --key` every command that
+//! talks to agents takes.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{ArgGroup, Args, Subcommand};
+
+use super::ControllerCommand;
+use crate::tls::certs::{self, DEFAULT_DAYS, Role};
+
+impl ControllerCommand {
+    /// The TLS flags of a command that talks to agents.
+    pub(super) fn tls_args(&self) -> Option<&TlsArgs> {
+        match self {
+            Self::Run(a) => Some(&a.tls),
+            Self::Host(a) => Some(&a.tls),
+            Self::Prepare(a) => Some(&a.tls),
+            Self::Restore(a) => Some(&a.tls),
+            Self::Compare(a) => Some(&a.tls),
+            Self::Resume(a) => Some(&a.tls),
+            Self::Release(a) => Some(&a.tls),
+            Self::Runs(_) | Self::Show(_) | Self::History(_) | Self::Certs(_) => None,
+        }
+    }
+}
+
+/// Mutual TLS to the agents: all three or none.
+#[derive(Debug, Clone, Default, Args)]
+pub struct TlsArgs {
+    /// Talk to agents over mutual TLS: the CA certificate (PEM, from `quietbench certs init`)
+    /// their certificates must chain to. Needs --cert and --key
+    #[arg(long, value_name = "FILE", requires_all = ["cert", "key"])]
+    pub ca: Option<PathBuf>,
+    /// This controller's certificate (PEM, from `quietbench certs issue --controller NAME`)
+    #[arg(long, value_name = "FILE", requires_all = ["ca", "key"])]
+    pub cert: Option<PathBuf>,
+    /// This controller's private key (PEM)
+    #[arg(long, value_name = "FILE", requires_all = ["ca", "cert"])]
+    pub key: Option<PathBuf>,
+}
+
+impl TlsArgs {
+    /// Sets this process's TLS identity when the flags give one.
+    pub fn apply(&self) -> anyhow::Result<()> {
+        if let (Some(ca), Some(cert), Some(key)) = (&self.ca, &self.cert, &self.key) {
+            crate::tls::set_client(crate::tls::ClientTls::load(ca, cert, key)?)?;
+        }
+        Ok(())
+    }
+}
+
+/// `quietbench certs`.
+#[derive(Debug, Args)]
+pub struct CertsArgs {
+    #[command(subcommand)]
+    command: CertsCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum CertsCommand {
+    /// Make a certificate authority for a fleet: DIR/ca.pem (give it to every agent and
+    /// controller) and DIR/ca.key (keep it where certificates are issued; written 0600)
+    Init {
+        /// Directory to hold the CA (created if needed; an existing CA is never overwritten)
+        #[arg(long, value_name = "DIR")]
+        dir: PathBuf,
+    },
+    /// Issue an agent's (TLS server) or a controller's (TLS client) certificate from the CA in
+    /// DIR: DIR/agent-NAME.pem and .key, or DIR/controller-NAME.pem and .key (keys 0600)
+    #[command(group(ArgGroup::new("role").required(true).args(["agent", "controller"])))]
+    Issue {
+        /// Directory holding the CA
+        #[arg(long, value_name = "DIR")]
+        dir: PathBuf,
+        /// An agent's certificate, valid for NAME and every --san
+        #[arg(long, value_name = "NAME")]
+        agent: Option<String>,
+        /// A controller's certificate, known by NAME
+        #[arg(long, value_name = "NAME")]
+        controller: Option<String>,
+        /// Another name the agent is dialled by: a DNS name or an IP address (repeat)
+        #[arg(long, value_name = "DNS|IP", requires = "agent")]
+        san: Vec<String>,
+        /// Days the certificate is valid
+        #[arg(long, default_value_t = DEFAULT_DAYS, value_parser = clap::value_parser!(u32).range(1..=3650))]
+        days: u32,
+    },
+}
+
+/// Runs `quietbench certs ...`.
+pub fn certs_command(args: CertsArgs) -> anyhow::Result<ExitCode> {
+    let now = time::OffsetDateTime::now_utc();
+    match args.command {
+        CertsCommand::Init { dir } => {
+            let ca = certs::init(&dir, now)?;
+            println!(
+                "CA certificate {} (valid {} days); its key {} is private (0600): keep it where certificates are issued",
+                ca.display(),
+                certs::CA_DAYS,
+                dir.join("ca.key").display()
+            );
+        }
+        CertsCommand::Issue {
+            dir,
+            agent,
+            controller,
+            san,
+            days,
+        } => {
+            let (role, name) = match (agent, controller) {
+                (Some(name), _) => (Role::Agent, name),
+                (None, Some(name)) => (Role::Controller, name),
+                (None, None) => anyhow::bail!("give --agent NAME or --controller NAME"),
+            };
+            let issued = certs::issue(&dir, role, &name, &san, days, now)?;
+            println!(
+                "certificate {} and key {} (0600), valid until {}{}",
+                issued.cert.display(),
+                issued.key.display(),
+                issued.not_after,
+                if issued.sans.is_empty() {
+                    String::new()
+                } else {
+                    format!(", for {}", issued.sans.join(", "))
+                }
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,119 @@
+//! TLS between the controller and its agents: the certificates `quietbench certs` makes
+//! ([`certs`]), the controller's client identity (`--ca --cert --key`, or a plan's `[tls]`
+//! table), and what a failed handshake means in words.
+//!
+//! One controller process has one identity for every agent it talks to, so the identity is set
+//! once, when the command line is read ([`set_client`]), and every connection uses it
+//! ([`client`]); without one, connections are plain (loopback agents, `run --local`).
+
+pub mod certs;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+
+/// The controller's TLS identity and the CA its agents' certificates must chain to.
+#[derive(Debug, Clone)]
+pub struct ClientTls {
+    /// The CA certificate (PEM) agents' certificates are checked against.
+    pub ca: PathBuf,
+    /// The controller's certificate (PEM).
+    pub cert: PathBuf,
+    /// Its private key (PEM).
+    pub key: PathBuf,
+    config: ClientTlsConfig,
+}
+
+impl ClientTls {
+    /// Reads the three files; each missing or unreadable one is named.
+    pub fn load(ca: &Path, cert: &Path, key: &Path) -> anyhow::Result<Self> {
+        let read = |what: &str, path: &Path| -> anyhow::Result<String> {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| anyhow::anyhow!("cannot read the {what} {}: {e}", path.display()))?;
+            if !text.contains("-----BEGIN ") {
+                anyhow::bail!("{} is not PEM: expected the {what}", path.display());
+            }
+            Ok(text)
+        };
+        let config = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(read("CA certificate (--ca)", ca)?))
+            .identity(Identity::from_pem(
+                read("controller certificate (--cert)", cert)?,
+                read("controller key (--key)", key)?,
+            ));
+        Ok(Self {
+            ca: ca.to_path_buf(),
+            cert: cert.to_path_buf(),
+            key: key.to_path_buf(),
+            config,
+        })
+    }
+
+    /// tonic's client configuration.
+    pub fn config(&self) -> ClientTlsConfig {
+        self.config.clone()
+    }
+}
+
+static CLIENT: OnceLock<ClientTls> = OnceLock::new();
+
+/// Sets this process's identity; once (a second call is refused).
+pub fn set_client(tls: ClientTls) -> anyhow::Result<()> {
+    CLIENT
+        .set(tls)
+        .map_err(|_| anyhow::anyhow!("the controller's TLS identity is set twice"))
+}
+
+/// This process's identity, if it has one.
+pub fn client() -> Option<&'static ClientTls> {
+    CLIENT.get()
+}
+
+/// What a failed connection's error chain says about TLS, in words a person can act on; `None`
+/// when TLS is not what failed.
+pub fn explain(error: &(dyn std::error::Error + 'static)) -> Option<String> {
+    use rustls::{AlertDescription, CertificateError, Error};
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = cause {
+        let rustls_error = e.downcast_ref::<Error>().or_else(|| {
+            e.downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .and_then(|inner| inner.downcast_ref::<Error>())
+        });
+        if let Some(r) = rustls_error {
+            let ca = client().map_or_else(|| "the CA given".into(), |c| c.ca.display().to_string());
+            return Some(match r {
+                Error::InvalidCertificate(CertificateError::UnknownIssuer)
+                | Error::InvalidCertificate(CertificateError::BadSignature) => format!(
+                    "the agent's certificate is not signed by the CA in {ca} (--ca): it belongs to another fleet's CA"
+                ),
+                Error::InvalidCertificate(CertificateError::Expired)
+                | Error::InvalidCertificate(CertificateError::ExpiredContext { .. }) => {
+                    "the agent's certificate has expired: issue it a new one (quietbench certs issue --agent NAME)".into()
+                }
+                Error::InvalidCertificate(CertificateError::NotValidForName)
+                | Error::InvalidCertificate(CertificateError::NotValidForNameContext { .. }) => {
+                    "the agent's certificate does not name the address dialled: issue it one with --san ADDRESS".into()
+                }
+                Error::AlertReceived(
+                    AlertDescription::BadCertificate
+                    | AlertDescription::UnknownCA
+                    | AlertDescription::CertificateRequired
+                    | AlertDescription::CertificateExpired
+                    | AlertDescription::CertificateUnknown
+                    | AlertDescription::DecryptError,
+                ) => format!(
+                    "the agent refused our certificate ({}): it must be a controller certificate from the agent's CA, still valid",
+                    client().map_or_else(|| "none given".into(), |c| c.cert.display().to_string())
+                ),
+                Error::InvalidMessage(_) => {
+                    "the agent does not speak TLS: drop --ca/--cert/--key for a plain agent".into()
+                }
+                other => format!("TLS failed: {other}"),
+            });
+        }
+        cause = e.source();
+    }
+    None
+}

@@ -1,0 +1,250 @@
+//! What an agent enforces, through the shipped binary: `exec` only with `--allow-exec`; plain
+//! gRPC only on loopback (or with `--insecure`); with `--tls-cert --tls-key --client-ca` only
+//! controllers holding a certificate from the fleet's CA, and each way a handshake can fail
+//! named in the controller's error.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use common::{AgentProcess, agent_command, quietbench};
+use quietbench_controller::tls::certs::{Role, issue};
+
+fn certs(dir: &Path, args: &[&str]) {
+    let mut command = quietbench();
+    command.arg("certs").args(args).arg("--dir").arg(dir);
+    common::succeed(&mut command);
+}
+
+/// A controller command's output (stdout + stderr) and whether it succeeded.
+fn outcome(command: &mut Command) -> (bool, String) {
+    let out = command.output().unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// `quietbench host --agent ADDR` with the controller's identity from `dir` (CA, cert, key).
+fn host_with(addr: &str, ca: &Path, cert: &Path, key: &Path) -> (bool, String) {
+    let mut command = quietbench();
+    command
+        .args(["host", "--agent", addr, "--ca"])
+        .arg(ca)
+        .arg("--cert")
+        .arg(cert)
+        .arg("--key")
+        .arg(key);
+    outcome(&mut command)
+}
+
+struct Fleet {
+    dir: PathBuf,
+}
+
+impl Fleet {
+    fn file(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// An agent serving mutual TLS with `agent-NAME`'s certificate.
+    fn agent(&self, name: &str) -> AgentProcess {
+        let mut command = agent_command();
+        command
+            .arg("--tls-cert")
+            .arg(self.file(&format!("agent-{name}.pem")))
+            .arg("--tls-key")
+            .arg(self.file(&format!("agent-{name}.key")))
+            .arg("--client-ca")
+            .arg(self.file("ca.pem"));
+        AgentProcess::start_with(command)
+    }
+}
+
+#[test]
+fn exec_is_refused_unless_the_agent_allows_it() {
+    // An agent started without --allow-exec (AgentProcess adds it; this one is started bare).
+    let mut child = Command::new(common::quietbench_bin())
+        .args(["agent", "--listen", "127.0.0.1:0"])
+        .env("QUIETBENCH_LOG", "warn")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let addr = {
+        use std::io::BufRead;
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        line.trim().rsplit(' ').next().unwrap().to_string()
+    };
+    let (ok, said) = outcome(quietbench().args([
+        "run",
+        "--agent",
+        &addr,
+        "--probe",
+        "exec",
+        "--param",
+        "cmd=true",
+        "--rounds",
+        "1",
+        "--duration",
+        "1",
+        "--no-store",
+    ]));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(!ok, "{said}");
+    assert!(said.contains("does not allow this"), "{said}");
+    assert!(said.contains("--allow-exec"), "{said}");
+}
+
+#[test]
+fn plain_grpc_is_refused_off_loopback_unless_insecure() {
+    let out = Command::new(common::quietbench_bin())
+        .args(["agent", "--listen", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        said.contains("refusing to serve plain gRPC on 0.0.0.0:0"),
+        "{said}"
+    );
+    for flag in ["--tls-cert", "--tls-key", "--client-ca", "--insecure"] {
+        assert!(said.contains(flag), "{flag}: {said}");
+    }
+}
+
+#[test]
+fn mutual_tls_admits_the_fleet_controller_and_names_every_refusal() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = Fleet {
+        dir: dir.path().join("fleet"),
+    };
+    certs(&fleet.dir, &["init"]);
+    certs(
+        &fleet.dir,
+        &["issue", "--agent", "a1", "--san", "127.0.0.1"],
+    );
+    certs(
+        &fleet.dir,
+        &["issue", "--agent", "elsewhere", "--san", "10.9.9.9"],
+    );
+    certs(&fleet.dir, &["issue", "--controller", "ci"]);
+    // Another fleet's CA and controller.
+    let other = Fleet {
+        dir: dir.path().join("other"),
+    };
+    certs(&other.dir, &["init"]);
+    certs(
+        &other.dir,
+        &["issue", "--agent", "a1", "--san", "127.0.0.1"],
+    );
+    certs(&other.dir, &["issue", "--controller", "ci"]);
+
+    let agent = fleet.agent("a1");
+    let addr = agent.addr.to_string();
+    let (ca, cert, key) = (
+        fleet.file("ca.pem"),
+        fleet.file("controller-ci.pem"),
+        fleet.file("controller-ci.key"),
+    );
+
+    // The fleet's controller gets in.
+    let (ok, said) = host_with(&addr, &ca, &cert, &key);
+    assert!(ok, "{said}");
+    assert!(said.contains("CPU"), "{said}");
+
+    // ... and runs a probe over it, its intervals streaming back.
+    let mut run = quietbench();
+    run.args([
+        "run",
+        "--agent",
+        &addr,
+        "--rounds",
+        "1",
+        "--warmup",
+        "0",
+        "--duration",
+        "1",
+        "--no-store",
+        "--ca",
+    ])
+    .arg(&ca)
+    .arg("--cert")
+    .arg(&cert)
+    .arg("--key")
+    .arg(&key);
+    let table = common::succeed(&mut run);
+    assert!(table.contains("cpu.primes  events_per_sec"), "{table}");
+
+    // No certificate at all (plain gRPC): refused.
+    let (ok, said) = outcome(quietbench().args(["host", "--agent", &addr]));
+    assert!(!ok, "plain gRPC got in: {said}");
+
+    // A certificate from another CA: the agent refuses it.
+    let (ok, said) = host_with(
+        &addr,
+        &ca,
+        &other.file("controller-ci.pem"),
+        &other.file("controller-ci.key"),
+    );
+    assert!(!ok, "{said}");
+    assert!(said.contains("the agent refused our certificate"), "{said}");
+
+    // We trust another CA than the agent's: its certificate is not signed by ours.
+    let (ok, said) = host_with(&addr, &other.file("ca.pem"), &cert, &key);
+    assert!(!ok, "{said}");
+    assert!(said.contains("is not signed by the CA"), "{said}");
+
+    // An agent whose certificate names another address.
+    let elsewhere = fleet.agent("elsewhere");
+    let (ok, said) = host_with(&elsewhere.addr.to_string(), &ca, &cert, &key);
+    assert!(!ok, "{said}");
+    assert!(said.contains("does not name the address dialled"), "{said}");
+
+    // Expired certificates, issued 40 days ago for 1 day (by the library: the command line
+    // issues from today only): the agent's is named as expired; ours is refused by the agent.
+    let long_ago = time::OffsetDateTime::now_utc() - time::Duration::days(40);
+    for (role, name) in [(Role::Agent, "old"), (Role::Controller, "old")] {
+        let sans = if role == Role::Agent {
+            vec!["127.0.0.1".to_string()]
+        } else {
+            Vec::new()
+        };
+        issue(&fleet.dir, role, name, &sans, 1, long_ago).unwrap();
+    }
+    let old_agent = fleet.agent("old");
+    let (ok, said) = host_with(&old_agent.addr.to_string(), &ca, &cert, &key);
+    assert!(!ok, "{said}");
+    assert!(
+        said.contains("the agent's certificate has expired"),
+        "{said}"
+    );
+    let (ok, said) = host_with(
+        &addr,
+        &ca,
+        &fleet.file("controller-old.pem"),
+        &fleet.file("controller-old.key"),
+    );
+    assert!(!ok, "{said}");
+    assert!(said.contains("the agent refused our certificate"), "{said}");
+
+    // Missing files are named.
+    let (ok, said) = host_with(&addr, &fleet.file("nope.pem"), &cert, &key);
+    assert!(!ok);
+    assert!(
+        said.contains("cannot read the CA certificate (--ca)"),
+        "{said}"
+    );
+
+    // The agent serves the next request normally.
+    let (ok, said) = host_with(&addr, &ca, &cert, &key);
+    assert!(ok, "{said}");
+}
