@@ -251,7 +251,42 @@ async fn bad_requests_are_refused_with_reasons() {
             "threads=zero is invalid",
         ),
     ];
-    for (req, expected) in cases {
+    // Bounded inputs: each bound names its field.
+    let many: std::collections::HashMap<String, String> = (0..65)
+        .map(|i| (format!("p{i}"), "1".to_string()))
+        .collect();
+    let bounded = [
+        (
+            pb::RunProbeRequest {
+                params: many,
+                ..request("cpu.primes", 100)
+            },
+            "params: 65 entries, at most 64",
+        ),
+        (
+            pb::RunProbeRequest {
+                params: [("cmd".to_string(), "x".repeat(17 * 1024))].into(),
+                ..request("exec", 100)
+            },
+            "params.cmd: 17408 bytes, at most 16384",
+        ),
+        (
+            pb::RunProbeRequest {
+                cpus: vec![1; 5000],
+                ..request("cpu.primes", 100)
+            },
+            "cpus: 5000 entries, at most 4096",
+        ),
+        (request(&"p".repeat(100), 100), "probe: 100 bytes"),
+        (
+            pb::RunProbeRequest {
+                trial_id: "t".repeat(129),
+                ..request("cpu.primes", 100)
+            },
+            "trial_id is longer than 128 bytes",
+        ),
+    ];
+    for (req, expected) in cases.into_iter().chain(bounded) {
         let status = c.run_probe(req).await.expect_err("refused");
         assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
         assert!(
@@ -260,6 +295,40 @@ async fn bad_requests_are_refused_with_reasons() {
             status.message()
         );
     }
+    let status = c
+        .prepare(pb::PrepareRequest {
+            probe_cpus: vec![1; 5000],
+            ..Default::default()
+        })
+        .await
+        .expect_err("refused");
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(
+        status.message().contains("probe_cpus: 5000 entries"),
+        "{status:?}"
+    );
+    let status = c
+        .start_peer(pb::StartPeerRequest {
+            bind_address: "not an address".into(),
+            same_machine: false,
+        })
+        .await
+        .expect_err("refused");
+    assert!(status.message().contains("bind_address"), "{status:?}");
+    // A request over the transport's limit (1 MiB) is refused by tonic itself.
+    let status = c
+        .run_probe(pb::RunProbeRequest {
+            trial_id: "t".repeat(2 << 20),
+            ..request("cpu.primes", 100)
+        })
+        .await
+        .expect_err("refused");
+    assert_eq!(status.code(), Code::OutOfRange, "{status:?}");
+    assert!(status.message().contains("too large"), "{status:?}");
+    // And the agent serves the next request normally.
+    c.get_host(pb::GetHostRequest {})
+        .await
+        .expect("the agent still answers");
 }
 
 #[tokio::test]

@@ -7,6 +7,7 @@
 //! the two is a bounded channel fed by a supervisor thread that does all the encoding.
 
 mod convert;
+mod limits;
 mod machine;
 mod peer;
 mod server;

@@ -56,6 +56,10 @@ pub struct AgentArgs {
     /// controls the agent. Refused without this flag
     #[arg(long)]
     pub insecure: bool,
+    /// Longest trial this agent accepts, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = crate::limits::DEFAULT_MAX_TRIAL_SECS,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub max_trial_secs: u64,
 }
 
 /// The TLS configuration the flags give, or `None` for plain gRPC; refuses plain gRPC on a
@@ -136,8 +140,9 @@ pub fn serve(args: &AgentArgs) -> anyhow::Result<()> {
     // Where NIC interrupts land decides placement: look before the first trial.
     let layout =
         crate::machine::describe(&root, &allowed_cpus, crate::machine::OBSERVATION_WINDOW).layout;
-    let agent =
-        Agent::new(root, allowed_cpus, layout, Arc::clone(&tuner)).allowing_exec(args.allow_exec);
+    let agent = Agent::new(root, allowed_cpus, layout, Arc::clone(&tuner))
+        .allowing_exec(args.allow_exec)
+        .with_max_trial(args.max_trial_secs);
     let served = runtime.block_on(run_server(args.listen, agent, tls));
     // A clean stop leaves the host as this agent found it.
     tuner.shutdown();
@@ -179,7 +184,12 @@ async fn run_server(
     stdout.flush()?;
     tracing::info!(%local, "serving");
 
-    let mut builder = tonic::transport::Server::builder();
+    use crate::limits::{
+        MAX_REQUEST_BYTES, MAX_REQUESTS_PER_CONNECTION, MAX_STREAMS_PER_CONNECTION,
+    };
+    let mut builder = tonic::transport::Server::builder()
+        .concurrency_limit_per_connection(MAX_REQUESTS_PER_CONNECTION)
+        .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION);
     if let Some(tls) = tls {
         builder = builder
             .tls_config(tls)
@@ -189,7 +199,7 @@ async fn run_server(
         .add_service(health_service)
         .add_service(reflection)
         .add_service(reflection_v1alpha)
-        .add_service(AgentServiceServer::new(agent))
+        .add_service(AgentServiceServer::new(agent).max_decoding_message_size(MAX_REQUEST_BYTES))
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
         .await
         .context("gRPC server failed")

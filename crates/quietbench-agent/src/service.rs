@@ -16,13 +16,12 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use crate::convert;
+use crate::limits::{DEFAULT_MAX_TRIAL_SECS, check_cpus, check_params};
 use crate::machine::{OBSERVATION_WINDOW, describe};
 use crate::peer::PeerSlot;
 use crate::trial::{TrialJob, TrialSlot, params, spawn_supervisor};
 use crate::tuning::Tuner;
 
-/// Longest trial an agent accepts: one hour. Bounded so a typo cannot hold a machine for days.
-const MAX_DURATION_MS: u64 = 3_600_000;
 /// Shortest reporting interval: below this, per-interval encoding would cost real CPU.
 const MIN_INTERVAL_MS: u64 = 10;
 /// Events buffered between the supervisor and a slow client.
@@ -39,6 +38,8 @@ pub struct Agent {
     peer: Arc<PeerSlot>,
     /// `exec` (a user's command) may run: `--allow-exec`.
     allow_exec: bool,
+    /// Longest trial accepted, ms (`--max-trial-secs`).
+    max_duration_ms: u64,
 }
 
 impl Agent {
@@ -56,6 +57,7 @@ impl Agent {
             tuner,
             peer: Arc::default(),
             allow_exec: false,
+            max_duration_ms: DEFAULT_MAX_TRIAL_SECS * 1000,
         }
     }
 
@@ -71,7 +73,21 @@ impl Agent {
         self
     }
 
+    /// The longest trial this agent accepts (`--max-trial-secs`).
+    pub fn with_max_trial(mut self, secs: u64) -> Self {
+        self.max_duration_ms = secs.saturating_mul(1000);
+        self
+    }
+
     fn validate(&self, req: &pb::RunProbeRequest) -> Result<TrialJob, Status> {
+        if req.probe.len() > 64 {
+            return Err(Status::invalid_argument(format!(
+                "probe: {} bytes, at most 64",
+                req.probe.len()
+            )));
+        }
+        check_params(&req.params)?;
+        check_cpus("cpus", &req.cpus)?;
         if req.probe == "exec" && !self.allow_exec {
             return Err(Status::permission_denied(
                 "exec runs a user's command and is off on this agent: start it with --allow-exec \
@@ -80,10 +96,13 @@ impl Agent {
         }
         let spec = resolve_probe(&req.probe, &params(&req.params))
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        if req.duration_ms == 0 || req.duration_ms > MAX_DURATION_MS {
+        if req.duration_ms == 0 || req.duration_ms > self.max_duration_ms {
             return Err(Status::invalid_argument(format!(
-                "duration_ms {} is out of range: give 1 to {MAX_DURATION_MS} (one hour)",
-                req.duration_ms
+                "duration_ms {} is out of range: give 1 to {} (this agent's --max-trial-secs {}; \
+                 one hour unless set)",
+                req.duration_ms,
+                self.max_duration_ms,
+                self.max_duration_ms / 1000
             )));
         }
         let interval_ms = if req.interval_ms == 0 {
@@ -198,6 +217,7 @@ impl AgentService for Agent {
         &self,
         request: Request<pb::PrepareRequest>,
     ) -> Result<Response<pb::PrepareResponse>, Status> {
+        check_cpus("probe_cpus", &request.get_ref().probe_cpus)?;
         let req = convert::tune_request(request.into_inner());
         let tuner = Arc::clone(&self.tuner);
         let reports = tokio::task::spawn_blocking(move || tuner.prepare(req))
