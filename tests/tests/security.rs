@@ -236,6 +236,26 @@ fn mutual_tls_admits_the_fleet_controller_and_names_every_refusal() {
     assert!(!ok, "{said}");
     assert!(said.contains("the agent refused our certificate"), "{said}");
 
+    // The same agent set up from a config file (as the AMI's unit starts it).
+    let config = dir.path().join("agent.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "tls_cert = {:?}\ntls_key = {:?}\nclient_ca = {:?}\nmax_trial_secs = 60\n",
+            fleet.file("agent-a1.pem"),
+            fleet.file("agent-a1.key"),
+            fleet.file("ca.pem")
+        ),
+    )
+    .unwrap();
+    let mut command = agent_command();
+    command.arg("--config").arg(&config);
+    let configured = AgentProcess::start_with(command);
+    let (ok, said) = host_with(&configured.addr.to_string(), &ca, &cert, &key);
+    assert!(ok, "{said}");
+    let (ok, said) = outcome(quietbench().args(["host", "--agent", &configured.addr.to_string()]));
+    assert!(!ok, "plain gRPC got into the configured agent: {said}");
+
     // Missing files are named.
     let (ok, said) = host_with(&addr, &fleet.file("nope.pem"), &cert, &key);
     assert!(!ok);

@@ -6,6 +6,7 @@
 //! threads pinned to the CPUs placement chose (see quietbench-probe), and the only bridge between
 //! the two is a bounded channel fed by a supervisor thread that does all the encoding.
 
+mod config;
 mod convert;
 mod limits;
 mod machine;
@@ -15,5 +16,6 @@ mod service;
 mod trial;
 mod tuning;
 
+pub use config::{AgentArgs, AgentSettings};
 pub use quietbench_probe::spawn::exit_if_noop;
-pub use server::{AgentArgs, serve};
+pub use server::serve;

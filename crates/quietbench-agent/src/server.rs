@@ -12,61 +12,22 @@ use quietbench_proto::v1::FILE_DESCRIPTOR_SET;
 use quietbench_proto::v1::agent_service_server::AgentServiceServer;
 use tokio_stream::wrappers::TcpListenerStream;
 
+use crate::config::{AgentArgs, AgentSettings, AgentTls};
 use crate::service::Agent;
 use crate::tuning::{Tuner, default_state_dir};
 use std::sync::Arc;
 
 /// Command-line arguments of the agent (`quietbench-agent`, or `quietbench agent`).
-#[derive(Debug, Clone, clap::Parser)]
-#[command(
-    name = "quietbench-agent",
-    version,
-    about = "quietbench agent: serves the host's fingerprint and runs probes over gRPC"
-)]
-pub struct AgentArgs {
-    /// Address to serve gRPC on. Port 0 picks a free port; the chosen address is printed on
-    /// standard output as "quietbench-agent listening on ADDR".
-    #[arg(long, default_value = "127.0.0.1:7700")]
-    pub listen: SocketAddr,
-    /// For testing: read /proc and /sys under this directory instead of the machine's own, so
-    /// that the agent describes a captured machine (e.g. a fixture tree holding another CPU's
-    /// proc/cpuinfo). Probes still run on this machine; what the tree lacks is reported as
-    /// unreadable.
-    #[arg(long, value_name = "DIR", default_value = "/")]
-    pub host_root: PathBuf,
-    /// Directory for the restore journal of host changes [default: $QUIETBENCH_STATE_DIR, else
-    /// /var/lib/quietbench-agent as root, else $XDG_STATE_HOME/quietbench-agent]
-    #[arg(long, value_name = "DIR")]
-    pub state_dir: Option<PathBuf>,
-    /// Let `exec` probes run a user's command as this agent's user. Off by default: whoever can
-    /// reach the agent could run any command
-    #[arg(long)]
-    pub allow_exec: bool,
-    /// Serve mutual TLS with this certificate (PEM, from `quietbench certs issue --agent NAME`).
-    /// Needs --tls-key and --client-ca
-    #[arg(long, value_name = "FILE", requires_all = ["tls_key", "client_ca"])]
-    pub tls_cert: Option<PathBuf>,
-    /// The private key of --tls-cert (PEM)
-    #[arg(long, value_name = "FILE", requires_all = ["tls_cert", "client_ca"])]
-    pub tls_key: Option<PathBuf>,
-    /// Accept only controllers whose certificate this CA (PEM, the fleet's ca.pem) signed
-    #[arg(long, value_name = "FILE", requires_all = ["tls_cert", "tls_key"])]
-    pub client_ca: Option<PathBuf>,
-    /// Serve plain gRPC on a non-loopback address, without TLS: anyone who reaches the port
-    /// controls the agent. Refused without this flag
-    #[arg(long)]
-    pub insecure: bool,
-    /// Longest trial this agent accepts, in seconds
-    #[arg(long, value_name = "SECS", default_value_t = crate::limits::DEFAULT_MAX_TRIAL_SECS,
-          value_parser = clap::value_parser!(u64).range(1..=86_400))]
-    pub max_trial_secs: u64,
-}
-
 /// The TLS configuration the flags give, or `None` for plain gRPC; refuses plain gRPC on a
 /// non-loopback address unless `--insecure`.
-fn server_tls(args: &AgentArgs) -> anyhow::Result<Option<tonic::transport::ServerTlsConfig>> {
+fn server_tls(args: &AgentSettings) -> anyhow::Result<Option<tonic::transport::ServerTlsConfig>> {
     use tonic::transport::{Certificate, Identity, ServerTlsConfig};
-    let (Some(cert), Some(key), Some(ca)) = (&args.tls_cert, &args.tls_key, &args.client_ca) else {
+    let Some(AgentTls {
+        cert,
+        key,
+        client_ca: ca,
+    }) = &args.tls
+    else {
         if !args.listen.ip().is_loopback() {
             if !args.insecure {
                 anyhow::bail!(
@@ -105,6 +66,7 @@ fn server_tls(args: &AgentArgs) -> anyhow::Result<Option<tonic::transport::Serve
 /// Serves until SIGINT or SIGTERM. Blocks the calling thread.
 pub fn serve(args: &AgentArgs) -> anyhow::Result<()> {
     init_tracing();
+    let args = &args.settings()?;
     // Read before anything is pinned: this is the set probes may be placed on.
     let allowed_cpus = current_thread_affinity().context("reading the agent's CPU affinity")?;
     let housekeeping = allowed_cpus
