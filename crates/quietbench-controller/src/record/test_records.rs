@@ -67,7 +67,7 @@ pub fn empty_run(
     rounds: u32,
     compare_figure: Option<TrialFigure>,
 ) -> RunRecord {
-    crate::run::new_record(RunSettings {
+    let settings = RunSettings {
         probes: vec![probe.into()],
         params: BTreeMap::new(),
         rounds,
@@ -88,5 +88,16 @@ pub fn empty_run(
         seed: 7,
         round_sync: true,
         compare_figure,
-    })
+    };
+    RunRecord {
+        run_id: "test-run".into(),
+        started_at: std::time::SystemTime::UNIX_EPOCH,
+        finished_at: None,
+        settings,
+        hosts: Vec::new(),
+        trials: Vec::new(),
+        error: None,
+        host_failures: Vec::new(),
+        fleet: Vec::new(),
+    }
 }
