@@ -268,3 +268,85 @@ fn mutual_tls_admits_the_fleet_controller_and_names_every_refusal() {
     let (ok, said) = host_with(&addr, &ca, &cert, &key);
     assert!(ok, "{said}");
 }
+
+#[test]
+fn token_mode_admits_the_right_token_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = dir.path().join("fleet");
+    certs(&fleet, &["init"]);
+    certs(&fleet, &["issue", "--agent", "a1", "--san", "127.0.0.1"]);
+    let token = dir.path().join("token");
+    std::fs::write(&token, "4f1c0e2b9a7d4e3f8b6a5c2d1e0f9a8b\n").unwrap();
+    let wrong = dir.path().join("wrong");
+    std::fs::write(&wrong, "00000000000000000000000000000000\n").unwrap();
+    let mut command = agent_command();
+    command
+        .arg("--tls-cert")
+        .arg(fleet.join("agent-a1.pem"))
+        .arg("--tls-key")
+        .arg(fleet.join("agent-a1.key"))
+        .arg("--token-file")
+        .arg(&token);
+    let agent = AgentProcess::start_with(command);
+    let addr = agent.addr.to_string();
+    let host = |args: &[&std::ffi::OsStr], env: Option<&str>| {
+        let mut command = quietbench();
+        command.args(["host", "--agent", &addr]).args(args);
+        command.env_remove("QUIETBENCH_TOKEN");
+        if let Some(t) = env {
+            command.env("QUIETBENCH_TOKEN", t);
+        }
+        outcome(&mut command)
+    };
+    let ca = fleet.join("ca.pem");
+    let (ok, said) = host(
+        &[
+            "--ca".as_ref(),
+            ca.as_ref(),
+            "--token-file".as_ref(),
+            token.as_ref(),
+        ],
+        None,
+    );
+    assert!(ok, "{said}");
+    let (ok, said) = host(
+        &["--ca".as_ref(), ca.as_ref()],
+        Some("4f1c0e2b9a7d4e3f8b6a5c2d1e0f9a8b"),
+    );
+    assert!(ok, "the token from the environment: {said}");
+    let (ok, said) = host(
+        &[
+            "--ca".as_ref(),
+            ca.as_ref(),
+            "--token-file".as_ref(),
+            wrong.as_ref(),
+        ],
+        None,
+    );
+    assert!(!ok, "{said}");
+    assert!(
+        said.contains("the agent refused our token: wrong token"),
+        "{said}"
+    );
+    let (ok, said) = host(&["--ca".as_ref(), ca.as_ref()], None);
+    assert!(!ok, "{said}");
+    assert!(
+        said.contains("--ca needs a way to prove who we are"),
+        "{said}"
+    );
+    let (ok, said) = host(&[], None);
+    assert!(!ok, "plain gRPC got in: {said}");
+    // A short token is refused at the agent's start.
+    std::fs::write(&wrong, "short\n").unwrap();
+    let out = agent_command()
+        .args(["--listen", "127.0.0.1:0", "--tls-cert"])
+        .arg(fleet.join("agent-a1.pem"))
+        .arg("--tls-key")
+        .arg(fleet.join("agent-a1.key"))
+        .arg("--token-file")
+        .arg(&wrong)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at least 16 printable characters"));
+}

@@ -3,8 +3,8 @@
 //! neither gives takes its default.
 //!
 //! The file's keys are the long flags with underscores (deploy/README.md has an example):
-//! `listen`, `state_dir`, `allow_exec`, `tls_cert`, `tls_key`, `client_ca`, `insecure`,
-//! `max_trial_secs`. An unknown key is an error with its line, never ignored: a misspelt
+//! `listen`, `state_dir`, `allow_exec`, `tls_cert`, `tls_key`, `client_ca`, `token_file`,
+//! `insecure`, `max_trial_secs`. An unknown key is an error with its line, never ignored: a misspelt
 //! `client_ca` must not leave an agent open.
 
 use std::net::SocketAddr;
@@ -57,6 +57,10 @@ pub struct AgentArgs {
     /// Accept only controllers whose certificate this CA (PEM, the fleet's ca.pem) signed
     #[arg(long, value_name = "FILE")]
     pub client_ca: Option<PathBuf>,
+    /// Token mode, for quick setups: accept only calls carrying the token in this file (over
+    /// TLS with --tls-cert and --tls-key; compared in constant time). Mutual TLS is stronger
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
     /// Serve plain gRPC on a non-loopback address, without TLS: anyone who reaches the port
     /// controls the agent. Refused without this flag
     #[arg(long)]
@@ -76,6 +80,7 @@ struct AgentConfig {
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
     client_ca: Option<PathBuf>,
+    token_file: Option<PathBuf>,
     insecure: Option<bool>,
     max_trial_secs: Option<u64>,
 }
@@ -87,8 +92,8 @@ pub struct AgentTls {
     pub cert: PathBuf,
     /// Its key.
     pub key: PathBuf,
-    /// The CA controllers' certificates must chain to.
-    pub client_ca: PathBuf,
+    /// The CA controllers' certificates must chain to (mutual TLS); `None` in token mode.
+    pub client_ca: Option<PathBuf>,
 }
 
 /// What the agent runs with, flags and file merged.
@@ -102,8 +107,10 @@ pub struct AgentSettings {
     pub state_dir: Option<PathBuf>,
     /// `exec` allowed.
     pub allow_exec: bool,
-    /// Mutual TLS, if configured.
+    /// TLS, if configured.
     pub tls: Option<AgentTls>,
+    /// The token every call must carry (token mode), read from `--token-file`.
+    pub token: Option<String>,
     /// Plain gRPC off loopback allowed.
     pub insecure: bool,
     /// Longest trial, seconds.
@@ -123,6 +130,25 @@ impl AgentArgs {
         };
         merge(self, file, self.config.as_deref())
     }
+}
+
+/// Fewest bytes a token may have: a guessable token is no lock.
+pub const MIN_TOKEN_BYTES: usize = 16;
+
+/// A token file's token: its text without surrounding whitespace, at least
+/// [`MIN_TOKEN_BYTES`] printable ASCII bytes.
+pub fn read_token(path: &Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the token file {}", path.display()))?;
+    let token = text.trim();
+    if token.len() < MIN_TOKEN_BYTES || !token.bytes().all(|b| b.is_ascii_graphic()) {
+        anyhow::bail!(
+            "the token in {} must be at least {MIN_TOKEN_BYTES} printable characters with no \
+             spaces (e.g. `openssl rand -hex 32` or `head -c 32 /dev/urandom | base64`)",
+            path.display()
+        );
+    }
+    Ok(token.to_string())
 }
 
 fn parse_config(text: &str) -> Result<AgentConfig, String> {
@@ -153,35 +179,49 @@ fn merge(
     }
     let cert = args.tls_cert.clone().or(file.tls_cert);
     let key = args.tls_key.clone().or(file.tls_key);
-    let ca = args.client_ca.clone().or(file.client_ca);
-    let tls = match (cert, key, ca) {
-        (None, None, None) => None,
-        (Some(cert), Some(key), Some(client_ca)) => Some(AgentTls {
-            cert,
-            key,
-            client_ca,
-        }),
-        (cert, key, ca) => {
-            let missing: Vec<&str> = [
-                ("--tls-cert", cert.is_none()),
-                ("--tls-key", key.is_none()),
-                ("--client-ca", ca.is_none()),
-            ]
-            .into_iter()
-            .filter_map(|(flag, gone)| gone.then_some(flag))
-            .collect();
-            anyhow::bail!(
-                "mutual TLS needs --tls-cert, --tls-key and --client-ca together: give {}",
-                from(&missing.join(" and "))
-            );
+    let client_ca = args.client_ca.clone().or(file.client_ca);
+    let token_file = args.token_file.clone().or(file.token_file);
+    let tls = match (cert, key) {
+        (None, None) => {
+            if client_ca.is_some() || token_file.is_some() {
+                anyhow::bail!(
+                    "--client-ca and --token-file work over TLS: give {} too",
+                    from("--tls-cert and --tls-key")
+                );
+            }
+            None
         }
+        (Some(cert), Some(key)) => {
+            if client_ca.is_none() && token_file.is_none() {
+                anyhow::bail!(
+                    "a TLS agent must know its controller: give {} for mutual TLS, or \
+                     --token-file for token mode",
+                    from("--client-ca")
+                );
+            }
+            Some(AgentTls {
+                cert,
+                key,
+                client_ca,
+            })
+        }
+        (cert, _) => anyhow::bail!(
+            "TLS needs --tls-cert and --tls-key together: give {}",
+            from(if cert.is_none() {
+                "--tls-cert"
+            } else {
+                "--tls-key"
+            })
+        ),
     };
+    let token = token_file.as_deref().map(read_token).transpose()?;
     Ok(AgentSettings {
         listen,
         host_root: args.host_root.clone(),
         state_dir: args.state_dir.clone().or(file.state_dir),
         allow_exec: args.allow_exec || file.allow_exec.unwrap_or(false),
         tls,
+        token,
         insecure: args.insecure || file.insecure.unwrap_or(false),
         max_trial_secs,
     })
@@ -211,7 +251,7 @@ mod tests {
         assert_eq!(s.max_trial_secs, 60);
         assert_eq!(
             s.tls.unwrap().client_ca,
-            PathBuf::from("/etc/quietbench/tls/ca.pem")
+            Some(PathBuf::from("/etc/quietbench/tls/ca.pem"))
         );
         let defaults = merge(&args(&[]), AgentConfig::default(), None).unwrap();
         assert_eq!(defaults.listen, DEFAULT_LISTEN.parse().unwrap());
@@ -228,14 +268,18 @@ mod tests {
         let e = merge(&args(&[]), half, Some(Path::new("agent.toml"))).unwrap_err();
         assert!(
             e.to_string()
-                .contains("give --tls-key and --client-ca (here or in agent.toml)"),
+                .contains("give --tls-key (here or in agent.toml)"),
             "{e}"
         );
-        let e = merge(&args(&["--tls-key", "k"]), AgentConfig::default(), None).unwrap_err();
-        assert!(
-            e.to_string().contains("give --tls-cert and --client-ca"),
-            "{e}"
-        );
+        let e = merge(
+            &args(&["--tls-cert", "c", "--tls-key", "k"]),
+            AgentConfig::default(),
+            None,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("must know its controller"), "{e}");
+        let e = merge(&args(&["--client-ca", "ca"]), AgentConfig::default(), None).unwrap_err();
+        assert!(e.to_string().contains("work over TLS"), "{e}");
         let zero = parse_config("max_trial_secs = 0").unwrap();
         assert!(merge(&args(&[]), zero, None).is_err());
     }

@@ -25,7 +25,7 @@ fn server_tls(args: &AgentSettings) -> anyhow::Result<Option<tonic::transport::S
     let Some(AgentTls {
         cert,
         key,
-        client_ca: ca,
+        client_ca,
     }) = &args.tls
     else {
         if !args.listen.ip().is_loopback() {
@@ -52,15 +52,17 @@ fn server_tls(args: &AgentSettings) -> anyhow::Result<Option<tonic::transport::S
         std::fs::read_to_string(path)
             .with_context(|| format!("cannot read the {what} {}", path.display()))
     };
-    Ok(Some(
-        ServerTlsConfig::new()
-            .identity(Identity::from_pem(
-                read("agent certificate (--tls-cert)", cert)?,
-                read("agent key (--tls-key)", key)?,
-            ))
+    let mut config = ServerTlsConfig::new().identity(Identity::from_pem(
+        read("agent certificate (--tls-cert)", cert)?,
+        read("agent key (--tls-key)", key)?,
+    ));
+    // Mutual TLS when a client CA is given; otherwise token mode (server certificate only).
+    if let Some(ca) = client_ca {
+        config = config
             .client_ca_root(Certificate::from_pem(read("client CA (--client-ca)", ca)?))
-            .client_auth_optional(false),
-    ))
+            .client_auth_optional(false);
+    }
+    Ok(Some(config))
 }
 
 /// Serves until SIGINT or SIGTERM. Blocks the calling thread.
@@ -105,7 +107,8 @@ pub fn serve(args: &AgentArgs) -> anyhow::Result<()> {
     let agent = Agent::new(root, allowed_cpus, layout, Arc::clone(&tuner))
         .allowing_exec(args.allow_exec)
         .with_max_trial(args.max_trial_secs);
-    let served = runtime.block_on(run_server(args.listen, agent, tls));
+    let check = crate::auth::TokenCheck::new(args.token.as_deref());
+    let served = runtime.block_on(run_server(args.listen, agent, tls, check));
     // A clean stop leaves the host as this agent found it.
     tuner.shutdown();
     served
@@ -115,6 +118,7 @@ async fn run_server(
     listen: SocketAddr,
     agent: Agent,
     tls: Option<tonic::transport::ServerTlsConfig>,
+    check: crate::auth::TokenCheck,
 ) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -155,13 +159,16 @@ async fn run_server(
     if let Some(tls) = tls {
         builder = builder
             .tls_config(tls)
-            .context("configuring TLS from --tls-cert, --tls-key and --client-ca")?;
+            .context("configuring TLS from --tls-cert and --tls-key")?;
     }
     builder
         .add_service(health_service)
         .add_service(reflection)
         .add_service(reflection_v1alpha)
-        .add_service(AgentServiceServer::new(agent).max_decoding_message_size(MAX_REQUEST_BYTES))
+        .add_service(tonic::service::interceptor::InterceptedService::new(
+            AgentServiceServer::new(agent).max_decoding_message_size(MAX_REQUEST_BYTES),
+            check,
+        ))
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
         .await
         .context("gRPC server failed")

@@ -6,7 +6,10 @@ use std::time::Duration;
 use quietbench_proto::v1 as pb;
 use quietbench_proto::v1::agent_service_client::AgentServiceClient;
 use tokio_stream::StreamExt;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
+
+use crate::tls::TokenHeader;
 use tonic::{Code, Status};
 
 /// How long connecting may take.
@@ -116,7 +119,7 @@ pub struct CompletedTrial {
 #[derive(Debug, Clone)]
 pub struct AgentConnection {
     label: String,
-    client: AgentServiceClient<Channel>,
+    client: AgentServiceClient<InterceptedService<Channel, TokenHeader>>,
     /// The agent has answered a call on this connection. Over TLS 1.3 a server that refuses
     /// the client's certificate does so after the client's side of the handshake is done, so
     /// the refusal shows as the first call's connection dropping.
@@ -168,7 +171,7 @@ impl AgentConnection {
             })?;
         Ok(Self {
             label,
-            client: AgentServiceClient::new(channel),
+            client: AgentServiceClient::with_interceptor(channel, TokenHeader::current()),
             answered: false,
         })
     }
@@ -346,7 +349,14 @@ impl AgentConnection {
         if let Some(why) = crate::tls::explain(&status) {
             return AgentError::Tls { agent, why };
         }
+        if status.code() == Code::Unauthenticated {
+            return AgentError::Tls {
+                agent,
+                why: format!("the agent refused our token: {}", status.message()),
+            };
+        }
         if let Some(tls) = crate::tls::client()
+            && tls.cert.is_some()
             && !self.answered
             && matches!(
                 status.code(),
@@ -359,7 +369,9 @@ impl AgentConnection {
                     "the agent refused our certificate ({}): it closed the connection before \
                      answering; it must be a controller certificate from the agent's CA, still \
                      valid ({})",
-                    tls.cert.display(),
+                    tls.cert
+                        .as_ref()
+                        .map_or_else(String::new, |c| c.display().to_string()),
                     status_detail(&status)
                 ),
             };

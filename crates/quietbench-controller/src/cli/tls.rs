@@ -25,12 +25,12 @@ impl ControllerCommand {
     }
 }
 
-/// Mutual TLS to the agents: all three or none.
+/// TLS to the agents: the CA, and a certificate (mutual TLS) or a token (token mode).
 #[derive(Debug, Clone, Default, Args)]
 pub struct TlsArgs {
-    /// Talk to agents over mutual TLS: the CA certificate (PEM, from `quietbench certs init`)
-    /// their certificates must chain to. Needs --cert and --key
-    #[arg(long, value_name = "FILE", requires_all = ["cert", "key"])]
+    /// Talk to agents over TLS: the CA certificate (PEM, from `quietbench certs init`) their
+    /// certificates must chain to. With --cert and --key (mutual TLS) or --token-file
+    #[arg(long, value_name = "FILE")]
     pub ca: Option<PathBuf>,
     /// This controller's certificate (PEM, from `quietbench certs issue --controller NAME`)
     #[arg(long, value_name = "FILE", requires_all = ["ca", "key"])]
@@ -38,16 +38,39 @@ pub struct TlsArgs {
     /// This controller's private key (PEM)
     #[arg(long, value_name = "FILE", requires_all = ["ca", "cert"])]
     pub key: Option<PathBuf>,
+    /// Token mode: the file holding the agents' token (or set QUIETBENCH_TOKEN). Needs --ca
+    #[arg(long, value_name = "FILE", requires = "ca")]
+    pub token_file: Option<PathBuf>,
 }
 
 impl TlsArgs {
-    /// Sets this process's TLS identity when the flags give one.
+    /// Sets this process's TLS settings when the flags give them.
     pub fn apply(&self) -> anyhow::Result<()> {
-        if let (Some(ca), Some(cert), Some(key)) = (&self.ca, &self.cert, &self.key) {
-            crate::tls::set_client(crate::tls::ClientTls::load(ca, cert, key)?)?;
-        }
+        let Some(ca) = &self.ca else {
+            return Ok(());
+        };
+        let token = match &self.token_file {
+            Some(path) => Some(quietbench_token(path)?),
+            None => std::env::var("QUIETBENCH_TOKEN")
+                .ok()
+                .map(|t| t.trim().to_string())
+                .filter(|t| !t.is_empty()),
+        };
+        let identity = self.cert.as_deref().zip(self.key.as_deref());
+        crate::tls::set_client(crate::tls::ClientTls::load(ca, identity, token)?)?;
         Ok(())
     }
+}
+
+/// A token file's token, without surrounding whitespace.
+fn quietbench_token(path: &std::path::Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read the token file {}: {e}", path.display()))?;
+    let token = text.trim();
+    if token.is_empty() {
+        anyhow::bail!("the token file {} is empty", path.display());
+    }
+    Ok(token.to_string())
 }
 
 /// `quietbench certs`.

@@ -13,21 +13,27 @@ use std::sync::OnceLock;
 
 use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
-/// The controller's TLS identity and the CA its agents' certificates must chain to.
+/// The controller's TLS settings: the CA its agents' certificates must chain to, and how it
+/// proves itself: a certificate (mutual TLS), a token (token mode), or both.
 #[derive(Debug, Clone)]
 pub struct ClientTls {
     /// The CA certificate (PEM) agents' certificates are checked against.
     pub ca: PathBuf,
-    /// The controller's certificate (PEM).
-    pub cert: PathBuf,
-    /// Its private key (PEM).
-    pub key: PathBuf,
+    /// The controller's certificate (PEM), for mutual TLS.
+    pub cert: Option<PathBuf>,
+    /// The token sent with every call (token mode).
+    token: Option<String>,
     config: ClientTlsConfig,
 }
 
 impl ClientTls {
-    /// Reads the three files; each missing or unreadable one is named.
-    pub fn load(ca: &Path, cert: &Path, key: &Path) -> anyhow::Result<Self> {
+    /// Reads the CA and, for mutual TLS, the certificate and key; each missing or unreadable
+    /// file is named.
+    pub fn load(
+        ca: &Path,
+        identity: Option<(&Path, &Path)>,
+        token: Option<String>,
+    ) -> anyhow::Result<Self> {
         let read = |what: &str, path: &Path| -> anyhow::Result<String> {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| anyhow::anyhow!("cannot read the {what} {}: {e}", path.display()))?;
@@ -36,16 +42,24 @@ impl ClientTls {
             }
             Ok(text)
         };
-        let config = ClientTlsConfig::new()
-            .ca_certificate(Certificate::from_pem(read("CA certificate (--ca)", ca)?))
-            .identity(Identity::from_pem(
+        let mut config = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(read("CA certificate (--ca)", ca)?));
+        if let Some((cert, key)) = identity {
+            config = config.identity(Identity::from_pem(
                 read("controller certificate (--cert)", cert)?,
                 read("controller key (--key)", key)?,
             ));
+        }
+        if identity.is_none() && token.is_none() {
+            anyhow::bail!(
+                "--ca needs a way to prove who we are: --cert and --key (mutual TLS), or \
+                 --token-file / QUIETBENCH_TOKEN (token mode)"
+            );
+        }
         Ok(Self {
             ca: ca.to_path_buf(),
-            cert: cert.to_path_buf(),
-            key: key.to_path_buf(),
+            cert: identity.map(|(c, _)| c.to_path_buf()),
+            token,
             config,
         })
     }
@@ -53,6 +67,40 @@ impl ClientTls {
     /// tonic's client configuration.
     pub fn config(&self) -> ClientTlsConfig {
         self.config.clone()
+    }
+
+    /// The token mode's token, if any.
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_deref()
+    }
+}
+
+/// Adds `authorization: Bearer TOKEN` to every call when the controller has a token.
+#[derive(Debug, Clone, Default)]
+pub struct TokenHeader {
+    value: Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>,
+}
+
+impl TokenHeader {
+    /// The header of this process's token, if it has one.
+    pub fn current() -> Self {
+        Self {
+            value: client()
+                .and_then(ClientTls::token)
+                .and_then(|t| format!("Bearer {t}").parse().ok()),
+        }
+    }
+}
+
+impl tonic::service::Interceptor for TokenHeader {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(v) = &self.value {
+            request.metadata_mut().insert("authorization", v.clone());
+        }
+        Ok(request)
     }
 }
 
@@ -105,7 +153,9 @@ pub fn explain(error: &(dyn std::error::Error + 'static)) -> Option<String> {
                     | AlertDescription::DecryptError,
                 ) => format!(
                     "the agent refused our certificate ({}): it must be a controller certificate from the agent's CA, still valid",
-                    client().map_or_else(|| "none given".into(), |c| c.cert.display().to_string())
+                    client()
+                        .and_then(|c| c.cert.as_ref())
+                        .map_or_else(|| "none given".into(), |c| c.display().to_string())
                 ),
                 Error::InvalidMessage(_) => {
                     "the agent does not speak TLS: drop --ca/--cert/--key for a plain agent".into()
