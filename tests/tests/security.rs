@@ -184,6 +184,22 @@ fn mutual_tls_admits_the_fleet_controller_and_names_every_refusal() {
     let table = common::succeed(&mut run);
     assert!(table.contains("cpu.primes  events_per_sec"), "{table}");
 
+    // ... and so does a plan whose [tls] table names the same files (relative to the plan).
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            "hosts = [\"{addr}\"]\nrounds = 1\nduration_s = 1\n\n[tls]\nca = \"fleet/ca.pem\"\n\
+             cert = \"fleet/controller-ci.pem\"\nkey = \"fleet/controller-ci.key\"\n\n\
+             [[variant]]\nname = \"primes\"\nprobe = \"cpu.primes\"\n"
+        ),
+    )
+    .unwrap();
+    let mut run = quietbench();
+    run.args(["run", "--no-store", "--plan"]).arg(&plan);
+    let table = common::succeed(&mut run);
+    assert!(table.contains("events_per_sec"), "{table}");
+
     // No certificate at all (plain gRPC): refused.
     let (ok, said) = outcome(quietbench().args(["host", "--agent", &addr]));
     assert!(!ok, "plain gRPC got in: {said}");

@@ -127,6 +127,10 @@ impl RunRequest {
 
 fn run_plan(req: RunRequest, path: &Path) -> anyhow::Result<ExitCode> {
     let mut plan = crate::plan::read_plan(path, req.seed.unwrap_or_else(fresh_seed))?;
+    // The plan's [tls], unless the flags gave TLS already (they win).
+    if let (Some(tls), None) = (&plan.tls, crate::tls::client()) {
+        crate::tls::set_client(crate::tls::ClientTls::from_plan(tls)?)?;
+    }
     if req.no_round_sync {
         plan.settings.round_sync = false;
     }

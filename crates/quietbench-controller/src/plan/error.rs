@@ -184,6 +184,14 @@ pub enum PlanError {
         /// What is wrong with the list.
         source: CpuListError,
     },
+    /// `[tls]` is incomplete or contradicts itself.
+    #[error("{at}: [tls]: {why}")]
+    Tls {
+        /// What is wrong.
+        why: String,
+        /// Where the table is.
+        at: Location,
+    },
     /// `cpus` and `unpinned = true` together.
     #[error(
         "{at}: cpus pins probe threads and unpinned = true lets the scheduler place them: \

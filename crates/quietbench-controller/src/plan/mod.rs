@@ -10,6 +10,7 @@
 //! from [`toml::Spanned`].
 
 mod error;
+mod tls;
 mod values;
 
 use std::collections::BTreeMap;
@@ -21,6 +22,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 pub use error::{Location, PlanError};
+pub use tls::{PlanTls, TokenSource};
 use values::{Hosts, Number, ParamValue, Seed};
 
 use crate::record::RunSettings;
@@ -47,6 +49,8 @@ pub struct Plan {
     pub precision: Option<f64>,
     /// Stop after this long whatever the interval.
     pub budget: Option<Duration>,
+    /// `[tls]`: how to reach the agents over TLS (the flags win over it).
+    pub tls: Option<PlanTls>,
 }
 
 /// An inclusive range, with the words an error gives for it.
@@ -89,6 +93,7 @@ struct PlanFile {
     hosts: Option<Spanned<Hosts>>,
     peers: Option<Spanned<Vec<Spanned<String>>>>,
     fleet: Option<Spanned<FleetFile>>,
+    tls: Option<Spanned<tls::TlsFile>>,
     // Integers are read wide and range-checked here, so `rounds = 0` and `rounds = -1` get the
     // same "give 1 to 100000" rather than a type error for the second.
     rounds: Option<Spanned<i64>>,
@@ -228,10 +233,11 @@ pub fn read_plan(path: &Path, default_seed: u64) -> Result<Plan, PlanError> {
         error: Box::new(error),
     })?;
     // A hosts file is found beside the plan, wherever the command runs.
+    let folder = path.parent().unwrap_or(Path::new("."));
     if let Some(file) = plan.hosts_file.take() {
-        let folder = path.parent().unwrap_or(Path::new("."));
         plan.hosts_file = Some(folder.join(file));
     }
+    plan.tls = plan.tls.take().map(|t| t.relative_to(folder));
     Ok(plan)
 }
 
@@ -374,6 +380,10 @@ pub fn parse_plan(text: &str, default_seed: u64) -> Result<Plan, PlanError> {
         fail_fast: choice.fail_fast,
         precision,
         budget,
+        tls: match &file.tls {
+            Some(table) => Some(tls::check(table, at(table.span()))?),
+            None => None,
+        },
     })
 }
 

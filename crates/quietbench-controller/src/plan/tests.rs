@@ -462,3 +462,44 @@ fn fleet_tables_that_do_not_fit_their_kind_are_refused_with_the_line() {
         assert!(err.to_string().contains(words), "{head:?}: {err}");
     }
 }
+
+#[test]
+fn a_tls_table_gives_the_controller_its_identity() {
+    let plan = parse_plan(
+        &plan_with("[tls]\nca = \"fleet/ca.pem\"\ncert = \"c.pem\"\nkey = \"c.key\""),
+        7,
+    )
+    .unwrap();
+    let tls = plan.tls.unwrap().relative_to(Path::new("/plans"));
+    assert_eq!(tls.ca, PathBuf::from("/plans/fleet/ca.pem"));
+    assert_eq!(
+        tls.identity,
+        Some((PathBuf::from("/plans/c.pem"), PathBuf::from("/plans/c.key")))
+    );
+    let token = parse_plan(
+        &plan_with("[tls]\nca = \"ca.pem\"\ntoken_env = \"FLEET_TOKEN\""),
+        7,
+    )
+    .unwrap();
+    assert_eq!(
+        token.tls.unwrap().token,
+        Some(TokenSource::Env("FLEET_TOKEN".into()))
+    );
+    for (table, said) in [
+        ("cert = \"c.pem\"\nkey = \"c.key\"", "ca is missing"),
+        ("ca = \"ca.pem\"\ncert = \"c.pem\"", "cert and key together"),
+        (
+            "ca = \"ca.pem\"",
+            "give cert and key (mutual TLS) or token_file",
+        ),
+        (
+            "ca = \"ca.pem\"\ntoken_file = \"t\"\ntoken_env = \"T\"",
+            "not both",
+        ),
+    ] {
+        let e = message(&plan_with(&format!("[tls]\n{table}")));
+        assert!(e.starts_with("line 2, column 1: [tls]: "), "{e}");
+        assert!(e.contains(said), "{e}");
+    }
+    assert!(message(&plan_with("[tls]\nca = \"x\"\ncerts = \"y\"")).contains("certs"));
+}

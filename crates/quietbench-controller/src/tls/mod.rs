@@ -64,6 +64,30 @@ impl ClientTls {
         })
     }
 
+    /// From a plan's `[tls]` table.
+    pub fn from_plan(plan: &crate::plan::PlanTls) -> anyhow::Result<Self> {
+        use crate::plan::TokenSource;
+        let token = match &plan.token {
+            None => None,
+            Some(TokenSource::File(path)) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| anyhow::anyhow!("[tls] token_file {}: {e}", path.display()))?;
+                Some(text.trim().to_string()).filter(|t| !t.is_empty())
+            }
+            Some(TokenSource::Env(var)) => Some(
+                std::env::var(var)
+                    .map_err(|_| anyhow::anyhow!("[tls] token_env: ${var} is not set"))?
+                    .trim()
+                    .to_string(),
+            ),
+        };
+        let identity = plan
+            .identity
+            .as_ref()
+            .map(|(c, k)| (c.as_path(), k.as_path()));
+        Self::load(&plan.ca, identity, token)
+    }
+
     /// tonic's client configuration.
     pub fn config(&self) -> ClientTlsConfig {
         self.config.clone()
