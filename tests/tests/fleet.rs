@@ -300,3 +300,73 @@ fn release_restores_the_hosts_a_killed_controller_tuned() {
     );
     assert!(again.contains("nothing to release"), "{again}");
 }
+
+/// A host that goes silent mid-trial (its agent SIGSTOPped: the connection stays open, nothing
+/// arrives) is reported within the watchdog's bound (the interval plus 3 s of slack) and the
+/// other hosts carry on.
+#[test]
+fn a_silent_host_is_reported_within_the_watchdog_bound_and_the_others_finish() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    let agents: Vec<AgentProcess> = (0..3).map(|_| AgentProcess::start()).collect();
+    let mut args = vec![
+        "run".to_string(),
+        "--rounds".into(),
+        "3".into(),
+        "--duration".into(),
+        "2".into(),
+        "--no-store".into(),
+        "--json".into(),
+        json.display().to_string(),
+    ];
+    for a in &agents {
+        args.push("--agent".into());
+        args.push(a.addr.to_string());
+    }
+    let controller = common::quietbench()
+        .args(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Stop host 1's agent once its first trial is stored, half a second into its second.
+    let victim = 1;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !read_report(&json).is_some_and(|r| trial_spans(&r).iter().any(|t| t.0 == victim)) {
+        assert!(
+            Instant::now() < deadline,
+            "host {victim} never finished a trial"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = Pid::from_raw(agents[victim].child.id() as i32);
+    kill(pid, Signal::SIGSTOP).unwrap();
+    let stopped_at = Instant::now();
+    let out = controller.wait_with_output().unwrap();
+    let _ = kill(pid, Signal::SIGCONT);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let report = read_report(&json).unwrap();
+    let missing = report["missing_trials"].as_array().unwrap();
+    assert_eq!(missing.len(), 1, "{missing:?}");
+    assert_eq!(
+        missing[0]["address"],
+        agents[victim].addr.to_string().as_str()
+    );
+    let reason = missing[0]["reason"].as_str().unwrap();
+    assert!(reason.contains("sent nothing for"), "{reason}");
+    // The others finished all three rounds.
+    let spans = trial_spans(&report);
+    for host in [0, 2] {
+        let done: BTreeSet<u64> = spans.iter().filter(|t| t.0 == host).map(|t| t.1).collect();
+        assert_eq!(done, (1..=3).collect(), "host {host}: {spans:?}");
+    }
+    // Within the bound: the rest of the stopped trial's interval (1 s) plus the 3 s slack, and
+    // the others' last rounds (2 s each) that the run waits for anyway; far from forever.
+    let took = stopped_at.elapsed();
+    assert!(took < Duration::from_secs(20), "reported after {took:?}");
+    println!("silent host reported; run ended {took:?} after the SIGSTOP");
+}
