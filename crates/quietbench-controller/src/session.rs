@@ -36,6 +36,9 @@ pub struct Outputs {
     hdr_log: Option<PathBuf>,
     store: Option<Store>,
     hosts_stored: usize,
+    /// Finished trials the store refused (disk full, ...): they are in the record and the
+    /// reports, not in the store.
+    trials_unstored: usize,
     /// When the JSON file was last rewritten.
     json_written: Option<Instant>,
 }
@@ -73,6 +76,7 @@ impl Outputs {
             hdr_log,
             store,
             hosts_stored: 0,
+            trials_unstored: 0,
             json_written: None,
         })
     }
@@ -100,8 +104,11 @@ impl Outputs {
                 )?;
                 self.hosts_stored += 1;
             }
-            if let Some(trial) = run.trials.last() {
-                store.add_trial(&run.run_id, run.trials.len() - 1, trial)?;
+            if let Some(trial) = run.trials.last()
+                && let Err(e) = store.add_trial(&run.run_id, run.trials.len() - 1, trial)
+            {
+                self.trials_unstored += 1;
+                return Err(e.into());
             }
         }
         if let Some(path) = &self.json
@@ -142,11 +149,26 @@ impl Outputs {
                 self.hosts_stored += 1;
             }
             store.finish_run(run, status)?;
-            eprintln!(
-                "quietbench: run {} stored in {}",
-                run.run_id,
-                store.path().display()
-            );
+            if self.trials_unstored == 0 {
+                eprintln!(
+                    "quietbench: run {} stored in {}",
+                    run.run_id,
+                    store.path().display()
+                );
+            } else {
+                eprintln!(
+                    "quietbench: run {} stored in {} without {} finished trial(s) the store \
+                     refused (see above){}",
+                    run.run_id,
+                    store.path().display(),
+                    self.trials_unstored,
+                    if self.json.is_some() {
+                        "; the JSON report has them"
+                    } else {
+                        ""
+                    }
+                );
+            }
         }
         if let Some(path) = &self.json {
             write_json(path, run)?;
