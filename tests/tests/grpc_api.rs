@@ -311,10 +311,27 @@ async fn bad_requests_are_refused_with_reasons() {
         .start_peer(pb::StartPeerRequest {
             bind_address: "not an address".into(),
             same_machine: false,
+            secret: "00".repeat(16),
         })
         .await
         .expect_err("refused");
     assert!(status.message().contains("bind_address"), "{status:?}");
+    // A peer server without the trial's secret would serve anyone: refused.
+    let status = c
+        .start_peer(pb::StartPeerRequest {
+            bind_address: "127.0.0.1".into(),
+            same_machine: true,
+            secret: String::new(),
+        })
+        .await
+        .expect_err("refused");
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(
+        status
+            .message()
+            .contains("secret: the peer secret must be 32 hex digits"),
+        "{status:?}"
+    );
     // A request over the transport's limit (1 MiB) is refused by tonic itself.
     let status = c
         .run_probe(pb::RunProbeRequest {

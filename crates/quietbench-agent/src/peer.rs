@@ -3,7 +3,7 @@
 use std::net::IpAddr;
 use std::sync::Mutex;
 
-use quietbench_probe::net::PeerServer;
+use quietbench_probe::net::{PeerServer, Secret};
 use quietbench_probe::placement::{MachineLayout, PlacementRequest, WorkKind, plan};
 use quietbench_proto::v1 as pb;
 use tonic::Status;
@@ -27,6 +27,7 @@ impl PeerSlot {
         bind: IpAddr,
         same_machine: bool,
         layout: &MachineLayout,
+        secret: Secret,
     ) -> Result<pb::StartPeerResponse, Status> {
         let cpus = if bind.is_loopback() || same_machine {
             Vec::new()
@@ -47,7 +48,7 @@ impl PeerSlot {
         if let Some(old) = running.take() {
             old.stop();
         }
-        let server = PeerServer::start(bind, &cpus).map_err(|e| {
+        let server = PeerServer::start(bind, &cpus, secret).map_err(|e| {
             Status::failed_precondition(format!("cannot start the peer server on {bind}: {e}"))
         })?;
         let response = pb::StartPeerResponse {

@@ -253,11 +253,14 @@ impl AgentService for Agent {
             ))
         })?;
         let same_machine = request.get_ref().same_machine;
+        let secret = quietbench_probe::net::Secret::from_hex(&request.get_ref().secret)
+            .map_err(|why| Status::invalid_argument(format!("secret: {why}")))?;
         let layout = Arc::clone(&self.layout.lock().unwrap_or_else(|e| e.into_inner()));
         let peer = Arc::clone(&self.peer);
-        let started = tokio::task::spawn_blocking(move || peer.start(bind, same_machine, &layout))
-            .await
-            .map_err(|e| Status::internal(format!("starting the peer server failed: {e}")))??;
+        let started =
+            tokio::task::spawn_blocking(move || peer.start(bind, same_machine, &layout, secret))
+                .await
+                .map_err(|e| Status::internal(format!("starting the peer server failed: {e}")))??;
         Ok(Response::new(started))
     }
 

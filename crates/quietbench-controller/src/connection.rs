@@ -231,10 +231,12 @@ impl AgentConnection {
         &mut self,
         bind_address: &str,
         same_machine: bool,
+        secret: &str,
     ) -> Result<pb::StartPeerResponse, AgentError> {
         let call = self.client.start_peer(pb::StartPeerRequest {
             bind_address: bind_address.to_string(),
             same_machine,
+            secret: secret.to_string(),
         });
         match tokio::time::timeout(FIRST_EVENT_TIMEOUT, call).await {
             Ok(Ok(response)) => {

@@ -26,6 +26,7 @@ use std::sync::Arc;
 pub use rr::{Protocol, RrConfig, RrWorkload};
 pub use server::{MAX_CONNECTIONS, PeerServer};
 pub use throughput::{Direction, FlowConfig, ThroughputWorkload};
+pub use wire::Secret;
 
 use crate::placement::WorkKind;
 use crate::spec::{IntParam, resolve_integers};
@@ -97,7 +98,7 @@ const RR_PARAMS: &[IntParam] = &[
         default: 1,
         min: 1,
         max: wire::MAX_MESSAGE as u64,
-        meaning: "bytes per request (protocol=udp: at least 16, default 16)",
+        meaning: "bytes per request (protocol=udp: at least 32, default 32: a header and the trial's secret)",
     },
     IntParam {
         name: "response_bytes",
@@ -126,8 +127,16 @@ const PEER: TextParam = (
     "HOST:PORT of the peer agent's server, TCP port (set by the controller when it pairs two agents)",
 );
 
+const PEER_SECRET: TextParam = (
+    "peer_secret",
+    None,
+    "the trial's secret, 32 hex digits, that the peer server requires of every connection (set by \
+     the controller with the peer)",
+);
+
 const THROUGHPUT_TEXT: &[TextParam] = &[
     PEER,
+    PEER_SECRET,
     (
         "mode",
         Some("send"),
@@ -136,7 +145,7 @@ const THROUGHPUT_TEXT: &[TextParam] = &[
     ),
 ];
 
-const RR_TEXT: &[TextParam] = &[PEER, ("protocol", Some("tcp"), "tcp or udp")];
+const RR_TEXT: &[TextParam] = &[PEER, PEER_SECRET, ("protocol", Some("tcp"), "tcp or udp")];
 
 fn tables(probe: &str) -> Option<(&'static [IntParam], &'static [TextParam])> {
     match probe {
@@ -184,6 +193,13 @@ pub fn resolve(
         text.insert(name, value);
     }
     let peer = parse_peer(probe, &text["peer"])?;
+    let secret =
+        wire::Secret::from_hex(&text["peer_secret"]).map_err(|why| ParamError::BadValue {
+            probe,
+            key: "peer_secret".into(),
+            value: String::new(), // never echoed
+            why: format!("{why}; the controller sets it when it pairs two agents"),
+        })?;
     let bad = |key: &str, why: &str| ParamError::BadValue {
         probe,
         key: key.to_string(),
@@ -192,7 +208,12 @@ pub fn resolve(
     };
     let threads = values["threads"] as usize;
     let mut resolved = crate::spec::as_text(&values);
-    resolved.extend(text.iter().map(|(k, v)| (k.to_string(), v.clone())));
+    // The secret is not reported: reports and the store keep resolved parameters.
+    resolved.extend(
+        text.iter()
+            .filter(|(k, _)| **k != "peer_secret")
+            .map(|(k, v)| (k.to_string(), v.clone())),
+    );
 
     if probe == "net.throughput" {
         let direction = match text["mode"].as_str() {
@@ -215,6 +236,7 @@ pub fn resolve(
             write_bytes: (values["write_kib"] * 1024) as u32,
             pacing_mbit: values["pacing_mbit"] as u32,
             flows_per_thread,
+            secret,
         };
         return Ok(ProbeSpec {
             name: probe,
@@ -243,15 +265,21 @@ pub fn resolve(
             ));
         }
         server.set_port(port);
-        let udp_range = format!("protocol=udp needs {}..={}", wire::UDP_MIN, wire::UDP_MAX);
-        for key in ["request_bytes", "response_bytes"] {
-            // A UDP datagram carries a 16-byte header (magic, sequence, response size).
+        // A UDP request carries a 32-byte header (magic, sequence, response size, the trial's
+        // secret); a response, 16 (magic and sequence echoed).
+        for (key, min) in [
+            ("request_bytes", wire::UDP_MIN),
+            ("response_bytes", wire::UDP_RESPONSE_MIN),
+        ] {
             if !params.contains_key(key) {
-                values.insert(key, u64::from(wire::UDP_MIN));
-                resolved.insert(key.to_string(), wire::UDP_MIN.to_string());
+                values.insert(key, u64::from(min));
+                resolved.insert(key.to_string(), min.to_string());
             }
-            if !(u64::from(wire::UDP_MIN)..=u64::from(wire::UDP_MAX)).contains(&values[key]) {
-                return Err(bad(key, &udp_range));
+            if !(u64::from(min)..=u64::from(wire::UDP_MAX)).contains(&values[key]) {
+                return Err(bad(
+                    key,
+                    &format!("protocol=udp needs {min}..={}", wire::UDP_MAX),
+                ));
             }
         }
     }
@@ -261,6 +289,7 @@ pub fn resolve(
         request_bytes: values["request_bytes"] as u32,
         response_bytes: values["response_bytes"] as u32,
         rate: values["rate"],
+        secret,
     };
     Ok(ProbeSpec {
         name: probe,

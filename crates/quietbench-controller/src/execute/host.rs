@@ -207,9 +207,20 @@ impl HostTask {
                 .as_ref()
                 .is_some_and(|h| !h.is_empty() && *h == self.hostname);
             peer_on_this_machine = same_machine;
-            let ports = peer.conn.start_peer(&ip.to_string(), same_machine).await?;
+            // A fresh secret per trial (uuid v4: 122 bits from the OS's random source): the
+            // peer serves only connections carrying it, on ports that close with the trial.
+            let secret: String = uuid::Uuid::new_v4()
+                .as_bytes()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            let ports = peer
+                .conn
+                .start_peer(&ip.to_string(), same_machine, &secret)
+                .await?;
             let server = std::net::SocketAddr::new(ip, ports.tcp_port as u16);
             params.insert("peer".into(), server.to_string());
+            params.insert("peer_secret".into(), secret);
             params.insert("peer_udp".into(), ports.udp_port.to_string());
             peer_address = Some(peer.target.address.clone());
         }

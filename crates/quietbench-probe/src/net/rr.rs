@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::sys;
 use super::throughput::{STALL, connect};
-use super::wire::{self, Header, Mode};
+use super::wire::{self, Header, Mode, Secret};
 use crate::{Counter, Merge, MetricSet, Samples, Step, Workload};
 
 /// The metric set of every round trip.
@@ -57,6 +57,8 @@ pub struct RrConfig {
     pub response_bytes: u32,
     /// Requests per second in an open loop; 0: closed loop.
     pub rate: u64,
+    /// The trial's secret, in the TCP header or every UDP request.
+    pub secret: Secret,
 }
 
 enum Conn {
@@ -107,6 +109,7 @@ impl RrWorkload {
                         response_bytes: config.response_bytes,
                         buffer_bytes: 0,
                         pacing_mbit: 0,
+                        secret: config.secret,
                     },
                 )?;
                 stream
@@ -132,7 +135,7 @@ impl RrWorkload {
         };
         let mut request = vec![0u8; config.request_bytes as usize];
         if config.protocol == Protocol::Udp {
-            wire::encode_udp_request(&mut request, 0, config.response_bytes);
+            wire::encode_udp_request(&mut request, 0, config.response_bytes, &config.secret);
         }
         Ok(Self {
             config,

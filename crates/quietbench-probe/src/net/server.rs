@@ -18,7 +18,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::sys;
-use super::wire::{self, HEADER_LEN, Header, Mode, Trailer};
+use super::wire::{self, HEADER_LEN, Header, Mode, Secret, Trailer};
 use crate::affinity::pin_current_thread;
 
 /// Connections served at once; more are closed on accept.
@@ -62,6 +62,10 @@ struct Shared {
     followed: Mutex<BTreeMap<u32, u64>>,
     /// Live connections: a handle to shut the socket down, and the thread to join.
     connections: Mutex<Vec<(TcpStream, JoinHandle<()>)>>,
+    /// The trial's secret: connections and datagrams without it are not served.
+    secret: Secret,
+    /// Connections closed for a header without the secret.
+    refused: AtomicU64,
 }
 
 impl Shared {
@@ -71,9 +75,10 @@ impl Shared {
 }
 
 impl PeerServer {
-    /// Listens on `bind` (TCP and UDP, ephemeral ports). Connection threads are pinned to
-    /// `cpus` in turn (the UDP thread to the first); left unpinned when `cpus` is empty.
-    pub fn start(bind: IpAddr, cpus: &[u32]) -> io::Result<PeerServer> {
+    /// Listens on `bind` (TCP and UDP, ephemeral ports), serving only connections and datagrams
+    /// that carry `secret`. Connection threads are pinned to `cpus` in turn (the UDP thread to
+    /// the first); left unpinned when `cpus` is empty.
+    pub fn start(bind: IpAddr, cpus: &[u32], secret: Secret) -> io::Result<PeerServer> {
         let listener = TcpListener::bind(SocketAddr::new(bind, 0))?;
         listener.set_nonblocking(true)?;
         let udp = UdpSocket::bind(SocketAddr::new(bind, 0))?;
@@ -87,6 +92,8 @@ impl PeerServer {
             connections: Mutex::new(Vec::new()),
             followed: Mutex::new(BTreeMap::new()),
             served: AtomicU64::new(0),
+            secret,
+            refused: AtomicU64::new(0),
         });
         let cpus: Arc<[u32]> = cpus.into();
         let udp_cpu = cpus.first().copied();
@@ -130,6 +137,11 @@ impl PeerServer {
     /// The UDP port (UDP round trips).
     pub fn udp_port(&self) -> u16 {
         self.udp_port
+    }
+
+    /// Connections closed since the start because their header lacked the trial's secret.
+    pub fn connections_refused(&self) -> u64 {
+        self.shared.refused.load(Ordering::Relaxed)
     }
 
     /// Connections served since the start (each got a thread).
@@ -335,7 +347,15 @@ fn serve_connection(stream: &TcpStream, allowed: &[u32], shared: &Shared) -> io:
         return Ok(());
     }
     // A bad header closes the connection: nothing was allocated for it yet.
-    let header = Header::decode(&raw).map_err(io::Error::other)?;
+    let header = match Header::decode(&raw, &shared.secret) {
+        Ok(header) => header,
+        Err(err) => {
+            if err == wire::HeaderError::Secret {
+                shared.refused.fetch_add(1, Ordering::Relaxed);
+            }
+            return Err(io::Error::other(err));
+        }
+    };
     if header.buffer_bytes > 0 {
         sys::set_buffer(stream, true, header.buffer_bytes)?;
         sys::set_buffer(stream, false, header.buffer_bytes)?;
@@ -441,7 +461,7 @@ fn serve_udp(socket: &UdpSocket, shared: &Shared) {
                 continue;
             }
         };
-        let Some(len) = wire::udp_response_len(&request[..n]) else {
+        let Some(len) = wire::udp_response_len(&request[..n], &shared.secret) else {
             continue;
         };
         // Magic and sequence number back, so the client matches the response to its request.

@@ -14,6 +14,8 @@ use crate::affinity::current_thread_affinity;
 use crate::{Counter, TrialOutcome, TrialSettings, plan_placement, resolve_probe, run_trial};
 
 const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+/// The tests' trial secret.
+const SECRET: Secret = Secret([7; wire::SECRET_LEN]);
 
 /// A header with no buffer size and no pacing.
 fn header(mode: Mode, request_bytes: u32, response_bytes: u32) -> Header {
@@ -23,11 +25,12 @@ fn header(mode: Mode, request_bytes: u32, response_bytes: u32) -> Header {
         response_bytes,
         buffer_bytes: 0,
         pacing_mbit: 0,
+        secret: SECRET,
     }
 }
 
 fn server() -> PeerServer {
-    PeerServer::start(LOOPBACK, &[]).unwrap()
+    PeerServer::start(LOOPBACK, &[], SECRET).unwrap()
 }
 
 fn params(server: &PeerServer, pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -37,6 +40,7 @@ fn params(server: &PeerServer, pairs: &[(&str, &str)]) -> BTreeMap<String, Strin
         .collect();
     params.insert("peer".into(), format!("127.0.0.1:{}", server.tcp_port()));
     params.insert("peer_udp".into(), server.udp_port().to_string());
+    params.insert("peer_secret".into(), SECRET.to_hex());
     params
 }
 
@@ -197,33 +201,41 @@ fn bad(probe: &str, pairs: &[(&str, &str)]) -> String {
 
 #[test]
 fn bad_parameters_are_clear_errors() {
+    let hex = SECRET.to_hex();
     let peer = ("peer", "127.0.0.1:9");
+    let secret = ("peer_secret", hex.as_str());
     let err = bad("net.throughput", &[]);
     assert!(err.contains("peer") && err.contains("required"), "{err}");
-    let err = bad("net.throughput", &[("peer", "nonsense")]);
+    let err = bad("net.throughput", &[("peer", "nonsense"), secret]);
     assert!(err.contains("HOST:PORT"), "{err}");
-    let err = bad("net.throughput", &[("peer", "127.0.0.1:0")]);
+    let err = bad("net.throughput", &[("peer", "127.0.0.1:0"), secret]);
     assert!(err.contains("port"), "{err}");
-    let err = bad("net.throughput", &[peer, ("mode", "sideways")]);
+    let err = bad("net.throughput", &[peer, secret, ("mode", "sideways")]);
     assert!(err.contains("send, reverse or bidir"), "{err}");
-    let err = bad("net.throughput", &[peer, ("write_kib", "1000000")]);
+    let err = bad("net.throughput", &[peer, secret, ("write_kib", "1000000")]);
     assert!(err.contains("write_kib") && err.contains("1024"), "{err}");
-    let err = bad("net.throughput", &[peer, ("buffer_kib", "99999999999")]);
+    let err = bad(
+        "net.throughput",
+        &[peer, secret, ("buffer_kib", "99999999999")],
+    );
     assert!(err.contains("buffer_kib"), "{err}");
-    let err = bad("net.throughput", &[peer, ("protocol", "udp")]);
+    let err = bad("net.throughput", &[peer, secret, ("protocol", "udp")]);
     assert!(err.contains("mode") && err.contains("peer_udp"), "{err}");
-    let err = bad("net.rr", &[peer, ("request_bytes", "4294967296")]);
+    let err = bad("net.rr", &[peer, secret, ("request_bytes", "4294967296")]);
     assert!(err.contains("request_bytes"), "{err}");
-    let err = bad("net.rr", &[peer, ("protocol", "sctp")]);
+    let err = bad("net.rr", &[peer, secret, ("protocol", "sctp")]);
     assert!(err.contains("tcp or udp"), "{err}");
-    let err = bad("net.rr", &[peer, ("protocol", "udp")]);
+    let err = bad("net.rr", &[peer, secret, ("protocol", "udp")]);
     assert!(err.contains("peer_udp"), "{err}");
-    let udp = [peer, ("protocol", "udp"), ("peer_udp", "9")];
-    let err = bad("net.rr", &[udp[0], udp[1], udp[2], ("request_bytes", "1")]);
-    assert!(err.contains("16..=65507"), "{err}");
+    let udp = [peer, ("protocol", "udp"), ("peer_udp", "9"), secret];
     let err = bad(
         "net.rr",
-        &[udp[0], udp[1], udp[2], ("response_bytes", "70000")],
+        &[udp[0], udp[1], udp[2], udp[3], ("request_bytes", "16")],
+    );
+    assert!(err.contains("32..=65507"), "{err}");
+    let err = bad(
+        "net.rr",
+        &[udp[0], udp[1], udp[2], udp[3], ("response_bytes", "70000")],
     );
     assert!(err.contains("response_bytes"), "{err}");
 
@@ -232,7 +244,8 @@ fn bad_parameters_are_clear_errors() {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     let spec = resolve_probe("net.rr", &params).unwrap();
-    assert_eq!(spec.resolved_params["request_bytes"], "16");
+    assert_eq!(spec.resolved_params["request_bytes"], "32");
+    assert_eq!(spec.resolved_params["response_bytes"], "16");
     assert_eq!(spec.work, crate::placement::WorkKind::Network);
 }
 
@@ -244,7 +257,11 @@ fn an_unreachable_peer_fails_the_trial_with_its_address() {
         .local_addr()
         .unwrap()
         .port();
-    let params = [("peer".to_string(), format!("127.0.0.1:{port}"))].into();
+    let params = [
+        ("peer".to_string(), format!("127.0.0.1:{port}")),
+        ("peer_secret".to_string(), SECRET.to_hex()),
+    ]
+    .into();
     let spec = resolve_probe("net.throughput", &params).unwrap();
     let err = spec.workload(0).err().unwrap();
     assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
@@ -292,8 +309,8 @@ fn garbage_is_refused_and_the_server_still_serves() {
     let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
     udp.send_to(b"not ours", (LOOPBACK, server.udp_port()))
         .unwrap();
-    let mut short = [0u8; 16];
-    wire::encode_udp_request(&mut short, 1, u32::MAX);
+    let mut short = [0u8; wire::UDP_MIN as usize];
+    wire::encode_udp_request(&mut short, 1, u32::MAX, &SECRET);
     udp.send_to(&short, (LOOPBACK, server.udp_port())).unwrap();
     echo_round_trip(&server);
     let outcome = run("net.rr", &params(&server, &[("protocol", "udp")]), 100);
@@ -356,7 +373,7 @@ fn loopback_figures() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(300);
     let allowed = current_thread_affinity().unwrap();
-    let server = PeerServer::start(LOOPBACK, &allowed[..1]).unwrap();
+    let server = PeerServer::start(LOOPBACK, &allowed[..1], SECRET).unwrap();
     let client = *allowed.last().unwrap();
     let measure = |probe: &str, pairs: &[(&str, &str)]| {
         let spec = resolve_probe(probe, &params(&server, pairs)).unwrap();
@@ -393,8 +410,9 @@ fn loopback_figures() {
             "net.rr",
             &[
                 ("protocol", protocol),
-                ("request_bytes", "16"),
-                ("response_bytes", "16"),
+                // UDP's smallest request: a header and the trial's secret.
+                ("request_bytes", "32"),
+                ("response_bytes", "32"),
             ],
         );
         let trips = &rr.total.metric_sets[0];
@@ -451,10 +469,69 @@ fn throughput_connections_follow_their_flows_cpu() {
     drop(flows);
     // Restricted to the first CPU: a flow handled on another CPU stays where it was put.
     if let [first, .., last] = allowed[..] {
-        let server = PeerServer::start(LOOPBACK, &[first]).unwrap();
+        let server = PeerServer::start(LOOPBACK, &[first], SECRET).unwrap();
         let _flow = source_flow_from(&server, last);
         assert!(server.flows_followed().is_empty());
         let _flow = source_flow_from(&server, first);
         assert_eq!(server.flows_followed(), BTreeMap::from([(first, 1)]));
     }
+}
+
+#[test]
+fn connections_and_datagrams_without_the_trials_secret_are_not_served() {
+    let server = server();
+    // A well-formed header with another secret: closed at once, counted, never served.
+    let mut stream = TcpStream::connect((LOOPBACK, server.tcp_port())).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut other = header(Mode::Source, 0, 4096);
+    other.secret = Secret([8; wire::SECRET_LEN]);
+    stream.write_all(&other.encode()).unwrap();
+    let mut buf = [0u8; 64];
+    match stream.read(&mut buf) {
+        Ok(0) => {}
+        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset),
+        Ok(n) => panic!("a source without the secret sent {n} bytes"),
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while server.connections_refused() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the refusal was not counted"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // A UDP request with another secret gets no response.
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut request = [0u8; wire::UDP_MIN as usize];
+    wire::encode_udp_request(&mut request, 1, 64, &Secret([9; wire::SECRET_LEN]));
+    udp.send_to(&request, (LOOPBACK, server.udp_port()))
+        .unwrap();
+    assert!(
+        udp.recv(&mut buf).is_err(),
+        "answered a datagram without the secret"
+    );
+    // With it, both are served.
+    wire::encode_udp_request(&mut request, 2, 64, &SECRET);
+    udp.send_to(&request, (LOOPBACK, server.udp_port()))
+        .unwrap();
+    assert_eq!(udp.recv(&mut buf).unwrap(), 64);
+    echo_round_trip(&server);
+    // And a probe without a secret is refused before it connects.
+    let mut no_secret = params(&server, &[]);
+    no_secret.remove("peer_secret");
+    let err = resolve_probe("net.rr", &no_secret)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("peer_secret") && err.contains("32 hex digits"),
+        "{err}"
+    );
+    // The secret is never among the resolved (reported) parameters.
+    let spec = resolve_probe("net.rr", &params(&server, &[])).unwrap();
+    assert!(!spec.resolved_params.contains_key("peer_secret"));
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use nix::libc;
 
 use super::sys::{self, TcpStats};
-use super::wire::{Header, Mode, Tail, Trailer};
+use super::wire::{Header, Mode, Secret, Tail, Trailer};
 use crate::{Counter, Merge, MetricSet, Samples, Step, Throughput, Workload};
 
 /// A flow that moves nothing for this long fails the trial rather than hanging it.
@@ -104,6 +104,8 @@ pub struct FlowConfig {
     pub pacing_mbit: u32,
     /// Flows this thread drives in turn (mode=send only; 1 for the others).
     pub flows_per_thread: u32,
+    /// The trial's secret, sent in every connection's header.
+    pub secret: Secret,
 }
 
 /// The net.throughput workload of one probe thread.
@@ -174,6 +176,7 @@ impl ThroughputWorkload {
             } else {
                 0
             },
+            secret: config.secret,
         };
         let peer = config.peer;
         let sockopt_error = |e: io::Error| format!("cannot set socket options for {peer}: {e}");

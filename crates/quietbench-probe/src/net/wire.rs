@@ -7,10 +7,63 @@
 
 /// First bytes of every connection: `QBNP`.
 pub const MAGIC: [u8; 4] = *b"QBNP";
-/// The protocol version this build speaks.
-pub const VERSION: u8 = 1;
-/// Bytes of [`Header`] on the wire.
-pub const HEADER_LEN: usize = 24;
+/// The protocol version this build speaks (2: headers and UDP requests carry the trial's
+/// secret).
+pub const VERSION: u8 = 2;
+/// Bytes of [`Header`] on the wire: 24 of fields, then the 16-byte secret.
+pub const HEADER_LEN: usize = 24 + SECRET_LEN;
+/// Bytes of a [`Secret`].
+pub const SECRET_LEN: usize = 16;
+
+/// The per-trial secret the controller hands both agents of a network probe: the peer server
+/// serves only connections and datagrams that carry it, so its ports, open for one trial, are
+/// no traffic source or sink for anyone else who reaches them.
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+pub struct Secret(pub [u8; SECRET_LEN]);
+
+impl std::fmt::Debug for Secret {
+    // Never printed: a log line must not hand the secret to a reader of logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+impl Secret {
+    /// From 32 hex digits (how it travels in gRPC requests and probe parameters).
+    pub fn from_hex(text: &str) -> Result<Secret, String> {
+        let text = text.trim();
+        if text.len() != 2 * SECRET_LEN || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!(
+                "the peer secret must be {} hex digits",
+                2 * SECRET_LEN
+            ));
+        }
+        let mut out = [0u8; SECRET_LEN];
+        for (i, byte) in out.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16)
+                .map_err(|_| "the peer secret is not hex".to_string())?;
+        }
+        Ok(Secret(out))
+    }
+
+    /// As 32 lowercase hex digits.
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Whether `bytes` are this secret, in time that does not depend on where they differ.
+    pub fn matches(&self, bytes: &[u8]) -> bool {
+        if bytes.len() != SECRET_LEN {
+            return false;
+        }
+        let diff = self
+            .0
+            .iter()
+            .zip(bytes)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+        std::hint::black_box(diff) == 0
+    }
+}
 /// Largest echo request or response (net.rr), bytes.
 pub const MAX_MESSAGE: u32 = 1 << 20;
 /// Largest write or read per system call in a throughput flow, bytes (iperf3's limit too).
@@ -56,6 +109,8 @@ pub struct Header {
     pub buffer_bytes: u32,
     /// SO_MAX_PACING_RATE for the server's socket (a source's sending), Mbit/s; 0: none.
     pub pacing_mbit: u32,
+    /// The trial's secret; the server closes a connection whose secret is not its own.
+    pub secret: Secret,
 }
 
 /// Why a header was refused (the connection is then closed).
@@ -73,6 +128,9 @@ pub enum HeaderError {
     /// Reserved bytes set.
     #[error("reserved header bytes are not zero")]
     Reserved,
+    /// The secret is not this trial's.
+    #[error("the connection does not carry this trial's secret")]
+    Secret,
     /// A size outside its bounds.
     #[error("{field} = {value} is outside 1..={max}")]
     Size {
@@ -110,11 +168,13 @@ impl Header {
         out[12..16].copy_from_slice(&self.response_bytes.to_le_bytes());
         out[16..20].copy_from_slice(&self.buffer_bytes.to_le_bytes());
         out[20..24].copy_from_slice(&self.pacing_mbit.to_le_bytes());
+        out[24..HEADER_LEN].copy_from_slice(&self.secret.0);
         out
     }
 
-    /// Checks and decodes a header: the sizes a server then allocates are within the bounds.
-    pub fn decode(bytes: &[u8; HEADER_LEN]) -> Result<Header, HeaderError> {
+    /// Checks and decodes a header: it carries `secret`, and the sizes a server then allocates
+    /// are within the bounds.
+    pub fn decode(bytes: &[u8; HEADER_LEN], secret: &Secret) -> Result<Header, HeaderError> {
         if bytes[0..4] != MAGIC {
             return Err(HeaderError::Magic);
         }
@@ -130,12 +190,16 @@ impl Header {
         if bytes[6..8] != [0, 0] {
             return Err(HeaderError::Reserved);
         }
+        if !secret.matches(&bytes[24..HEADER_LEN]) {
+            return Err(HeaderError::Secret);
+        }
         let header = Header {
             mode,
             request_bytes: u32_at(bytes, 8),
             response_bytes: u32_at(bytes, 12),
             buffer_bytes: u32_at(bytes, 16),
             pacing_mbit: u32_at(bytes, 20),
+            secret: *secret,
         };
         match mode {
             Mode::Sink => check("request_bytes", header.request_bytes, 0, MAX_WRITE)?,
@@ -211,27 +275,33 @@ impl Tail {
 
 /// First bytes of every UDP round-trip datagram: `QBNU`.
 pub const UDP_MAGIC: [u8; 4] = *b"QBNU";
-/// Smallest UDP request or response: magic, sequence, response size, reserved.
-pub const UDP_MIN: u32 = 16;
+/// Smallest UDP request: magic, sequence, response size, reserved, then the trial's secret.
+pub const UDP_MIN: u32 = 16 + SECRET_LEN as u32;
+/// Smallest UDP response: magic, sequence (echoed), and room for the rest of the header.
+pub const UDP_RESPONSE_MIN: u32 = 16;
 /// Largest UDP payload over IPv4.
 pub const UDP_MAX: u32 = 65_507;
 
 /// Writes a UDP request's header into the first [`UDP_MIN`] bytes of `datagram`.
-pub fn encode_udp_request(datagram: &mut [u8], seq: u32, response_bytes: u32) {
+pub fn encode_udp_request(datagram: &mut [u8], seq: u32, response_bytes: u32, secret: &Secret) {
     datagram[0..4].copy_from_slice(&UDP_MAGIC);
     datagram[4..8].copy_from_slice(&seq.to_le_bytes());
     datagram[8..12].copy_from_slice(&response_bytes.to_le_bytes());
     datagram[12..16].fill(0);
+    datagram[16..UDP_MIN as usize].copy_from_slice(&secret.0);
 }
 
 /// The server's reading of a UDP request: the response's size, or None (the datagram is
-/// dropped) when it is not one of ours or asks for too much.
-pub fn udp_response_len(datagram: &[u8]) -> Option<usize> {
-    if datagram.len() < UDP_MIN as usize || datagram[0..4] != UDP_MAGIC {
+/// dropped) when it is not one of ours, lacks this trial's `secret`, or asks for too much.
+pub fn udp_response_len(datagram: &[u8], secret: &Secret) -> Option<usize> {
+    if datagram.len() < UDP_MIN as usize
+        || datagram[0..4] != UDP_MAGIC
+        || !secret.matches(&datagram[16..UDP_MIN as usize])
+    {
         return None;
     }
     let response = u32_at(datagram, 8);
-    (UDP_MIN..=UDP_MAX)
+    (UDP_RESPONSE_MIN..=UDP_MAX)
         .contains(&response)
         .then_some(response as usize)
 }
