@@ -12,17 +12,17 @@
 # Without sockperf, qperf's tcp_lat/udp_lat stand in: it reports the MEAN one-way latency, so
 # its figure is doubled and compared with our median: read that ratio as a rough one.
 #
-# Usage: benches/peer/rr_vs_sockperf.sh [SECONDS=5] [PAIRS=5] [BYTES=16]
+# Usage: benches/peer/rr_vs_sockperf.sh [SECONDS=5] [PAIRS=5] [BYTES=32]
 # Needs: sockperf (Debian: apt-get install sockperf) or qperf (apt-get install qperf); this
 # script installs nothing. taskset (util-linux), python3, and a release build (the script runs
 # `cargo build --release -p quietbench` first,
-# unless QUIETBENCH names a quietbench binary to use). BYTES is at least 16 (net.rr's UDP
-# header; sockperf's minimum is 14).
+# unless QUIETBENCH names a quietbench binary to use). BYTES is at least 32 (net.rr's UDP
+# request: a 16-byte header and the trial's 16-byte secret; sockperf's minimum is 14).
 set -euo pipefail
 
 seconds=${1:-5}
 pairs=${2:-5}
-bytes=${3:-16}
+bytes=${3:-32}
 
 if command -v sockperf >/dev/null; then peer=sockperf
 elif command -v qperf >/dev/null; then peer=qperf
