@@ -450,3 +450,35 @@ async fn dropping_the_stream_cancels_the_trial() {
         }
     }
 }
+
+#[tokio::test]
+async fn connections_beyond_the_cap_are_closed_and_the_agent_serves_on() {
+    use std::io::Read;
+    let agent = common::AgentProcess::start();
+    // 64 idle connections take every slot (limits::MAX_CONNECTIONS)...
+    let held: Vec<std::net::TcpStream> = (0..64)
+        .map(|_| std::net::TcpStream::connect(agent.addr).unwrap())
+        .collect();
+    // ... so the next one is closed as it arrives: end of stream, not a hang.
+    let mut extra = std::net::TcpStream::connect(agent.addr).unwrap();
+    extra
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    match extra.read(&mut buf) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("the 65th connection was served: {other:?}"),
+    }
+    // Once they close, a controller gets in again.
+    drop(held);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut c = client(&agent).await;
+        if c.get_host(pb::GetHostRequest {}).await.is_ok() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the agent never served again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

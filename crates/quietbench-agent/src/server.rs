@@ -10,7 +10,6 @@ use quietbench_host::HostRoot;
 use quietbench_probe::affinity::{current_thread_affinity, pin_current_thread};
 use quietbench_proto::v1::FILE_DESCRIPTOR_SET;
 use quietbench_proto::v1::agent_service_server::AgentServiceServer;
-use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::config::{AgentArgs, AgentSettings, AgentTls};
 use crate::service::Agent;
@@ -52,10 +51,12 @@ fn server_tls(args: &AgentSettings) -> anyhow::Result<Option<tonic::transport::S
         std::fs::read_to_string(path)
             .with_context(|| format!("cannot read the {what} {}", path.display()))
     };
-    let mut config = ServerTlsConfig::new().identity(Identity::from_pem(
-        read("agent certificate (--tls-cert)", cert)?,
-        read("agent key (--tls-key)", key)?,
-    ));
+    let mut config = ServerTlsConfig::new()
+        .timeout(crate::limits::TLS_HANDSHAKE_TIMEOUT)
+        .identity(Identity::from_pem(
+            read("agent certificate (--tls-cert)", cert)?,
+            read("agent key (--tls-key)", key)?,
+        ));
     // Mutual TLS when a client CA is given; otherwise token mode (server certificate only).
     if let Some(ca) = client_ca {
         config = config
@@ -169,7 +170,10 @@ async fn run_server(
             AgentServiceServer::new(agent).max_decoding_message_size(MAX_REQUEST_BYTES),
             check,
         ))
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .serve_with_incoming_shutdown(
+            crate::accept::CappedIncoming::new(listener, crate::limits::MAX_CONNECTIONS),
+            shutdown,
+        )
         .await
         .context("gRPC server failed")
 }
