@@ -302,8 +302,8 @@ fn release_restores_the_hosts_a_killed_controller_tuned() {
 }
 
 /// A host that goes silent mid-trial (its agent SIGSTOPped: the connection stays open, nothing
-/// arrives) is reported within the watchdog's bound (the interval plus 3 s of slack) and the
-/// other hosts carry on.
+/// arrives) is reported within the watchdog's bound (the interval plus 3 s of slack, then the
+/// reconnect window) and the other hosts carry on.
 #[test]
 fn a_silent_host_is_reported_within_the_watchdog_bound_and_the_others_finish() {
     use nix::sys::signal::{Signal, kill};
@@ -366,7 +366,83 @@ fn a_silent_host_is_reported_within_the_watchdog_bound_and_the_others_finish() {
     }
     // Within the bound: the rest of the stopped trial's interval (1 s) plus the 3 s slack, and
     // the others' last rounds (2 s each) that the run waits for anyway; far from forever.
+    // The stall is noticed after the interval plus 3 s of slack; then the agent is given
+    // --reconnect-within (10 s by default) to come back, each attempt bounded by the connect
+    // (5 s) and first-answer (10 s) timeouts: far from forever.
     let took = stopped_at.elapsed();
-    assert!(took < Duration::from_secs(20), "reported after {took:?}");
+    assert!(took < Duration::from_secs(45), "reported after {took:?}");
     println!("silent host reported; run ended {took:?} after the SIGSTOP");
+}
+
+/// An agent on a fixed address, started by hand (`AgentProcess` picks a free port).
+fn agent_on(addr: &str) -> std::process::Child {
+    use std::io::BufRead;
+    let mut child = common::agent_command()
+        .args(["--listen", addr])
+        .env("QUIETBENCH_LOG", "warn")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains(addr), "{line}");
+    child
+}
+
+/// An agent restarted on its address mid-run: the controller reconnects, runs the lost trial
+/// again, and the run completes with every trial.
+#[test]
+fn an_agent_restarted_on_its_address_is_reconnected_and_its_trial_run_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut agent = agent_on(&addr);
+    let controller = common::quietbench()
+        .args([
+            "run",
+            "--agent",
+            &addr,
+            "--rounds",
+            "3",
+            "--duration",
+            "2",
+            "--no-store",
+            "--json",
+        ])
+        .arg(&json)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !read_report(&json).is_some_and(|r| !trial_spans(&r).is_empty()) {
+        assert!(Instant::now() < deadline, "no trial finished");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Half a second into round 2: kill the agent and start another on the same address.
+    std::thread::sleep(Duration::from_millis(500));
+    agent.kill().unwrap();
+    let _ = agent.wait();
+    let mut again = agent_on(&addr);
+    let out = controller.wait_with_output().unwrap();
+    let _ = again.kill();
+    let _ = again.wait();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("reconnecting for up to 10 s"), "{stderr}");
+    assert!(
+        stderr.contains("back; running round 2's trial again"),
+        "{stderr}"
+    );
+    let report = read_report(&json).unwrap();
+    let rounds: BTreeSet<u64> = trial_spans(&report).iter().map(|t| t.1).collect();
+    assert_eq!(rounds, (1..=3).collect(), "{report:#}");
+    assert_eq!(report["complete"], true);
 }

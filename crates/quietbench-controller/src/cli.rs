@@ -339,6 +339,10 @@ pub struct RunArgs {
     /// names the missing trials
     #[arg(long)]
     fail_fast: bool,
+    /// Wait this long for a lost or silent agent to come back (then run its trial once more)
+    /// before the host fails; 0: fail at once
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=3600))]
+    reconnect_within: u64,
     /// Probe to run; repeat for several [default: cpu.primes]
     #[arg(long = "probe", value_name = "PROBE")]
     probes: Vec<String>,
@@ -502,6 +506,8 @@ fn run_request(args: RunArgs) -> RunRequest {
         peers: args.peers,
         no_round_sync: args.no_round_sync,
         fail_fast: args.fail_fast,
+        reconnect_within: (args.reconnect_within > 0)
+            .then(|| Duration::from_secs(args.reconnect_within)),
         probes: args.probes,
         params: args.params,
         rounds: args.rounds,

@@ -129,6 +129,16 @@ impl HostProgress {
         }
     }
 
+    /// Something the user must see about this host (a lost agent, a retry), by name.
+    pub fn say(&self, text: &str) {
+        let text = format!("quietbench: host {}: {text}", self.label);
+        if self.lines {
+            eprintln!("{text}");
+        } else {
+            let _ = self.multi.println(text);
+        }
+    }
+
     /// The host failed: said at once, by name, whatever the display.
     pub fn failed(&self, error: &str) {
         self.bar.set_message(format!("FAILED: {error}"));

@@ -30,6 +30,8 @@ pub struct RunRequest {
     pub no_round_sync: bool,
     /// Stop the whole run when one host fails.
     pub fail_fast: bool,
+    /// How long a lost agent is waited for (`--reconnect-within`); `None`: not at all.
+    pub reconnect_within: Option<std::time::Duration>,
     /// Probes, in the order given (empty: the default probe).
     pub probes: Vec<String>,
     /// Probe parameters, KEY and VALUE.
@@ -104,6 +106,7 @@ pub fn run(req: RunRequest) -> anyhow::Result<ExitCode> {
     };
     let policy = FailurePolicy {
         fail_fast: req.fail_fast,
+        reconnect_within: req.reconnect_within,
     };
     let session = Session::for_hosts(req.local, hosts, &req.peers, wants_peer, policy)?;
     let (_run, code) = session.drive(new_record(settings), outputs, &[], &mut |_, _| {
@@ -164,6 +167,7 @@ fn run_plan(req: RunRequest, path: &Path) -> anyhow::Result<ExitCode> {
     let wants_peer = plan.settings.variants.iter().any(|v| needs_peer(&v.probe));
     let policy = FailurePolicy {
         fail_fast: req.fail_fast || plan.fail_fast,
+        reconnect_within: req.reconnect_within,
     };
     let hosts = match &plan.hosts_file {
         Some(file) => crate::fleet::read_hosts_file(file)?,

@@ -104,6 +104,8 @@ pub struct HostTask {
     pub progress: HostProgress,
     /// Agents in use.
     pub locks: AgentLocks,
+    /// How long a lost agent is waited for before the host fails; `None`: not at all.
+    pub reconnect_within: Option<std::time::Duration>,
 }
 
 impl HostTask {
@@ -130,7 +132,10 @@ impl HostTask {
                 if *self.stop.borrow() {
                     return Ok(());
                 }
-                let record = self.trial(*number, planned).await?;
+                let record = match self.trial(*number, planned).await {
+                    Ok(record) => record,
+                    Err(lost) => self.retry(*number, planned, lost).await?,
+                };
                 self.progress.trial_done(&format!(
                     "round {round}/{total_rounds}{} {}: {}",
                     if planned.warmup { " warm-up" } else { "" },
@@ -148,6 +153,78 @@ impl HostTask {
                 round,
             })
             .await?;
+        }
+        Ok(())
+    }
+
+    /// After a trial failed: when the agent (or its peer) was lost or went silent, waits for it
+    /// to come back on its address and runs the trial once more; otherwise, or when it does not
+    /// come back in time, the host fails with the first error.
+    async fn retry(
+        &mut self,
+        number: usize,
+        planned: &PlannedTrial,
+        lost: anyhow::Error,
+    ) -> anyhow::Result<TrialRecord> {
+        let connection_lost = matches!(
+            lost.downcast_ref::<AgentError>(),
+            Some(
+                AgentError::Lost { .. }
+                    | AgentError::Stalled { .. }
+                    | AgentError::Unreachable { .. }
+            )
+        );
+        let Some(window) = self.reconnect_within.filter(|_| connection_lost) else {
+            return Err(lost);
+        };
+        self.progress.say(&format!(
+            "{lost:#}; reconnecting for up to {} s to run round {}'s trial again",
+            window.as_secs(),
+            planned.round
+        ));
+        if let Err(why) = self.reconnect(window).await {
+            anyhow::bail!(
+                "{lost:#}; it did not come back within {} s ({why})",
+                window.as_secs()
+            );
+        }
+        self.progress.say(&format!(
+            "back; running round {}'s trial again",
+            planned.round
+        ));
+        self.trial(number, planned)
+            .await
+            .map_err(|again| anyhow::anyhow!("{again:#} (the retry after {lost:#})"))
+    }
+
+    /// Connects again to the agent (and its peer), until they answer GetHost or `window` ends.
+    async fn reconnect(&mut self, window: std::time::Duration) -> Result<(), AgentError> {
+        let deadline = tokio::time::Instant::now() + window;
+        loop {
+            match self.reconnect_once().await {
+                Ok(()) => return Ok(()),
+                Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(500)).await,
+            }
+        }
+    }
+
+    async fn reconnect_once(&mut self) -> Result<(), AgentError> {
+        let mut conn =
+            AgentConnection::connect(&self.target.address, self.target.label.clone()).await?;
+        conn.get_host().await?;
+        let peer = match &self.peer {
+            Some(p) => {
+                let mut peer_conn =
+                    AgentConnection::connect(&p.target.address, p.target.label.clone()).await?;
+                peer_conn.get_host().await?;
+                Some(peer_conn)
+            }
+            None => None,
+        };
+        self.conn = conn;
+        if let (Some(link), Some(peer_conn)) = (self.peer.as_mut(), peer) {
+            link.conn = peer_conn;
         }
         Ok(())
     }

@@ -41,10 +41,27 @@ pub enum Flow {
 }
 
 /// How the run treats a failing host.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct FailurePolicy {
     /// Stop the whole run at the first host that fails (`--fail-fast`).
     pub fail_fast: bool,
+    /// A host whose agent is lost or goes silent mid-trial is reconnected for up to this long
+    /// and the trial run once more (an agent restarted on its address, a network blip); `None`
+    /// fails the host at once (`--reconnect-within 0`).
+    pub reconnect_within: Option<std::time::Duration>,
+}
+
+/// How long a lost agent is waited for by default: a restarted agent is back in a second or
+/// two; a host that is gone costs the run this much once.
+pub const DEFAULT_RECONNECT_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl Default for FailurePolicy {
+    fn default() -> Self {
+        Self {
+            fail_fast: false,
+            reconnect_within: Some(DEFAULT_RECONNECT_WITHIN),
+        }
+    }
 }
 
 /// A host, connected and described, ready to measure.
@@ -208,6 +225,7 @@ pub async fn execute(
             stop: stop.clone(),
             progress: host_progress[index].clone(),
             locks: locks.clone(),
+            reconnect_within: policy.reconnect_within,
         };
         let handle = tasks.spawn(task.run());
         task_hosts.insert(handle.id(), index);
