@@ -422,7 +422,7 @@ fn an_agent_restarted_on_its_address_is_reconnected_and_its_trial_run_again() {
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !read_report(&json).is_some_and(|r| !trial_spans(&r).is_empty()) {
+    while read_report(&json).is_none_or(|r| trial_spans(&r).is_empty()) {
         assert!(Instant::now() < deadline, "no trial finished");
         std::thread::sleep(Duration::from_millis(20));
     }
