@@ -90,6 +90,12 @@ const INT_PARAMS: &[IntParam] = &[IntParam {
 const TEXT_PARAMS: &[&str] = &["cmd", "cmd_b", "cwd", "aslr", "shell"];
 /// Bytes of standard error kept for the failure message.
 const STDERR_TAIL: usize = 2048;
+/// What a child whose personality(ADDR_NO_RANDOMIZE) was refused writes to its stderr before
+/// exiting with status 125 (a command's own 125 is told apart by these words).
+const PERSONALITY_REFUSED_WORDS: &str = "personality(ADDR_NO_RANDOMIZE) was refused";
+const PERSONALITY_REFUSED: &[u8] =
+    b"quietbench: personality(ADDR_NO_RANDOMIZE) was refused: ASLR stays on\n";
+
 /// ADDR_NO_RANDOMIZE from linux/personality.h.
 const ADDR_NO_RANDOMIZE: nix::libc::c_ulong = 0x0040000;
 
@@ -425,8 +431,15 @@ impl ExecWorkload {
                 {
                     nix::libc::_exit(126);
                 }
-                if self.aslr_off {
-                    nix::libc::personality(ADDR_NO_RANDOMIZE);
+                // A refused personality (systemd's LockPersonality=, a seccomp filter) must not
+                // let an "ASLR off" run be measured with ASLR on: say so and stop.
+                if self.aslr_off && nix::libc::personality(ADDR_NO_RANDOMIZE) == -1 {
+                    nix::libc::write(
+                        2,
+                        PERSONALITY_REFUSED.as_ptr().cast(),
+                        PERSONALITY_REFUSED.len(),
+                    );
+                    nix::libc::_exit(125);
                 }
                 let command = &self.commands[which];
                 nix::libc::execve(
@@ -452,6 +465,15 @@ impl ExecWorkload {
             None
         };
         if code != Some(0) {
+            let tail = self.stderr_tail();
+            if code == Some(125) && tail.contains(PERSONALITY_REFUSED_WORDS) {
+                return Err(
+                    "aslr=off cannot be measured here: personality(ADDR_NO_RANDOMIZE) was refused \
+                     (systemd's LockPersonality=, or a seccomp filter); run with aslr=on or lift \
+                     the restriction"
+                        .to_string(),
+                );
+            }
             let how = match code {
                 Some(126) => "could not enter its working directory (exit status 126)".to_string(),
                 Some(127) => "could not be executed (exit status 127)".to_string(),
@@ -463,10 +485,7 @@ impl ExecWorkload {
                 (_, 0) => "command A",
                 _ => "command B",
             };
-            return Err(format!(
-                "{name} {how}; its stderr ended with: {}",
-                self.stderr_tail()
-            ));
+            return Err(format!("{name} {how}; its stderr ended with: {tail}"));
         }
         let cpu =
             |t: nix::libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;

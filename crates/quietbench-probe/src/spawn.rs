@@ -88,8 +88,10 @@ impl SpawnWorkload {
         if pid == 0 {
             // SAFETY: child side of the fork, see above; _exit never returns.
             unsafe {
-                if aslr_off {
-                    nix::libc::personality(ADDR_NO_RANDOMIZE);
+                // Refused (LockPersonality=, seccomp): exit 125 rather than measure an "ASLR
+                // off" spawn with ASLR on.
+                if aslr_off && nix::libc::personality(ADDR_NO_RANDOMIZE) == -1 {
+                    nix::libc::_exit(125);
                 }
                 nix::libc::execv(
                     self.command.program.as_ptr(),
@@ -100,6 +102,12 @@ impl SpawnWorkload {
         }
         match waitpid(Pid::from_raw(pid), None) {
             Ok(WaitStatus::Exited(_, 0)) => Ok(()),
+            Ok(WaitStatus::Exited(_, 125)) if aslr_off => Err(
+                "ASLR cannot be turned off here: personality(ADDR_NO_RANDOMIZE) was refused \
+                 (systemd's LockPersonality=, or a seccomp filter), so the aslr-off spawns \
+                 cannot be measured"
+                    .to_string(),
+            ),
             Ok(WaitStatus::Exited(_, 127)) => Err(format!(
                 "cannot execute {} (exit status 127)",
                 self.command.program.to_string_lossy()

@@ -161,3 +161,79 @@ fn aslr_off_reaches_the_child_and_on_is_the_default() {
     let err = one_run(&[("cmd", probe)]).unwrap_err();
     assert!(err.contains("exited with status 1"), "{err}");
 }
+
+/// Makes personality(2) fail with EPERM in this thread and the processes it forks, as systemd's
+/// LockPersonality= or a container's seccomp profile do: a four-instruction seccomp filter.
+fn refuse_personality_in_this_thread() {
+    use nix::libc;
+    // Classic BPF opcodes from linux/filter.h (libc names them only on some targets).
+    const LD_W_ABS: u16 = 0x00 | 0x00 | 0x20;
+    const JMP_JEQ_K: u16 = 0x05 | 0x10 | 0x00;
+    const RET_K: u16 = 0x06 | 0x00;
+    let filter = [
+        // A = seccomp_data.nr
+        libc::sock_filter {
+            code: LD_W_ABS,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        },
+        libc::sock_filter {
+            code: JMP_JEQ_K,
+            jt: 0,
+            jf: 1,
+            k: libc::SYS_personality as u32,
+        },
+        libc::sock_filter {
+            code: RET_K,
+            jt: 0,
+            jf: 0,
+            k: libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
+        },
+        libc::sock_filter {
+            code: RET_K,
+            jt: 0,
+            jf: 0,
+            k: libc::SECCOMP_RET_ALLOW,
+        },
+    ];
+    let program = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr().cast_mut(),
+    };
+    // SAFETY: prctl with these arguments reads `program`, which outlives the calls; the filter
+    // only denies personality(2), in this thread and what it forks.
+    unsafe {
+        assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+        assert_eq!(
+            libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &program as *const libc::sock_fprog
+            ),
+            0,
+            "installing the seccomp filter: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+#[test]
+fn a_refused_personality_fails_aslr_off_rather_than_measuring_with_aslr_on() {
+    // In a thread of its own: the filter stays with it.
+    let (off, on) = std::thread::spawn(|| {
+        refuse_personality_in_this_thread();
+        (
+            one_run(&[("cmd", "true"), ("aslr", "off")]),
+            one_run(&[("cmd", "true")]),
+        )
+    })
+    .join()
+    .unwrap();
+    let err = off.unwrap_err();
+    assert!(err.contains("aslr=off cannot be measured here"), "{err}");
+    assert!(on.is_ok(), "{on:?}");
+    // A command's own exit status 125 is not mistaken for it.
+    let err = one_run(&[("cmd", "exit 125"), ("shell", "true"), ("aslr", "off")]).unwrap_err();
+    assert!(err.contains("exited with status 125"), "{err}");
+}
