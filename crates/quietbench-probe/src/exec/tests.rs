@@ -166,10 +166,12 @@ fn aslr_off_reaches_the_child_and_on_is_the_default() {
 /// LockPersonality= or a container's seccomp profile do: a four-instruction seccomp filter.
 fn refuse_personality_in_this_thread() {
     use nix::libc;
-    // Classic BPF opcodes from linux/filter.h (libc names them only on some targets).
-    const LD_W_ABS: u16 = 0x00 | 0x00 | 0x20;
-    const JMP_JEQ_K: u16 = 0x05 | 0x10 | 0x00;
-    const RET_K: u16 = 0x06 | 0x00;
+    // Classic BPF opcodes from linux/filter.h (libc names them only on some targets):
+    // BPF_LD|BPF_W|BPF_ABS = 0x00|0x00|0x20, BPF_JMP|BPF_JEQ|BPF_K = 0x05|0x10|0x00,
+    // BPF_RET|BPF_K = 0x06|0x00.
+    const LD_W_ABS: u16 = 0x20;
+    const JMP_JEQ_K: u16 = 0x15;
+    const RET_K: u16 = 0x06;
     let filter = [
         // A = seccomp_data.nr
         libc::sock_filter {
