@@ -46,6 +46,32 @@ fn read_report(path: &std::path::Path) -> Option<Value> {
     serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
 }
 
+/// `quietbench run ARGS --agent ...` on every agent, its output piped.
+fn spawn_run(agents: &[AgentProcess], args: &[String]) -> std::process::Child {
+    let mut command = common::quietbench();
+    command.args(args);
+    for a in agents {
+        command.arg("--agent").arg(a.addr.to_string());
+    }
+    command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until host `host` has a finished trial in the JSON report (rewritten as trials end).
+fn wait_for_trial(json: &std::path::Path, host: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while read_report(json).is_none_or(|r| !trial_spans(&r).iter().any(|t| t.0 == host)) {
+        assert!(
+            Instant::now() < deadline,
+            "host {host} never finished a trial"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn hosts_measure_at_once_and_a_killed_host_leaves_the_others_finishing() {
     let dir = tempfile::tempdir().unwrap();
@@ -53,44 +79,23 @@ fn hosts_measure_at_once_and_a_killed_host_leaves_the_others_finishing() {
     let db = dir.path().join("store.sqlite3");
     let mut agents: Vec<AgentProcess> = (0..4).map(|_| AgentProcess::start()).collect();
     let rounds = 3;
-    let mut args = vec![
-        "run".to_string(),
-        "--rounds".into(),
-        rounds.to_string(),
-        "--duration".into(),
-        "1".into(),
-    ];
-    for a in &agents {
-        args.push("--agent".into());
-        args.push(a.addr.to_string());
-    }
-    args.extend([
-        "--json".into(),
-        json.display().to_string(),
-        "--db".into(),
-        db.display().to_string(),
-    ]);
-    let controller = common::quietbench()
-        .args(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let args: Vec<String> = [
+        "run",
+        "--rounds",
+        &rounds.to_string(),
+        "--duration",
+        "1",
+        "--json",
+        &json.display().to_string(),
+        "--db",
+        &db.display().to_string(),
+    ]
+    .map(String::from)
+    .to_vec();
+    let controller = spawn_run(&agents, &args);
     // Kill host 2's agent once its first trial is stored (the JSON is rewritten per trial).
     let victim = 2;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        assert!(
-            Instant::now() < deadline,
-            "host {victim} never finished a trial"
-        );
-        if let Some(report) = read_report(&json)
-            && trial_spans(&report).iter().any(|t| t.0 == victim)
-        {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_trial(&json, victim);
     agents[victim].child.kill().unwrap();
     let _ = agents[victim].child.wait();
     let out = controller.wait_with_output().unwrap();
@@ -311,36 +316,22 @@ fn a_silent_host_is_reported_within_the_watchdog_bound_and_the_others_finish() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("run.json");
     let agents: Vec<AgentProcess> = (0..3).map(|_| AgentProcess::start()).collect();
-    let mut args = vec![
-        "run".to_string(),
-        "--rounds".into(),
-        "3".into(),
-        "--duration".into(),
-        "2".into(),
-        "--no-store".into(),
-        "--json".into(),
-        json.display().to_string(),
-    ];
-    for a in &agents {
-        args.push("--agent".into());
-        args.push(a.addr.to_string());
-    }
-    let controller = common::quietbench()
-        .args(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let args: Vec<String> = [
+        "run",
+        "--rounds",
+        "3",
+        "--duration",
+        "2",
+        "--no-store",
+        "--json",
+        &json.display().to_string(),
+    ]
+    .map(String::from)
+    .to_vec();
+    let controller = spawn_run(&agents, &args);
     // Stop host 1's agent once its first trial is stored, half a second into its second.
     let victim = 1;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !read_report(&json).is_some_and(|r| trial_spans(&r).iter().any(|t| t.0 == victim)) {
-        assert!(
-            Instant::now() < deadline,
-            "host {victim} never finished a trial"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_trial(&json, victim);
     std::thread::sleep(Duration::from_millis(500));
     let pid = Pid::from_raw(agents[victim].child.id() as i32);
     kill(pid, Signal::SIGSTOP).unwrap();

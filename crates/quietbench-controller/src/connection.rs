@@ -379,7 +379,7 @@ impl AgentConnection {
             };
         }
         match status.code() {
-            Code::PermissionDenied | Code::Unauthenticated => AgentError::PermissionDenied {
+            Code::PermissionDenied => AgentError::PermissionDenied {
                 agent,
                 message: status.message().to_string(),
             },

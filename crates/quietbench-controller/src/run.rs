@@ -17,17 +17,11 @@ pub fn needs_peer(probe: &str) -> bool {
 
 /// A new, empty record for a run with these settings.
 pub fn new_record(settings: RunSettings) -> RunRecord {
-    RunRecord {
-        run_id: uuid::Uuid::new_v4().to_string(),
-        started_at: SystemTime::now(),
-        finished_at: None,
+    RunRecord::new(
+        uuid::Uuid::new_v4().to_string(),
+        SystemTime::now(),
         settings,
-        hosts: Vec::new(),
-        trials: Vec::new(),
-        error: None,
-        host_failures: Vec::new(),
-        fleet: Vec::new(),
-    }
+    )
 }
 
 /// Writes the report atomically (temporary file, then rename), so a reader or a crash never

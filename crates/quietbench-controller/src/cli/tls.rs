@@ -50,7 +50,7 @@ impl TlsArgs {
             return Ok(());
         };
         let token = match &self.token_file {
-            Some(path) => Some(quietbench_token(path)?),
+            Some(path) => Some(crate::tls::read_token_file(path)?),
             None => std::env::var("QUIETBENCH_TOKEN")
                 .ok()
                 .map(|t| t.trim().to_string())
@@ -60,17 +60,6 @@ impl TlsArgs {
         crate::tls::set_client(crate::tls::ClientTls::load(ca, identity, token)?)?;
         Ok(())
     }
-}
-
-/// A token file's token, without surrounding whitespace.
-fn quietbench_token(path: &std::path::Path) -> anyhow::Result<String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow::anyhow!("cannot read the token file {}: {e}", path.display()))?;
-    let token = text.trim();
-    if token.is_empty() {
-        anyhow::bail!("the token file {} is empty", path.display());
-    }
-    Ok(token.to_string())
 }
 
 /// `quietbench certs`.

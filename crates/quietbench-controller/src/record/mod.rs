@@ -215,6 +215,23 @@ pub struct RunRecord {
     pub fleet: Vec<String>,
 }
 
+impl RunRecord {
+    /// A new, empty record of run `run_id`, started at `started_at`.
+    pub fn new(run_id: String, started_at: SystemTime, settings: RunSettings) -> Self {
+        Self {
+            run_id,
+            started_at,
+            finished_at: None,
+            settings,
+            hosts: Vec::new(),
+            trials: Vec::new(),
+            error: None,
+            host_failures: Vec::new(),
+            fleet: Vec::new(),
+        }
+    }
+}
+
 /// A host that stopped measuring before its schedule was done.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostFailure {

@@ -89,15 +89,9 @@ pub fn empty_run(
         round_sync: true,
         compare_figure,
     };
-    RunRecord {
-        run_id: "test-run".into(),
-        started_at: std::time::SystemTime::UNIX_EPOCH,
-        finished_at: None,
+    RunRecord::new(
+        "test-run".into(),
+        std::time::SystemTime::UNIX_EPOCH,
         settings,
-        hosts: Vec::new(),
-        trials: Vec::new(),
-        error: None,
-        host_failures: Vec::new(),
-        fleet: Vec::new(),
-    }
+    )
 }

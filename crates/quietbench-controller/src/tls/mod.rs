@@ -70,9 +70,7 @@ impl ClientTls {
         let token = match &plan.token {
             None => None,
             Some(TokenSource::File(path)) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| anyhow::anyhow!("[tls] token_file {}: {e}", path.display()))?;
-                Some(text.trim().to_string()).filter(|t| !t.is_empty())
+                Some(read_token_file(path).map_err(|e| anyhow::anyhow!("[tls] token_file: {e}"))?)
             }
             Some(TokenSource::Env(var)) => Some(
                 std::env::var(var)
@@ -126,6 +124,18 @@ impl tonic::service::Interceptor for TokenHeader {
         }
         Ok(request)
     }
+}
+
+/// A token file's token, without surrounding whitespace (`--token-file`, a plan's
+/// `token_file`).
+pub fn read_token_file(path: &Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read the token file {}: {e}", path.display()))?;
+    let token = text.trim();
+    if token.is_empty() {
+        anyhow::bail!("the token file {} is empty", path.display());
+    }
+    Ok(token.to_string())
 }
 
 static CLIENT: OnceLock<ClientTls> = OnceLock::new();

@@ -133,15 +133,15 @@ fn interaction(models: &[ModelVerdict]) -> Option<ModelInteraction> {
         .iter()
         .filter_map(|m| m.verdict.as_ref().ok().map(|v| (m.cpu_model.as_str(), v)))
         .collect();
+    if judged.len() < 2 {
+        return None;
+    }
     let low = judged
         .iter()
         .min_by(|a, b| a.1.ratio.total_cmp(&b.1.ratio))?;
     let high = judged
         .iter()
         .max_by(|a, b| a.1.ratio.total_cmp(&b.1.ratio))?;
-    if judged.len() < 2 {
-        return None;
-    }
     let group = |v: &Verdict| quietbench_stats::GroupRatio {
         ratio: v.ratio,
         ci_low: v.ci_low,
