@@ -223,50 +223,47 @@ fn stored_trials(db: &std::path::Path, run: &str) -> Vec<Value> {
     report["trials"].as_array().unwrap().clone()
 }
 
-#[test]
-fn a_killed_controller_resumes_without_losing_or_repeating_trials() {
-    let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("results.sqlite3");
-    let json = dir.path().join("live.json");
+/// Starts `quietbench run ARGS --db DB --json JSON` and SIGKILLs it once its JSON report (rewritten
+/// after each trial) holds `finished` trials. Returns the run id.
+fn run_then_kill(
+    args: &[String],
+    db: &std::path::Path,
+    json: &std::path::Path,
+    finished: usize,
+) -> String {
     let mut controller = common::quietbench()
-        .args([
-            "run",
-            "--local",
-            "--rounds",
-            "8",
-            "--duration",
-            "0.5",
-            "--db",
-        ])
-        .arg(&db)
+        .args(args)
+        .arg("--db")
+        .arg(db)
         .arg("--json")
-        .arg(&json)
+        .arg(json)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // Wait for at least two finished trials (the JSON report is rewritten after each). The
-    // limit only keeps a hung run from hanging the suite: generous, for a loaded machine.
+    // The limit only keeps a hung run from hanging the suite: generous, for a loaded machine.
     let deadline = Instant::now() + Duration::from_secs(120);
-    let (run_id, before) = loop {
-        assert!(Instant::now() < deadline, "no two trials finished in 120 s");
+    let run_id = loop {
+        assert!(
+            Instant::now() < deadline,
+            "no {finished} trials finished in 120 s"
+        );
         assert!(
             controller.try_wait().unwrap().is_none(),
-            "the run ended before the test saw two trials"
+            "the run ended before the test saw {finished} trials"
         );
         std::thread::sleep(Duration::from_millis(100));
-        let Ok(text) = std::fs::read_to_string(&json) else {
+        let Ok(text) = std::fs::read_to_string(json) else {
             continue;
         };
         let Ok(report) = serde_json::from_str::<Value>(&text) else {
             continue;
         };
-        if report["trials"].as_array().is_some_and(|t| t.len() >= 2) {
-            break (
-                report["run_id"].as_str().unwrap().to_string(),
-                report["trials"].as_array().unwrap().clone(),
-            );
+        if report["trials"]
+            .as_array()
+            .is_some_and(|t| t.len() >= finished)
+        {
+            break report["run_id"].as_str().unwrap().to_string();
         }
     };
     nix::sys::signal::kill(
@@ -275,9 +272,59 @@ fn a_killed_controller_resumes_without_losing_or_repeating_trials() {
     )
     .unwrap();
     controller.wait().unwrap();
+    run_id
+}
+
+/// `resume`s the run and checks that each of `hosts` hosts ran rounds 1..=`rounds` exactly once and that no
+/// trial stored before the kill was run again.
+fn resume_and_check(db: &std::path::Path, run_id: &str, kept: &[Value], hosts: usize, rounds: u64) {
+    common::succeed(
+        common::quietbench()
+            .args(["resume", run_id, "--db"])
+            .arg(db),
+    );
+    let after = stored_trials(db, run_id);
+    let mut done: std::collections::BTreeMap<&str, Vec<u64>> = Default::default();
+    for t in &after {
+        done.entry(t["host"].as_str().unwrap())
+            .or_default()
+            .push(t["round"].as_u64().unwrap());
+    }
+    let done: Vec<Vec<u64>> = done
+        .into_values()
+        .map(|mut r| {
+            r.sort_unstable();
+            r
+        })
+        .collect();
+    let planned = vec![(1..=rounds).collect::<Vec<u64>>(); hosts];
+    assert_eq!(done, planned, "every planned trial ran exactly once");
+    for old in kept {
+        assert!(
+            after.iter().any(|new| new["trial_id"] == old["trial_id"]),
+            "trial {} was lost or run again",
+            old["trial_id"]
+        );
+    }
+    let listing = common::succeed(common::quietbench().args(["runs", "--db"]).arg(db));
+    let line = listing
+        .lines()
+        .find(|l| l.starts_with(run_id))
+        .unwrap_or_else(|| panic!("{run_id} is not listed:\n{listing}"));
+    assert!(line.contains(" complete "), "{line}");
+}
+
+#[test]
+fn a_killed_controller_resumes_without_losing_or_repeating_trials() {
+    let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("results.sqlite3");
+    let json = dir.path().join("live.json");
+    let args = ["run", "--local", "--rounds", "8", "--duration", "0.5"].map(String::from);
+    let run_id = run_then_kill(&args, &db, &json, 2);
 
     let kept = stored_trials(&db, &run_id);
-    assert!(kept.len() >= before.len(), "the store lost finished trials");
+    assert!(kept.len() >= 2, "the store lost finished trials");
     // No controller holds the run any more: `runs` and `show` say interrupted, not running.
     let listing = common::succeed(common::quietbench().args(["runs", "--db"]).arg(&db));
     let line = listing
@@ -299,27 +346,25 @@ fn a_killed_controller_resumes_without_losing_or_repeating_trials() {
         shown.contains(&format!("quietbench resume {run_id}")),
         "{shown}"
     );
-    common::succeed(
-        common::quietbench()
-            .args(["resume", &run_id, "--db"])
-            .arg(&db),
-    );
+    resume_and_check(&db, &run_id, &kept, 1, 8);
+}
 
-    let after = stored_trials(&db, &run_id);
-    assert_eq!(after.len(), 8, "every planned trial ran exactly once");
-    for (old, new) in kept.iter().zip(&after) {
-        assert_eq!(
-            old["trial_id"], new["trial_id"],
-            "a finished trial was run again"
-        );
+#[test]
+fn a_killed_fleet_controller_resumes_every_host_without_losing_or_repeating_trials() {
+    let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("results.sqlite3");
+    let json = dir.path().join("live.json");
+    let agents: Vec<common::AgentProcess> = (0..3).map(|_| common::AgentProcess::start()).collect();
+    let mut args = ["run", "--rounds", "4", "--duration", "0.5"]
+        .map(String::from)
+        .to_vec();
+    for a in &agents {
+        args.extend(["--agent".to_string(), a.addr.to_string()]);
     }
-    let mut rounds: Vec<u64> = after.iter().map(|t| t["round"].as_u64().unwrap()).collect();
-    rounds.sort_unstable();
-    assert_eq!(rounds, (1..=8).collect::<Vec<_>>());
-    let listing = common::succeed(common::quietbench().args(["runs", "--db"]).arg(&db));
-    let line = listing
-        .lines()
-        .find(|l| l.starts_with(run_id.as_str()))
-        .unwrap_or_else(|| panic!("{run_id} is not listed:\n{listing}"));
-    assert!(line.contains(" complete "), "{line}");
+    let run_id = run_then_kill(&args, &db, &json, 4);
+    let kept = stored_trials(&db, &run_id);
+    assert!(kept.len() >= 4, "the store lost finished trials");
+    assert!(kept.len() < 12, "the run finished before the kill");
+    resume_and_check(&db, &run_id, &kept, 3, 4);
 }

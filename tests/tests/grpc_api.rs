@@ -482,3 +482,45 @@ async fn connections_beyond_the_cap_are_closed_and_the_agent_serves_on() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+#[tokio::test]
+async fn a_trial_whose_controller_hangs_up_is_cancelled() {
+    let agent = common::AgentProcess::start();
+    {
+        let mut c = client(&agent).await;
+        // One interval as long as the trial: the agent has nothing to send (and so no failed
+        // send to notice the hang-up by) until the end.
+        let long = pb::RunProbeRequest {
+            trial_id: "orphan".into(),
+            interval_ms: 600_000,
+            ..request("cpu.primes", 600_000)
+        };
+        let mut stream = c.run_probe(long).await.unwrap().into_inner();
+        loop {
+            if let pb::probe_event::Event::Placement(_) =
+                stream.next().await.unwrap().unwrap().event.unwrap()
+            {
+                break;
+            }
+        }
+        // The stream, the client and its connection go here, as a killed controller's would.
+    }
+    // A fresh connection gets the agent as soon as the orphan has wound down: long before its
+    // 600 s. The bound only keeps a regression from hanging the suite.
+    let mut c = client(&agent).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match c.run_probe(request("cpu.primes", 100)).await {
+            Ok(_) => break,
+            Err(status) => {
+                assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+                assert!(status.message().contains("orphan"), "{status:?}");
+                assert!(
+                    Instant::now() < deadline,
+                    "the orphaned trial still holds the agent after 60 s"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}

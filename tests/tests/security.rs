@@ -366,3 +366,237 @@ fn token_mode_admits_the_right_token_only() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("at least 16 printable characters"));
 }
+
+/// Who calls, as one of the refusal categories of the table below.
+struct Caller {
+    what: &'static str,
+    /// None: plain gRPC (no TLS at all).
+    tls: Option<tonic::transport::ClientTlsConfig>,
+    token: Option<&'static str>,
+}
+
+/// Calls every RPC the agent's port serves (the agent service's seven, health, reflection), each
+/// bounded by a timeout so a hang fails the test, and returns each call's status.
+async fn call_every_rpc(addr: &str, caller: &Caller) -> Vec<(&'static str, tonic::Status)> {
+    use quietbench_proto::v1 as pb;
+    use quietbench_proto::v1::agent_service_client::AgentServiceClient;
+    use tonic::transport::Channel;
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+
+    let scheme = if caller.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let mut endpoint = Channel::from_shared(format!("{scheme}://{addr}")).unwrap();
+    if let Some(tls) = &caller.tls {
+        endpoint = endpoint.tls_config(tls.clone()).unwrap();
+    }
+    let channel = endpoint.connect_lazy();
+    let token = caller.token;
+    let add_token = move |mut request: tonic::Request<()>| {
+        if let Some(t) = token {
+            request
+                .metadata_mut()
+                .insert("authorization", format!("Bearer {t}").parse().unwrap());
+        }
+        Ok(request)
+    };
+    let mut agent = AgentServiceClient::with_interceptor(channel.clone(), add_token);
+    let mut health = HealthClient::with_interceptor(channel.clone(), add_token);
+    let mut reflection = ServerReflectionClient::with_interceptor(channel, add_token);
+
+    async fn status<T>(
+        call: impl std::future::Future<Output = Result<T, tonic::Status>>,
+    ) -> tonic::Status {
+        match tokio::time::timeout(std::time::Duration::from_secs(15), call).await {
+            Ok(Ok(_)) => tonic::Status::ok(""),
+            Ok(Err(status)) => status,
+            Err(_) => panic!("a call hung for 15 s"),
+        }
+    }
+    let list = || {
+        tokio_stream::iter([ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(MessageRequest::ListServices(String::new())),
+        }])
+    };
+    vec![
+        (
+            "GetHost",
+            status(agent.get_host(pb::GetHostRequest::default())).await,
+        ),
+        (
+            "RunProbe",
+            status(agent.run_probe(pb::RunProbeRequest::default())).await,
+        ),
+        (
+            "Cancel",
+            status(agent.cancel(pb::CancelRequest::default())).await,
+        ),
+        // All controls off: an admitted call changes nothing on this host.
+        (
+            "Prepare",
+            status(agent.prepare(pb::PrepareRequest::default())).await,
+        ),
+        (
+            "Restore",
+            status(agent.restore(pb::RestoreRequest::default())).await,
+        ),
+        (
+            "StartPeer",
+            status(agent.start_peer(pb::StartPeerRequest::default())).await,
+        ),
+        (
+            "StopPeer",
+            status(agent.stop_peer(pb::StopPeerRequest::default())).await,
+        ),
+        (
+            "health.Check",
+            status(health.check(tonic_health::pb::HealthCheckRequest::default())).await,
+        ),
+        (
+            "reflection.ServerReflectionInfo",
+            status(reflection.server_reflection_info(list())).await,
+        ),
+    ]
+}
+
+/// The call reached the agent's handler: whatever the answer, authentication let it through.
+fn admitted(status: &tonic::Status) -> bool {
+    use tonic::Code;
+    matches!(
+        status.code(),
+        Code::Ok | Code::InvalidArgument | Code::FailedPrecondition | Code::NotFound
+    )
+}
+
+#[tokio::test]
+async fn every_rpc_refuses_every_kind_of_stranger() {
+    use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = Fleet {
+        dir: dir.path().join("fleet"),
+    };
+    let other = Fleet {
+        dir: dir.path().join("other"),
+    };
+    for f in [&fleet, &other] {
+        certs(&f.dir, &["init"]);
+        certs(&f.dir, &["issue", "--agent", "a1", "--san", "127.0.0.1"]);
+        certs(&f.dir, &["issue", "--controller", "ci"]);
+    }
+    let long_ago = time::OffsetDateTime::now_utc() - time::Duration::days(40);
+    issue(&fleet.dir, Role::Controller, "old", &[], 1, long_ago).unwrap();
+    let read = |p: PathBuf| std::fs::read_to_string(p).unwrap();
+    let trust = || {
+        ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(read(fleet.file("ca.pem"))))
+            .domain_name("127.0.0.1")
+    };
+    let identity = |f: &Fleet, name: &str| {
+        Identity::from_pem(
+            read(f.file(&format!("controller-{name}.pem"))),
+            read(f.file(&format!("controller-{name}.key"))),
+        )
+    };
+
+    // Mutual TLS.
+    let mtls = fleet.agent("a1");
+    let addr = mtls.addr.to_string();
+    let fleet_controller = Caller {
+        what: "the fleet's controller",
+        tls: Some(trust().identity(identity(&fleet, "ci"))),
+        token: None,
+    };
+    let strangers = [
+        Caller {
+            what: "plain gRPC",
+            tls: None,
+            token: None,
+        },
+        Caller {
+            what: "TLS without a client certificate",
+            tls: Some(trust()),
+            token: None,
+        },
+        Caller {
+            what: "a certificate from another CA",
+            tls: Some(trust().identity(identity(&other, "ci"))),
+            token: None,
+        },
+        Caller {
+            what: "an expired certificate",
+            tls: Some(trust().identity(identity(&fleet, "old"))),
+            token: None,
+        },
+    ];
+    let mut refused = 0;
+    for (rpc, status) in call_every_rpc(&addr, &fleet_controller).await {
+        assert!(admitted(&status), "mutual TLS, {rpc}: {status:?}");
+    }
+    for caller in &strangers {
+        let mut codes = std::collections::BTreeSet::new();
+        for (rpc, status) in call_every_rpc(&addr, caller).await {
+            assert!(
+                !admitted(&status),
+                "{}: {rpc} got in: {status:?}",
+                caller.what
+            );
+            codes.insert(format!("{:?}", status.code()));
+            refused += 1;
+        }
+        eprintln!("{}: 9 of 9 refused ({codes:?})", caller.what);
+    }
+
+    // Token mode.
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "4f1c0e2b9a7d4e3f8b6a5c2d1e0f9a8b\n").unwrap();
+    let mut command = agent_command();
+    command
+        .arg("--tls-cert")
+        .arg(fleet.file("agent-a1.pem"))
+        .arg("--tls-key")
+        .arg(fleet.file("agent-a1.key"))
+        .arg("--token-file")
+        .arg(&token_file);
+    let token_agent = AgentProcess::start_with(command);
+    let addr = token_agent.addr.to_string();
+    let holder = Caller {
+        what: "the token's holder",
+        tls: Some(trust()),
+        token: Some("4f1c0e2b9a7d4e3f8b6a5c2d1e0f9a8b"),
+    };
+    for (rpc, status) in call_every_rpc(&addr, &holder).await {
+        assert!(admitted(&status), "token mode, {rpc}: {status:?}");
+    }
+    for caller in [
+        Caller {
+            what: "no token",
+            tls: Some(trust()),
+            token: None,
+        },
+        Caller {
+            what: "a wrong token",
+            tls: Some(trust()),
+            token: Some("00000000000000000000000000000000"),
+        },
+    ] {
+        for (rpc, status) in call_every_rpc(&addr, &caller).await {
+            assert_eq!(
+                status.code(),
+                tonic::Code::Unauthenticated,
+                "{}: {rpc}: {status:?}",
+                caller.what
+            );
+            refused += 1;
+        }
+    }
+    // 6 kinds of stranger, 9 RPCs each.
+    assert_eq!(refused, 54);
+    eprintln!("refused {refused} calls: 6 kinds of stranger x 9 RPCs");
+}

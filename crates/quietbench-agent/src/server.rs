@@ -162,11 +162,15 @@ async fn run_server(
             .tls_config(tls)
             .context("configuring TLS from --tls-cert and --tls-key")?;
     }
+    // Every service answers only whom the agent service answers: mutual TLS covers them all at
+    // the handshake, and in token mode health and reflection check the token too, so that a
+    // stranger cannot even learn what this port serves.
+    use tonic::service::interceptor::InterceptedService;
     builder
-        .add_service(health_service)
-        .add_service(reflection)
-        .add_service(reflection_v1alpha)
-        .add_service(tonic::service::interceptor::InterceptedService::new(
+        .add_service(InterceptedService::new(health_service, check.clone()))
+        .add_service(InterceptedService::new(reflection, check.clone()))
+        .add_service(InterceptedService::new(reflection_v1alpha, check.clone()))
+        .add_service(InterceptedService::new(
             AgentServiceServer::new(agent).max_decoding_message_size(MAX_REQUEST_BYTES),
             check,
         ))

@@ -171,6 +171,34 @@ fn is_own_address(ip: std::net::IpAddr) -> bool {
 
 type EventStream = Pin<Box<dyn Stream<Item = Result<pb::ProbeEvent, Status>> + Send>>;
 
+/// A trial's event stream that cancels the trial when gRPC drops it: the controller hung up
+/// (it was killed, or its connection broke), so nobody will read the result. Without this the
+/// trial would run to its end and hold the agent, and a `resume` arriving at once would find
+/// the agent busy with its own run's orphan. After the last event the trial is over and the
+/// flag no longer matters.
+struct CancelOnDrop {
+    events: ReceiverStream<Result<pb::ProbeEvent, Status>>,
+    cancel: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Stream for CancelOnDrop {
+    type Item = Result<pb::ProbeEvent, Status>;
+
+    fn poll_next(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        Pin::new(&mut self.events).poll_next(cx)
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.cancel
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 #[tonic::async_trait]
 impl AgentService for Agent {
     async fn get_host(
@@ -200,9 +228,12 @@ impl AgentService for Agent {
         let (guard, cancel) = self.slot.claim(&job.trial_id, job.spec.name)?;
         let (tx, rx) = mpsc::channel(EVENT_BUFFER);
         tracing::info!(trial = %job.trial_id, probe = job.spec.name, "trial accepted");
-        spawn_supervisor(job, guard, cancel, tx)
+        spawn_supervisor(job, guard, Arc::clone(&cancel), tx)
             .map_err(|e| Status::internal(format!("cannot start the probe supervisor: {e}")))?;
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+        Ok(Response::new(Box::pin(CancelOnDrop {
+            events: ReceiverStream::new(rx),
+            cancel,
+        })))
     }
 
     async fn cancel(

@@ -1,7 +1,7 @@
 //! A connection to one agent, over the wire contract only. Every failure names the agent and
 //! says what to do; nothing waits forever.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use quietbench_proto::v1 as pb;
 use quietbench_proto::v1::agent_service_client::AgentServiceClient;
@@ -20,6 +20,12 @@ const FIRST_EVENT_TIMEOUT: Duration = Duration::from_secs(10);
 const TUNING_TIMEOUT: Duration = Duration::from_secs(60);
 /// Silence tolerated between events, on top of the interval.
 const EVENT_SLACK: Duration = Duration::from_secs(3);
+/// How long a trial start waits out an agent busy with another trial. An agent cancels a trial
+/// whose controller hung up, but needs a moment to wind it down: a `resume` right after the
+/// kill, or a reconnect, would otherwise find the agent busy with its own run's orphan. A
+/// trial of another controller still holds it after this, and that refusal is reported.
+const BUSY_GRACE: Duration = Duration::from_secs(5);
+const BUSY_RETRY: Duration = Duration::from_millis(100);
 
 /// Talking to an agent failed.
 #[derive(Debug, thiserror::Error)]
@@ -278,11 +284,17 @@ impl AgentConnection {
             request.interval_ms
         });
         let quiet_limit = interval + EVENT_SLACK;
-        let call = self.client.run_probe(request);
-        let mut stream = match tokio::time::timeout(FIRST_EVENT_TIMEOUT, call).await {
-            Ok(Ok(response)) => response.into_inner(),
-            Ok(Err(status)) => return Err(self.status_error(status)),
-            Err(_) => return Err(self.stalled(FIRST_EVENT_TIMEOUT)),
+        let asked = Instant::now();
+        let mut stream = loop {
+            let call = self.client.run_probe(request.clone());
+            match tokio::time::timeout(FIRST_EVENT_TIMEOUT, call).await {
+                Ok(Ok(response)) => break response.into_inner(),
+                Ok(Err(status)) if is_busy(&status) && asked.elapsed() < BUSY_GRACE => {
+                    tokio::time::sleep(BUSY_RETRY).await;
+                }
+                Ok(Err(status)) => return Err(self.status_error(status)),
+                Err(_) => return Err(self.stalled(FIRST_EVENT_TIMEOUT)),
+            }
         };
         let mut accepted = None;
         let mut placement = None;
@@ -425,4 +437,12 @@ fn error_chain(err: &dyn std::error::Error) -> String {
         source = inner.source();
     }
     text
+}
+
+/// The agent refused a trial because another holds it (its one-trial-at-a-time slot).
+fn is_busy(status: &Status) -> bool {
+    status.code() == Code::ResourceExhausted
+        && status
+            .message()
+            .starts_with("this agent is busy with trial")
 }

@@ -277,9 +277,11 @@ impl Request<'_> {
 
 /// A parsed HTTP answer.
 #[derive(Debug, PartialEq, Eq)]
-struct Answer {
-    status: u16,
-    body: Vec<u8>,
+pub struct Answer {
+    /// The status code.
+    pub status: u16,
+    /// The body, framed as [`parse_answer`] says.
+    pub body: Vec<u8>,
 }
 
 /// One request on its own connection (`Connection: close`), bounded by `cfg.timeout` in all.
@@ -355,7 +357,7 @@ fn send(cfg: &ImdsConfig, req: &Request) -> Result<Answer, ImdsError> {
 /// Parses an HTTP/1.x answer. `Ok(None)`: incomplete so far. The body is framed by
 /// Content-Length or, without one, by the connection closing (we ask for `Connection: close`).
 /// Chunked encoding is refused: IMDS always sends Content-Length, so chunks mean a stranger.
-fn parse_answer(bytes: &[u8], at_eof: bool) -> Result<Option<Answer>, String> {
+pub fn parse_answer(bytes: &[u8], at_eof: bool) -> Result<Option<Answer>, String> {
     let Some(head_len) = bytes.windows(4).position(|w| w == b"\r\n\r\n") else {
         if !bytes.is_empty() && !b"HTTP/".starts_with(&bytes[..bytes.len().min(5)]) {
             return Err(format!(

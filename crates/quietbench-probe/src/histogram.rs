@@ -3,7 +3,7 @@
 //! that every HdrHistogram implementation (Java, Python, Go, C) decodes them.
 
 use hdrhistogram::Histogram;
-use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 
 /// Lowest value recorded distinctly: 1 ns.
 pub const LOWEST_NS: u64 = 1;
@@ -51,11 +51,10 @@ pub fn encode_v2_deflate(hist: &Histogram<u64>) -> Result<Vec<u8>, CodecError> {
     Ok(out)
 }
 
-/// Decodes HdrHistogram V2 bytes, compressed or not.
+/// Decodes HdrHistogram V2 bytes, compressed or not, within the wire contract's bounds.
 pub fn decode_v2(bytes: &[u8]) -> Result<Histogram<u64>, CodecError> {
-    Deserializer::new()
-        .deserialize(&mut &bytes[..])
-        .map_err(|err| CodecError::Decode(format!("{err:?}")))
+    quietbench_proto::histogram::decode_bounded(bytes)
+        .map_err(|err| CodecError::Decode(err.to_string()))
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ mod sys;
 #[cfg(test)]
 mod tests;
 mod throughput;
-mod wire;
+pub mod wire;
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};

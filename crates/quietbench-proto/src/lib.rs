@@ -4,6 +4,7 @@
 //! replaced by other tooling that speaks `quietbench.v1`. The code is generated at build time from
 //! `proto/quietbench/v1` (see build.rs); this file only exposes it.
 
+pub mod histogram;
 pub mod metrics;
 
 /// Version 1 of the quietbench protocol (`package quietbench.v1`).

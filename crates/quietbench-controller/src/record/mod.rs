@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use hdrhistogram::Histogram;
-use hdrhistogram::serialization::Deserializer;
+use quietbench_proto::histogram::decode_bounded;
 use quietbench_proto::v1 as pb;
 
 /// Where an agent runs.
@@ -250,12 +250,10 @@ pub struct DecodeError {
 }
 
 fn decode(metric: &str, h: &pb::Histogram) -> Result<HistogramRecord, DecodeError> {
-    let hist: Histogram<u64> = Deserializer::new()
-        .deserialize(&mut &h.hdr_v2_deflate[..])
-        .map_err(|e| DecodeError {
-            metric: metric.to_string(),
-            detail: format!("{e:?}"),
-        })?;
+    let hist = decode_bounded(&h.hdr_v2_deflate).map_err(|e| DecodeError {
+        metric: metric.to_string(),
+        detail: e.to_string(),
+    })?;
     Ok(HistogramRecord {
         hist,
         encoded: h.hdr_v2_deflate.clone(),

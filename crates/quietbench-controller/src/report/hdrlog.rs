@@ -36,7 +36,7 @@ use std::time::UNIX_EPOCH;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use hdrhistogram::Histogram;
-use hdrhistogram::serialization::Deserializer;
+use quietbench_proto::histogram::decode_bounded;
 
 use crate::record::RunRecord;
 
@@ -170,16 +170,15 @@ pub fn write_interval_log(
     )?;
 
     let mut written = 0;
-    let mut deserializer = Deserializer::new();
     for l in &lines {
-        let hist: Histogram<u64> = match deserializer.deserialize(&mut &l.encoded[..]) {
+        let hist: Histogram<u64> = match decode_bounded(l.encoded) {
             Ok(h) => h,
             Err(e) => {
                 writeln!(
                     out,
                     "#[Left out {}: not decodable as HdrHistogram V2: {}]",
                     one_line(&l.origin),
-                    one_line(&format!("{e:?}"))
+                    one_line(&e.to_string())
                 )?;
                 continue;
             }
@@ -327,9 +326,7 @@ while True:
         let mut expected: Vec<(u64, String, u64, u64, u64, u64)> = Vec::new();
         for t in &run.trials {
             for i in &t.interval_records {
-                let hist: Histogram<u64> = Deserializer::new()
-                    .deserialize(&mut &i.histograms[0].1[..])
-                    .expect("fixture decodes");
+                let hist = decode_bounded(&i.histograms[0].1).expect("fixture decodes");
                 expected.push((
                     i.start_unix_ns,
                     format!("{}/{}/r{}", t.variant, run.hosts[t.host].address, t.round),

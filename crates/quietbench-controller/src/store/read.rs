@@ -6,8 +6,8 @@
 
 use std::collections::HashMap;
 
-use hdrhistogram::serialization::Deserializer;
 use prost::Message;
+use quietbench_proto::histogram::decode_bounded;
 use quietbench_proto::v1 as pb;
 use rusqlite::Transaction;
 
@@ -496,9 +496,8 @@ impl Store {
                     u64::try_from(v).map_err(|_| self.corrupt(run_id, &what(field), v))
                 };
                 Some(HistogramRecord {
-                    hist: Deserializer::new()
-                        .deserialize(&mut encoded.as_slice())
-                        .map_err(|e| self.corrupt(run_id, &what("histogram"), format!("{e:?}")))?,
+                    hist: decode_bounded(&encoded)
+                        .map_err(|e| self.corrupt(run_id, &what("histogram"), e))?,
                     clamped: count("clamped", clamped)?,
                     dropped: count("dropped", dropped)?,
                     encoded,
