@@ -23,6 +23,13 @@ enum Command {
     Controller(ControllerCommand),
     /// Serve as an agent (the same program as quietbench-agent)
     Agent(AgentArgs),
+    /// EC2 fleets' resources: list what is live
+    #[cfg(feature = "ec2")]
+    #[command(subcommand)]
+    Fleet(quietbench_ec2::cli::FleetCommand),
+    /// Delete EC2 fleets' resources whose lease expired (a killed controller's), or one run's
+    #[cfg(feature = "ec2")]
+    Gc(quietbench_ec2::cli::GcArgs),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +44,10 @@ fn main() -> ExitCode {
             }
         },
         Command::Controller(command) => cli::execute(command),
+        #[cfg(feature = "ec2")]
+        Command::Fleet(command) => quietbench_ec2::cli::fleet(command),
+        #[cfg(feature = "ec2")]
+        Command::Gc(args) => quietbench_ec2::cli::gc(args),
     }
 }
 

@@ -1,0 +1,172 @@
+//! The commands of the EC2 fleet's resources: `quietbench fleet ls` and `quietbench gc`.
+
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+
+use clap::{Args, Subcommand};
+
+use crate::gc::{Selection, collect};
+use crate::inventory::{Scope, list};
+use crate::tags::format_expiry;
+use crate::{Ec2, Ec2Options};
+
+/// Where and as whom to call EC2 (aws-config's default chain decides what is not given).
+#[derive(Debug, Clone, Args)]
+pub struct AwsArgs {
+    /// AWS region [default: from the environment or the profile]
+    #[arg(long, value_name = "REGION")]
+    pub region: Option<String>,
+    /// Profile of ~/.aws/config and ~/.aws/credentials
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+    /// Another EC2 endpoint, e.g. a test server (also AWS_ENDPOINT_URL_EC2)
+    #[arg(long, value_name = "URL")]
+    pub endpoint_url: Option<String>,
+}
+
+impl AwsArgs {
+    fn options(&self) -> Ec2Options {
+        Ec2Options {
+            region: self.region.clone(),
+            profile: self.profile.clone(),
+            endpoint_url: self.endpoint_url.clone(),
+        }
+    }
+}
+
+/// `quietbench fleet ...`.
+#[derive(Debug, Subcommand)]
+pub enum FleetCommand {
+    /// List the live resources of EC2 fleets (instances, volumes, placement groups, hosts), with
+    /// their run, age and expiry
+    Ls(LsArgs),
+}
+
+/// `quietbench fleet ls`.
+#[derive(Debug, Args)]
+pub struct LsArgs {
+    /// Only this run's resources
+    #[arg(long, value_name = "RUN")]
+    pub run: Option<String>,
+    #[command(flatten)]
+    pub aws: AwsArgs,
+}
+
+/// `quietbench gc`.
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// Delete this run's resources now, whatever their expiry
+    #[arg(long, value_name = "RUN")]
+    pub run: Option<String>,
+    /// Say what would be deleted, delete nothing
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub aws: AwsArgs,
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
+fn age(since: Option<SystemTime>, now: SystemTime) -> String {
+    since
+        .and_then(|t| now.duration_since(t).ok())
+        .map_or("-".into(), |d| {
+            humantime::format_duration(Duration::from_secs(d.as_secs() / 60 * 60)).to_string()
+        })
+}
+
+/// Runs `fleet ls`.
+pub fn fleet(command: FleetCommand) -> ExitCode {
+    let FleetCommand::Ls(args) = command;
+    report(runtime().and_then(|rt| {
+        rt.block_on(async {
+            let ec2 = Ec2::connect(&args.aws.options()).await?;
+            let scope = args.run.clone().map_or(Scope::All, Scope::Run);
+            let inventory = list(&ec2, &scope).await;
+            let now = SystemTime::now();
+            println!(
+                "{:<16} {:<22} {:<36} {:<14} {:>8}  {:<22} owner",
+                "kind", "id", "run", "state", "age", "expires"
+            );
+            for r in &inventory.resources {
+                let expires = match &r.ownership.expires_at {
+                    Ok(at) if *at <= now => format!("{} (expired)", format_expiry(*at)),
+                    Ok(at) => format_expiry(*at),
+                    Err(why) => why.clone(),
+                };
+                println!(
+                    "{:<16} {:<22} {:<36} {:<14} {:>8}  {:<22} {}",
+                    r.kind.name(),
+                    r.id,
+                    r.ownership.run,
+                    r.state,
+                    age(r.created, now),
+                    expires,
+                    r.ownership.owner.as_deref().unwrap_or("-")
+                );
+            }
+            println!(
+                "{} resource(s) in {}",
+                inventory.resources.len(),
+                ec2.region()
+            );
+            for e in &inventory.unlisted {
+                eprintln!("quietbench: warning: could not list {e}");
+            }
+            Ok(inventory.unlisted.is_empty())
+        })
+    }))
+}
+
+/// Runs `gc`.
+pub fn gc(args: GcArgs) -> ExitCode {
+    report(runtime().and_then(|rt| {
+        rt.block_on(async {
+            let ec2 = Ec2::connect(&args.aws.options()).await?;
+            let selection = match &args.run {
+                Some(run) => Selection::Run(run.clone()),
+                None => Selection::Expired(SystemTime::now()),
+            };
+            let outcome = collect(&ec2, &selection, args.dry_run, &|line| {
+                eprintln!("quietbench: {line}");
+            })
+            .await;
+            for line in &outcome.deleted {
+                println!("{line}");
+            }
+            for line in &outcome.kept {
+                println!("kept {line}");
+            }
+            for line in &outcome.errors {
+                eprintln!("quietbench: error: {line}");
+            }
+            println!(
+                "{} {} resource(s), kept {}, {} error(s)",
+                if args.dry_run {
+                    "would delete"
+                } else {
+                    "deleted"
+                },
+                outcome.deleted.len(),
+                outcome.kept.len(),
+                outcome.errors.len()
+            );
+            Ok(outcome.errors.is_empty())
+        })
+    }))
+}
+
+fn report(result: anyhow::Result<bool>) -> ExitCode {
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("quietbench: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
