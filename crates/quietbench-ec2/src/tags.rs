@@ -21,6 +21,10 @@ pub const LEASE: Duration = Duration::from_secs(15 * 60);
 /// How often the lease is renewed: three renewals fit in one lease, so one failed call (a
 /// throttle, a blip) never lets the resources expire under a living controller.
 pub const RENEW_EVERY: Duration = Duration::from_secs(5 * 60);
+const _: () = assert!(
+    RENEW_EVERY.as_secs() * 2 < LEASE.as_secs(),
+    "a lease outlives at least two renewals"
+);
 
 /// The expiry a renewal at `now` sets: a lease ahead, but never past the run's `--ttl`
 /// deadline.

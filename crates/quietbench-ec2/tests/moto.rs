@@ -9,7 +9,6 @@ use std::time::{Duration, SystemTime};
 use common::{any_ami, ec2, launch, start_moto};
 use quietbench_ec2::gc::{Selection, collect};
 use quietbench_ec2::inventory::{Kind, Scope, list};
-use quietbench_ec2::tags;
 
 fn count(inventory: &quietbench_ec2::inventory::Inventory, kind: Kind, run: &str) -> usize {
     inventory
@@ -91,6 +90,5 @@ async fn gc_deletes_expired_runs_and_named_runs_and_keeps_the_rest() {
         count(&list(&ec2, &Scope::All).await, Kind::Instance, "run-alive"),
         2
     );
-    assert!(tags::LEASE > tags::RENEW_EVERY * 2);
     eprintln!("gc errors against moto: {:?}", done.errors);
 }

@@ -299,7 +299,6 @@ pub fn stats_observations(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
 
     use super::*;
 
@@ -310,43 +309,26 @@ mod tests {
             hist.record(v * 1_000_000).expect("in range");
         }
         let total_s: f64 = ms.iter().map(|v| *v as f64 / 1000.0).sum();
-        let metric = |name: &str, value: Option<f64>, histogram| crate::record::MetricRecord {
-            name: name.into(),
+        let rate = ms.len() as f64 / total_s;
+        let mut trial = crate::record::test_records::value_trial(
+            ("exec", "A"),
+            0,
+            1,
+            ("invocations_per_sec", "", rate),
+        );
+        trial.metrics.push(crate::record::MetricRecord {
+            name: "wall_time".into(),
             unit: String::new(),
-            value,
+            value: None,
             interval_values: Vec::new(),
-            histogram,
-        };
-        TrialRecord {
-            probe: "exec".into(),
-            variant: "A".into(),
-            warmup: false,
-            host: 0,
-            round: 1,
-            trial_id: "t".into(),
-            start_unix_ns: 0,
-            end_unix_ns: 0,
-            cancelled: false,
-            params: BTreeMap::new(),
-            placement: None,
-            intervals: 1,
-            metrics: vec![
-                metric("invocations_per_sec", Some(ms.len() as f64 / total_s), None),
-                metric(
-                    "wall_time",
-                    None,
-                    Some(crate::record::HistogramRecord {
-                        hist,
-                        encoded: Vec::new(),
-                        clamped: 0,
-                        dropped: 0,
-                    }),
-                ),
-            ],
-            noise: None,
-            peer: None,
-            interval_records: Vec::new(),
-        }
+            histogram: Some(crate::record::HistogramRecord {
+                hist,
+                encoded: Vec::new(),
+                clamped: 0,
+                dropped: 0,
+            }),
+        });
+        trial
     }
 
     #[test]
