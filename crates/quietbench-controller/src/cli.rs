@@ -15,7 +15,9 @@ use crate::fleet::Ledger;
 use crate::record::figures::{Interleave, TrialFigure};
 use crate::schedule::fresh_seed;
 
+mod ec2;
 mod tls;
+pub use ec2::{AwsArgs, Ec2Args};
 use quietbench_proto::v1 as pb;
 pub use tls::{CertsArgs, TlsArgs};
 
@@ -75,7 +77,7 @@ pub struct ReleaseArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(group(ArgGroup::new("target").multiple(false).args(["local", "agents"])))]
+#[command(group(ArgGroup::new("target").multiple(false).args(["local", "agents", "ec2"])))]
 pub struct CompareArgs {
     /// Command A, the baseline (run without a shell unless --shell)
     #[arg(long, value_name = "CMD", required_unless_present = "runs")]
@@ -152,6 +154,8 @@ pub struct CompareArgs {
     no_store: bool,
     #[command(flatten)]
     tls: TlsArgs,
+    #[command(flatten)]
+    ec2: Ec2Args,
 }
 
 fn compare_command(args: CompareArgs) -> anyhow::Result<ExitCode> {
@@ -172,8 +176,12 @@ fn compare_command(args: CompareArgs) -> anyhow::Result<ExitCode> {
             "give two commands (--a CMD --b CMD) or two stored runs (--runs RUN_A RUN_B)"
         );
     };
-    if !args.local && args.agents.is_empty() {
-        anyhow::bail!("say where to measure: --local, or --agent HOST:PORT for each host");
+    let ec2 = args.ec2.spec();
+    if !args.local && args.agents.is_empty() && ec2.is_none() {
+        anyhow::bail!(
+            "say where to measure: --local, --agent HOST:PORT for each host, or --ec2 with its \
+             options"
+        );
     }
     if let Some(p) = args.precision.filter(|p| !(*p > 0.0 && *p < 100.0)) {
         anyhow::bail!("--precision {p} must be a percentage between 0 and 100");
@@ -188,6 +196,7 @@ fn compare_command(args: CompareArgs) -> anyhow::Result<ExitCode> {
         },
         local: args.local,
         agents: args.agents,
+        ec2,
         rounds: args.rounds,
         warmup: args.warmup,
         duration_ms: args.duration.as_millis() as u64,
@@ -310,7 +319,7 @@ pub struct RestoreArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(group(ArgGroup::new("target").required(true).multiple(false).args(["local", "agents", "hosts_file", "plan"])))]
+#[command(group(ArgGroup::new("target").required(true).multiple(false).args(["local", "agents", "hosts_file", "plan", "ec2"])))]
 pub struct RunArgs {
     /// Run a TOML plan file (docs/plans.md): hosts, variants, rounds and timing come from it;
     /// the output options (--json, --html, --hdr-log, --db) still apply
@@ -396,6 +405,8 @@ pub struct RunArgs {
     no_store: bool,
     #[command(flatten)]
     tls: TlsArgs,
+    #[command(flatten)]
+    ec2: Ec2Args,
 }
 
 #[derive(Debug, Args)]
@@ -499,6 +510,7 @@ pub fn execute(command: ControllerCommand) -> ExitCode {
 
 fn run_request(args: RunArgs) -> RunRequest {
     RunRequest {
+        ec2: args.ec2.spec(),
         plan: args.plan,
         local: args.local,
         agents: args.agents,

@@ -251,6 +251,17 @@ impl Session {
         Ok(Self::new(fleet, policy))
     }
 
+    /// The session on an EC2 fleet launched for the run (the binary's `ec2` feature).
+    pub fn for_ec2(
+        spec: crate::fleet::ec2::Ec2Spec,
+        wants_peer: bool,
+        policy: FailurePolicy,
+    ) -> anyhow::Result<Self> {
+        spec.check().map_err(anyhow::Error::msg)?;
+        let fleet = crate::fleet::ec2::launcher()?.fleet(spec, wants_peer)?;
+        Ok(Self::new(fleet, policy))
+    }
+
     /// Acquires the fleet's hosts, runs `run`'s schedule on them (skipping `done`), saving as
     /// it goes; `stop` may end it early after any trial. Restores tuned hosts and releases the
     /// fleet on every exit path. Returns the finished record and the exit code; prints the
@@ -271,6 +282,7 @@ impl Session {
         }
         let rt = runtime()?;
         let policy = self.policy;
+        self.fleet.bind_run(&run.run_id);
         let mut on_trial = |run: &RunRecord, planned: &PlannedTrial| -> anyhow::Result<Flow> {
             outputs.saved(run)?;
             Ok(stop(run, planned))

@@ -10,27 +10,13 @@ use crate::inventory::{Scope, list};
 use crate::tags::format_expiry;
 use crate::{Ec2, Ec2Options};
 
-/// Where and as whom to call EC2 (aws-config's default chain decides what is not given).
-#[derive(Debug, Clone, Args)]
-pub struct AwsArgs {
-    /// AWS region [default: from the environment or the profile]
-    #[arg(long, value_name = "REGION")]
-    pub region: Option<String>,
-    /// Profile of ~/.aws/config and ~/.aws/credentials
-    #[arg(long, value_name = "NAME")]
-    pub profile: Option<String>,
-    /// Another EC2 endpoint, e.g. a test server (also AWS_ENDPOINT_URL_EC2)
-    #[arg(long, value_name = "URL")]
-    pub endpoint_url: Option<String>,
-}
+pub use quietbench_controller::cli::AwsArgs;
 
-impl AwsArgs {
-    fn options(&self) -> Ec2Options {
-        Ec2Options {
-            region: self.region.clone(),
-            profile: self.profile.clone(),
-            endpoint_url: self.endpoint_url.clone(),
-        }
+fn options(aws: &AwsArgs) -> Ec2Options {
+    Ec2Options {
+        region: aws.region.clone(),
+        profile: aws.profile.clone(),
+        endpoint_url: aws.endpoint_url.clone(),
     }
 }
 
@@ -84,7 +70,7 @@ pub fn fleet(command: FleetCommand) -> ExitCode {
     let FleetCommand::Ls(args) = command;
     report(runtime().and_then(|rt| {
         rt.block_on(async {
-            let ec2 = Ec2::connect(&args.aws.options()).await?;
+            let ec2 = Ec2::connect(&options(&args.aws)).await?;
             let scope = args.run.clone().map_or(Scope::All, Scope::Run);
             let inventory = list(&ec2, &scope).await;
             let now = SystemTime::now();
@@ -126,7 +112,7 @@ pub fn fleet(command: FleetCommand) -> ExitCode {
 pub fn gc(args: GcArgs) -> ExitCode {
     report(runtime().and_then(|rt| {
         rt.block_on(async {
-            let ec2 = Ec2::connect(&args.aws.options()).await?;
+            let ec2 = Ec2::connect(&options(&args.aws)).await?;
             let selection = match &args.run {
                 Some(run) => Selection::Run(run.clone()),
                 None => Selection::Expired(SystemTime::now()),

@@ -1,11 +1,12 @@
 //! Deleting what fleets left behind, in dependency order: instances (and the wait until they
 //! are terminated: a placement group or a dedicated host in use cannot be deleted, and a volume
-//! is attached until then), then volumes, placement groups and dedicated hosts.
+//! is attached until then), then volumes, placement groups, dedicated hosts and security
+//! groups.
 
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::client::{Ec2, error_code, explain};
-use crate::inventory::{Inventory, Kind, Resource, Scope, list};
+use crate::inventory::{Inventory, Kind, Resource, Scope, list_kinds};
 
 /// What to collect.
 #[derive(Debug, Clone)]
@@ -38,6 +39,18 @@ pub async fn collect(
     dry_run: bool,
     progress: &dyn Fn(&str),
 ) -> GcOutcome {
+    collect_kinds(ec2, selection, &Kind::ALL, dry_run, progress).await
+}
+
+/// [`collect`], of these kinds only: a fleet releasing its run lists only the kinds it made
+/// (an EC2 that cannot list one kind then does not fail a release that never used it).
+pub async fn collect_kinds(
+    ec2: &Ec2,
+    selection: &Selection,
+    kinds: &[Kind],
+    dry_run: bool,
+    progress: &dyn Fn(&str),
+) -> GcOutcome {
     let scope = match selection {
         Selection::Expired(_) => Scope::All,
         Selection::Run(run) => Scope::Run(run.clone()),
@@ -45,7 +58,7 @@ pub async fn collect(
     let Inventory {
         resources,
         unlisted,
-    } = list(ec2, &scope).await;
+    } = list_kinds(ec2, &scope, kinds).await;
     let mut outcome = GcOutcome {
         errors: unlisted
             .into_iter()
@@ -165,6 +178,20 @@ pub async fn collect(
                 .errors
                 .push(format!("{:#}", explain("ec2:ReleaseHosts", e))),
         }
+    }
+    for r in of(Kind::SecurityGroup) {
+        let result = ec2.ec2.delete_security_group().group_id(&r.id).send().await;
+        record(
+            &mut outcome,
+            r,
+            result.map(|_| ()).map_err(|e| {
+                if error_code(&e) == Some("InvalidGroup.NotFound") {
+                    None
+                } else {
+                    Some(explain("ec2:DeleteSecurityGroup", e))
+                }
+            }),
+        );
     }
     outcome
 }

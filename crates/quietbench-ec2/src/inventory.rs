@@ -21,6 +21,8 @@ pub enum Kind {
     PlacementGroup,
     /// A dedicated host.
     Host,
+    /// A security group made for a run (`--allow-from`).
+    SecurityGroup,
 }
 
 impl Kind {
@@ -31,8 +33,18 @@ impl Kind {
             Kind::Volume => "volume",
             Kind::PlacementGroup => "placement-group",
             Kind::Host => "host",
+            Kind::SecurityGroup => "security-group",
         }
     }
+
+    /// Every kind, in deletion order.
+    pub const ALL: [Kind; 5] = [
+        Kind::Instance,
+        Kind::Volume,
+        Kind::PlacementGroup,
+        Kind::Host,
+        Kind::SecurityGroup,
+    ];
 }
 
 /// One tagged resource.
@@ -95,22 +107,24 @@ fn time(t: Option<&aws_sdk_ec2::primitives::DateTime>) -> Option<SystemTime> {
 /// Lists the tagged resources of `scope`. Terminated instances are left out: they are gone,
 /// whatever DescribeInstances still shows for an hour.
 pub async fn list(ec2: &Ec2, scope: &Scope) -> Inventory {
+    list_kinds(ec2, scope, &Kind::ALL).await
+}
+
+/// [`list`], of these kinds only (a run's release lists the kinds it created).
+pub async fn list_kinds(ec2: &Ec2, scope: &Scope, kinds: &[Kind]) -> Inventory {
     let mut inventory = Inventory::default();
-    match instances(ec2, scope).await {
-        Ok(found) => inventory.resources.extend(found),
-        Err(e) => inventory.unlisted.push(format!("instances: {e:#}")),
-    }
-    match volumes(ec2, scope).await {
-        Ok(found) => inventory.resources.extend(found),
-        Err(e) => inventory.unlisted.push(format!("volumes: {e:#}")),
-    }
-    match placement_groups(ec2, scope).await {
-        Ok(found) => inventory.resources.extend(found),
-        Err(e) => inventory.unlisted.push(format!("placement groups: {e:#}")),
-    }
-    match hosts(ec2, scope).await {
-        Ok(found) => inventory.resources.extend(found),
-        Err(e) => inventory.unlisted.push(format!("dedicated hosts: {e:#}")),
+    for kind in Kind::ALL.into_iter().filter(|k| kinds.contains(k)) {
+        let (found, what) = match kind {
+            Kind::Instance => (instances(ec2, scope).await, "instances"),
+            Kind::Volume => (volumes(ec2, scope).await, "volumes"),
+            Kind::PlacementGroup => (placement_groups(ec2, scope).await, "placement groups"),
+            Kind::Host => (hosts(ec2, scope).await, "dedicated hosts"),
+            Kind::SecurityGroup => (security_groups(ec2, scope).await, "security groups"),
+        };
+        match found {
+            Ok(found) => inventory.resources.extend(found),
+            Err(e) => inventory.unlisted.push(format!("{what}: {e:#}")),
+        }
     }
     inventory
         .resources
@@ -225,6 +239,32 @@ async fn hosts(ec2: &Ec2, scope: &Scope) -> anyhow::Result<Vec<Resource>> {
                 id: id.to_string(),
                 state,
                 created: time(host.allocation_time()),
+                ownership,
+            });
+        }
+    }
+    Ok(found)
+}
+
+async fn security_groups(ec2: &Ec2, scope: &Scope) -> anyhow::Result<Vec<Resource>> {
+    let mut pages = ec2
+        .ec2
+        .describe_security_groups()
+        .filters(scope.filter())
+        .into_paginator()
+        .send();
+    let mut found = Vec::new();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| explain("ec2:DescribeSecurityGroups", e))?;
+        for group in page.security_groups() {
+            let (Some(id), Some(ownership)) = (group.group_id(), ownership(group.tags())) else {
+                continue;
+            };
+            found.push(Resource {
+                kind: Kind::SecurityGroup,
+                id: id.to_string(),
+                state: "available".into(),
+                created: None,
                 ownership,
             });
         }

@@ -1,5 +1,6 @@
-//! quietbench's EC2 fleet: the resources a run launches on EC2, tagged at creation with their
-//! run, owner and expiry, listed (`quietbench fleet ls`) and collected (`quietbench gc`).
+//! quietbench's EC2 fleet: the instances a run launches on EC2 (`run --ec2`), tagged at
+//! creation with their run, owner and expiry, placed, chosen by CPU model, and released; and
+//! the commands on what fleets left (`quietbench fleet ls`, `quietbench gc`).
 //!
 //! Its own crate because aws-sdk-ec2 is the heaviest dependency of the tree by far: only the
 //! `quietbench` binary's `ec2` feature links it, so the agent, the controller library and their
@@ -7,8 +8,11 @@
 
 pub mod cli;
 pub mod client;
+pub mod fleet;
 pub mod gc;
 pub mod inventory;
+mod launcher;
 pub mod tags;
 
 pub use client::{Ec2, Ec2Options};
+pub use launcher::install;

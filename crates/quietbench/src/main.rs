@@ -35,6 +35,8 @@ enum Command {
 fn main() -> ExitCode {
     // First: when the agent inside this binary spawns it as a cpu.spawn child, exit at once.
     quietbench_agent::exit_if_noop();
+    #[cfg(feature = "ec2")]
+    quietbench_ec2::install();
     match Cli::parse().command {
         Command::Agent(args) => match quietbench_agent::serve(&args) {
             Ok(()) => ExitCode::SUCCESS,

@@ -228,6 +228,8 @@ pub struct CompareRequest {
     pub local: bool,
     /// Or on these agents.
     pub agents: Vec<String>,
+    /// Or on EC2 instances launched for the run.
+    pub ec2: Option<crate::fleet::ec2::Ec2Spec>,
     /// Measured rounds (the maximum, with a precision target).
     pub rounds: u32,
     /// Warm-up rounds.
@@ -313,7 +315,11 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
         )?),
         None => None,
     };
-    let hosts = if req.local { 1 } else { req.agents.len() };
+    let hosts = match &req.ec2 {
+        Some(spec) => spec.count as usize,
+        None if req.local => 1,
+        None => req.agents.len(),
+    };
     let started = std::time::Instant::now();
     let mut stopped: Option<String> = None;
     let mut stop = |run: &RunRecord, planned: &crate::schedule::PlannedTrial| -> Flow {
@@ -346,13 +352,23 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
             _ => Flow::Continue,
         }
     };
-    let session = Session::for_hosts(
-        req.local,
-        super::agent_entries(&req.agents),
-        &[],
-        false,
-        FailurePolicy::default(),
-    )?;
+    let session = match req.ec2.clone().map(|mut spec| {
+        spec.allow_exec = true; // compare times commands: exec probes
+        spec
+    }) {
+        Some(spec) if spec.dry_run => {
+            crate::fleet::ec2::launcher()?.dry_run(&spec, false)?;
+            return Ok(std::process::ExitCode::SUCCESS);
+        }
+        Some(spec) => Session::for_ec2(spec, false, FailurePolicy::default())?,
+        None => Session::for_hosts(
+            req.local,
+            super::agent_entries(&req.agents),
+            &[],
+            false,
+            FailurePolicy::default(),
+        )?,
+    };
     let outputs = Outputs::new(
         None,
         req.html.clone(),

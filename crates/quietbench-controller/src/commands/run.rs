@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::agent_entries;
 use crate::execute::{FailurePolicy, Flow};
 use crate::fleet::HostEntry;
+use crate::fleet::ec2::Ec2Spec;
 use crate::record::RunSettings;
 use crate::run::{needs_peer, new_record};
 use crate::schedule::{VariantSpec, fresh_seed};
@@ -24,6 +25,8 @@ pub struct RunRequest {
     pub agents: Vec<String>,
     /// Or on the agents a hosts file lists.
     pub hosts_file: Option<PathBuf>,
+    /// Or on EC2 instances launched for the run.
+    pub ec2: Option<Ec2Spec>,
     /// Peer agents of network probes: one for all hosts, or one per host.
     pub peers: Vec<String>,
     /// Hosts do not wait for each other at round boundaries.
@@ -100,15 +103,24 @@ pub fn run(req: RunRequest) -> anyhow::Result<ExitCode> {
         })
         .collect();
     let wants_peer = settings.probes.iter().any(|p| needs_peer(p));
-    let hosts = match &req.hosts_file {
-        Some(path) => crate::fleet::read_hosts_file(path)?,
-        None => agent_entries(&req.agents),
-    };
     let policy = FailurePolicy {
         fail_fast: req.fail_fast,
         reconnect_within: req.reconnect_within,
     };
-    let session = Session::for_hosts(req.local, hosts, &req.peers, wants_peer, policy)?;
+    let session = if let Some(mut spec) = req.ec2 {
+        spec.allow_exec = settings.probes.iter().any(|p| p == "exec");
+        if spec.dry_run {
+            crate::fleet::ec2::launcher()?.dry_run(&spec, wants_peer)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Session::for_ec2(spec, wants_peer, policy)?
+    } else {
+        let hosts = match &req.hosts_file {
+            Some(path) => crate::fleet::read_hosts_file(path)?,
+            None => agent_entries(&req.agents),
+        };
+        Session::for_hosts(req.local, hosts, &req.peers, wants_peer, policy)?
+    };
     let (_run, code) = session.drive(new_record(settings), outputs, &[], &mut |_, _| {
         Flow::Continue
     })?;
@@ -169,13 +181,32 @@ fn run_plan(req: RunRequest, path: &Path) -> anyhow::Result<ExitCode> {
         fail_fast: req.fail_fast || plan.fail_fast,
         reconnect_within: req.reconnect_within,
     };
-    let hosts = match &plan.hosts_file {
-        Some(file) => crate::fleet::read_hosts_file(file)?,
-        None => plan_entries(&plan.agents, path),
+    if let Some(spec) = &mut plan.ec2 {
+        spec.allow_exec = plan.settings.variants.iter().any(|v| v.probe == "exec");
+    }
+    let (session, host_count) = match plan.ec2.take() {
+        Some(spec) if spec.dry_run => {
+            crate::fleet::ec2::launcher()?.dry_run(&spec, wants_peer)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some(spec) => {
+            let count = spec.count as usize;
+            (Session::for_ec2(spec, wants_peer, policy)?, count)
+        }
+        None => {
+            let hosts = match &plan.hosts_file {
+                Some(file) => crate::fleet::read_hosts_file(file)?,
+                None => plan_entries(&plan.agents, path),
+            };
+            // Hosts in the schedule, for the stopping rule's end-of-round test (a hosts
+            // file's too).
+            let count = if plan.local { 1 } else { hosts.len() };
+            (
+                Session::for_hosts(plan.local, hosts, &plan.peers, wants_peer, policy)?,
+                count,
+            )
+        }
     };
-    // Hosts in the schedule, for the stopping rule's end-of-round test (a hosts file's too).
-    let host_count = if plan.local { 1 } else { hosts.len() };
-    let session = Session::for_hosts(plan.local, hosts, &plan.peers, wants_peer, policy)?;
     let outputs = req.outputs()?;
     let started = std::time::Instant::now();
     let budget = plan.budget;

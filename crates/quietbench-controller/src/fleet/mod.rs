@@ -1,11 +1,12 @@
 //! Fleets: where a run's hosts come from and where they go back to. A fleet turns a plan's
 //! hosts into reachable agents (`acquire`) and gives them back at the end (`release`), on every
-//! exit path: a normal end, an error, Ctrl-C (acquire is a future the session drops). Two kinds
-//! exist: `local` (agents this process starts) and `static` (agents already running, named on
-//! the command line, in a plan or in a hosts file). The EC2 fleet will be a third behind the
-//! same trait: it launches in `acquire`, terminates in `release`, and names each host's
-//! instance in [`Target::instance_id`].
+//! exit path: a normal end, an error, Ctrl-C (acquire is a future the session drops). Three
+//! kinds exist: `local` (agents this process starts), `static` (agents already running, named
+//! on the command line, in a plan or in a hosts file) and `ec2` (instances launched for the
+//! run: [`ec2`] holds what the user asks for; the quietbench-ec2 crate, linked by the binary's
+//! `ec2` feature, is the fleet).
 
+pub mod ec2;
 mod hosts_file;
 pub mod ledger;
 mod local;
@@ -46,8 +47,12 @@ pub type FleetFuture<'a, T> = Pin<Box<dyn Future<Output = anyhow::Result<T>> + '
 
 /// Where a run's hosts come from.
 pub trait Fleet {
-    /// The fleet's kind, as plans and reports name it: "local", "static".
+    /// The fleet's kind, as plans and reports name it: "local", "static", "ec2".
     fn kind(&self) -> &'static str;
+
+    /// Told the run's id before `acquire`: a fleet that creates cloud resources tags them
+    /// with it, so they can be found and deleted by run.
+    fn bind_run(&mut self, _run_id: &str) {}
 
     /// Obtains the hosts, reporting progress. Dropping the future cancels it; `release` then
     /// gives back whatever was obtained so far.

@@ -152,13 +152,14 @@ pub enum PlanError {
     /// No hosts at all.
     #[error(
         "the plan names no hosts: give hosts = \"local\" or hosts = [\"HOST:PORT\", ...], or a \
-         [fleet] table with kind = \"local\" or \"static\" (see docs/plans.md)"
+         [fleet] table with kind = \"local\", \"static\" or \"ec2\" (see docs/plans.md)"
     )]
     NoFleet,
     /// A `[fleet]` kind this build does not have.
     #[error(
         "{at}: [fleet] kind = {kind:?} is not a fleet kind: give \"local\" (agents started \
-         here) or \"static\" (running agents: hosts or hosts_file)"
+         here), \"static\" (running agents: hosts or hosts_file) or \"ec2\" (instances \
+         launched for the run)"
     )]
     FleetKind {
         /// The kind given.
@@ -174,6 +175,14 @@ pub enum PlanError {
         /// What is wrong.
         why: &'static str,
         /// Where the table is.
+        at: Location,
+    },
+    /// An EC2 fleet's field is missing or wrong.
+    #[error("{at}: [fleet] kind = \"ec2\": {why}")]
+    Ec2 {
+        /// What is wrong.
+        why: String,
+        /// Where.
         at: Location,
     },
     /// `cpus` is not in the kernel's list format.

@@ -9,6 +9,7 @@
 //! shows the line), and the checks made here after decoding carry the value's position, taken
 //! from [`toml::Spanned`].
 
+mod ec2;
 mod error;
 mod tls;
 mod values;
@@ -51,6 +52,8 @@ pub struct Plan {
     pub budget: Option<Duration>,
     /// `[tls]`: how to reach the agents over TLS (the flags win over it).
     pub tls: Option<PlanTls>,
+    /// `[fleet] kind = "ec2"`: instances launched for the run.
+    pub ec2: Option<crate::fleet::ec2::Ec2Spec>,
 }
 
 /// An inclusive range, with the words an error gives for it.
@@ -123,6 +126,57 @@ struct FleetFile {
     round_sync: Option<bool>,
     #[serde(default)]
     fail_fast: bool,
+    // The EC2 fleet's fields, inline (serde's flatten would lose deny_unknown_fields).
+    instance_type: Option<Spanned<String>>,
+    count: Option<Spanned<i64>>,
+    ami: Option<Spanned<String>>,
+    subnets: Option<Spanned<Vec<String>>>,
+    security_groups: Option<Spanned<Vec<String>>>,
+    allow_from: Option<Spanned<Vec<String>>>,
+    key_name: Option<Spanned<String>>,
+    region: Option<Spanned<String>>,
+    profile: Option<Spanned<String>>,
+    endpoint_url: Option<Spanned<String>>,
+    placement: Option<Spanned<String>>,
+    tenancy: Option<Spanned<String>>,
+    threads_per_core: Option<Spanned<i64>>,
+    cpu_model: Option<Spanned<String>>,
+    cpu_policy: Option<Spanned<String>>,
+    max_rerolls: Option<Spanned<i64>>,
+    stratify: Option<Spanned<bool>>,
+    ttl: Option<Spanned<String>>,
+    boot_timeout: Option<Spanned<String>>,
+    keep: Option<Spanned<bool>>,
+    ca_dir: Option<Spanned<String>>,
+}
+
+impl FleetFile {
+    /// The EC2 fields, moved out.
+    fn ec2_fields(&self) -> ec2::Ec2Fields {
+        ec2::Ec2Fields {
+            instance_type: self.instance_type.clone(),
+            count: self.count.clone(),
+            ami: self.ami.clone(),
+            subnets: self.subnets.clone(),
+            security_groups: self.security_groups.clone(),
+            allow_from: self.allow_from.clone(),
+            key_name: self.key_name.clone(),
+            region: self.region.clone(),
+            profile: self.profile.clone(),
+            endpoint_url: self.endpoint_url.clone(),
+            placement: self.placement.clone(),
+            tenancy: self.tenancy.clone(),
+            threads_per_core: self.threads_per_core.clone(),
+            cpu_model: self.cpu_model.clone(),
+            cpu_policy: self.cpu_policy.clone(),
+            max_rerolls: self.max_rerolls.clone(),
+            stratify: self.stratify.clone(),
+            ttl: self.ttl.clone(),
+            boot_timeout: self.boot_timeout.clone(),
+            keep: self.keep.clone(),
+            ca_dir: self.ca_dir.clone(),
+        }
+    }
 }
 
 /// The hosts a plan names, from `hosts` or `[fleet]`, before the address checks.
@@ -132,6 +186,7 @@ struct FleetChoice<'a> {
     peers: Option<&'a Spanned<Vec<Spanned<String>>>>,
     round_sync: bool,
     fail_fast: bool,
+    ec2: Option<crate::fleet::ec2::Ec2Spec>,
 }
 
 /// Reads `hosts`/`peers` and `[fleet]` into one choice, refusing a plan that names hosts twice
@@ -152,6 +207,7 @@ fn fleet_choice<'a>(file: &'a PlanFile, text: &str) -> Result<FleetChoice<'a>, P
             peers: file.peers.as_ref(),
             round_sync: true,
             fail_fast: false,
+            ec2: None,
         });
     };
     let table = fleet.get_ref();
@@ -171,7 +227,30 @@ fn fleet_choice<'a>(file: &'a PlanFile, text: &str) -> Result<FleetChoice<'a>, P
         why,
         at: at(fleet.span()),
     };
+    let ec2_fields = table.ec2_fields();
+    if table.kind.get_ref() != "ec2"
+        && let Some((field, span)) = ec2_fields.first_given()
+    {
+        return Err(PlanError::Ec2 {
+            why: format!(
+                "{field} belongs to an EC2 fleet (kind = \"ec2\"), not to kind = {:?}",
+                table.kind.get_ref()
+            ),
+            at: at(span),
+        });
+    }
+    let mut ec2 = None;
     let hosts = match table.kind.get_ref().as_str() {
+        "ec2" => {
+            if table.hosts.is_some() || table.hosts_file.is_some() || table.peers.is_some() {
+                return Err(fields(
+                    "ec2",
+                    "an EC2 fleet launches its own hosts: remove hosts, hosts_file and peers",
+                ));
+            }
+            ec2 = Some(ec2::spec(&ec2_fields, at(fleet.span()), &at)?);
+            None
+        }
         "local" => {
             if table.hosts.is_some() || table.hosts_file.is_some() || table.peers.is_some() {
                 return Err(fields(
@@ -209,6 +288,7 @@ fn fleet_choice<'a>(file: &'a PlanFile, text: &str) -> Result<FleetChoice<'a>, P
         peers: table.peers.as_ref(),
         round_sync: table.round_sync.unwrap_or(true),
         fail_fast: table.fail_fast,
+        ec2,
     })
 }
 
@@ -384,6 +464,7 @@ pub fn parse_plan(text: &str, default_seed: u64) -> Result<Plan, PlanError> {
             Some(table) => Some(tls::check(table, at(table.span()))?),
             None => None,
         },
+        ec2: choice.ec2,
     })
 }
 

@@ -86,6 +86,14 @@ impl ClientTls {
         Self::load(&plan.ca, identity, token)
     }
 
+    /// Checks every agent's certificate against `name` instead of the address dialled. An EC2
+    /// fleet issues its agents' certificate before EC2 assigns their addresses, so the
+    /// certificate names the fleet's agents (`quietbench-agent`), not an IP.
+    pub fn with_domain(mut self, name: &str) -> Self {
+        self.config = self.config.domain_name(name);
+        self
+    }
+
     /// tonic's client configuration.
     pub fn config(&self) -> ClientTlsConfig {
         self.config.clone()

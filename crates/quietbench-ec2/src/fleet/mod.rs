@@ -1,0 +1,962 @@
+//! The EC2 fleet: launches a run's instances, reaches each one's agent over mutual TLS, keeps
+//! the hosts the CPU-model policy wants, renews the lease while the run goes on, and releases
+//! everything the run created on every exit path (the session calls `release` after a normal
+//! end, an error or Ctrl-C; a SIGKILLed controller's resources expire with their lease).
+
+pub mod address;
+pub mod launch;
+pub mod lease;
+pub mod policy;
+mod reach;
+pub mod run_tls;
+pub mod userdata;
+
+use std::path::PathBuf;
+use std::time::{Instant, SystemTime};
+
+use aws_sdk_ec2::types::{
+    AutoPlacement, Instance, InstanceType, IpPermission, IpRange, PlacementStrategy as Ec2Strategy,
+    ResourceType, Tag, TagSpecification,
+};
+use quietbench_controller::fleet::ec2::{CpuPolicy, Ec2Spec, PlacementStrategy, Tenancy};
+use quietbench_controller::fleet::{Fleet, FleetFuture, Target};
+use quietbench_controller::progress::Progress;
+use quietbench_controller::record::HostKind;
+
+use crate::client::{Ec2, Ec2Options, explain};
+use crate::gc::{Selection, collect_kinds};
+use crate::inventory::Kind;
+use crate::tags::{EXPIRES_AT, NAME, OWNER, RUN, expiry, format_expiry};
+use address::Addresses;
+use launch::{Pacing, Template, launch};
+use run_tls::RunTls;
+
+/// What became of a launched instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Fate {
+    /// Launched, not decided yet.
+    Candidate,
+    /// Measured on.
+    Kept,
+    /// Serves the other end of a kept host's network probes.
+    Peer,
+    /// Terminated by the CPU-model policy (why).
+    Rejected(String),
+    /// Ended before it served (EC2's reason).
+    Lost(String),
+}
+
+/// One instance the fleet launched.
+#[derive(Debug, Clone)]
+struct Launched {
+    id: String,
+    instance_type: String,
+    zone: String,
+    placement_group: Option<String>,
+    tenancy: String,
+    host_id: Option<String>,
+    address: Option<String>,
+    model: Option<String>,
+    rerolls: u32,
+    fate: Fate,
+    launched: Instant,
+    ended: Option<Instant>,
+}
+
+impl Launched {
+    fn from(instance: &Instance) -> Option<Self> {
+        let placement = instance.placement();
+        Some(Self {
+            id: instance.instance_id()?.to_string(),
+            instance_type: instance
+                .instance_type()
+                .map_or("?".into(), |t| t.as_str().to_string()),
+            zone: placement
+                .and_then(|p| p.availability_zone())
+                .unwrap_or("?")
+                .to_string(),
+            placement_group: placement
+                .and_then(|p| p.group_name())
+                .filter(|g| !g.is_empty())
+                .map(str::to_string),
+            tenancy: placement
+                .and_then(|p| p.tenancy())
+                .map_or("default".into(), |t| t.as_str().to_string()),
+            host_id: placement.and_then(|p| p.host_id()).map(str::to_string),
+            address: None,
+            model: None,
+            rerolls: 0,
+            fate: Fate::Candidate,
+            launched: Instant::now(),
+            ended: None,
+        })
+    }
+
+    fn hours(&self, now: Instant) -> f64 {
+        self.ended
+            .unwrap_or(now)
+            .duration_since(self.launched)
+            .as_secs_f64()
+            / 3600.0
+    }
+
+    fn live(&self) -> bool {
+        self.ended.is_none()
+    }
+}
+
+/// An EC2 fleet for one run.
+pub struct Ec2Fleet {
+    spec: Ec2Spec,
+    wants_peer: bool,
+    pacing: Pacing,
+    run_id: String,
+    /// Where the run's TLS folder goes (beside the fleet ledger).
+    state_dir: PathBuf,
+    ec2: Option<Ec2>,
+    deadline: SystemTime,
+    tls_dir: Option<PathBuf>,
+    /// What the run created besides instances and their volumes, for the release.
+    placement_group: Option<(String, Option<String>)>,
+    hosts: Vec<String>,
+    security_group: Option<String>,
+    instances: Vec<Launched>,
+    next_subnet: usize,
+    batches: u32,
+    lease: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Ec2Fleet {
+    /// The fleet `spec` asks for; nothing is called until `acquire`.
+    pub fn new(spec: Ec2Spec, wants_peer: bool, state_dir: PathBuf) -> Self {
+        Self {
+            spec,
+            wants_peer,
+            pacing: Pacing::default(),
+            run_id: String::new(),
+            state_dir,
+            ec2: None,
+            deadline: SystemTime::now(),
+            tls_dir: None,
+            placement_group: None,
+            hosts: Vec::new(),
+            security_group: None,
+            instances: Vec::new(),
+            next_subnet: 0,
+            batches: 0,
+            lease: None,
+        }
+    }
+
+    /// With other waits (tests).
+    pub fn with_pacing(mut self, pacing: Pacing) -> Self {
+        self.pacing = pacing;
+        self
+    }
+
+    /// The tags every resource of the run gets at creation.
+    fn tags(&self, owner: &str) -> Vec<Tag> {
+        let tag = |k: &str, v: String| Tag::builder().key(k).value(v).build();
+        vec![
+            tag(RUN, self.run_id.clone()),
+            tag(OWNER, owner.to_string()),
+            tag(
+                EXPIRES_AT,
+                format_expiry(expiry(SystemTime::now(), self.deadline)),
+            ),
+            tag(NAME, format!("quietbench {}", self.run_id)),
+        ]
+    }
+
+    fn tag_spec(&self, kind: ResourceType, tags: &[Tag]) -> TagSpecification {
+        TagSpecification::builder()
+            .resource_type(kind)
+            .set_tags(Some(tags.to_vec()))
+            .build()
+    }
+
+    /// Everything before the first launch: clients, identity, certificates, the resources the
+    /// instances need, the launch template, the lease.
+    async fn prepare(&mut self, progress: &Progress) -> anyhow::Result<(Template, Addresses)> {
+        let spec = self.spec.clone();
+        progress.status("connecting to EC2".into());
+        let ec2 = Ec2::connect(&Ec2Options {
+            region: spec.region.clone(),
+            profile: spec.profile.clone(),
+            endpoint_url: spec.endpoint_url.clone(),
+        })
+        .await?;
+        self.ec2 = Some(ec2.clone());
+        let addresses = Addresses::from_env(ec2.endpoint_is_loopback())?;
+        let owner = ec2.caller_identity().await?;
+        self.deadline = SystemTime::now() + spec.ttl;
+        let tls_dir = self.state_dir.join(format!("{}-tls", self.run_id));
+        self.tls_dir = Some(tls_dir.clone());
+        let tls = RunTls::make(
+            &tls_dir,
+            spec.ca_dir.as_deref(),
+            run_tls::days_for(spec.ttl),
+        )?;
+        tls.use_for_agents()?;
+        let user_data = userdata::encode(&userdata::render(
+            &tls.ca_pem,
+            &tls.agent_pem,
+            &tls.agent_key,
+            spec.allow_exec,
+        )?);
+        let tags = self.tags(&owner);
+        let mut security_groups = spec.security_groups.clone();
+        if !spec.allow_from.is_empty() {
+            security_groups.push(self.make_security_group(&ec2, &tags).await?);
+        }
+        let placement_group = match spec.placement {
+            Some(strategy) => Some(self.make_placement_group(&ec2, strategy, &tags).await?),
+            None => None,
+        };
+        let host_zone = match spec.tenancy {
+            Tenancy::Host => Some(self.allocate_hosts(&ec2, &tags).await?),
+            _ => None,
+        };
+        let cpu_options = match spec.threads_per_core {
+            Some(threads) => Some((
+                default_cores(&ec2, &spec.instance_type).await?,
+                threads as i32,
+            )),
+            None => None,
+        };
+        self.lease = Some(lease::spawn_renewal(
+            ec2.clone(),
+            self.run_id.clone(),
+            self.placement_group
+                .iter()
+                .filter_map(|(_, id)| id.clone())
+                .collect(),
+            self.deadline,
+        ));
+        Ok((
+            Template {
+                ami: spec.ami.clone(),
+                instance_type: spec.instance_type.clone(),
+                user_data,
+                key_name: spec.key_name.clone(),
+                security_groups,
+                placement_group,
+                tenancy: spec.tenancy,
+                host_zone,
+                cpu_options,
+                tags,
+            },
+            addresses,
+        ))
+    }
+
+    async fn make_security_group(&mut self, ec2: &Ec2, tags: &[Tag]) -> anyhow::Result<String> {
+        let vpc = match self.spec.subnets.first() {
+            Some(subnet) => ec2
+                .ec2
+                .describe_subnets()
+                .subnet_ids(subnet)
+                .send()
+                .await
+                .map_err(|e| explain("ec2:DescribeSubnets", e))?
+                .subnets()
+                .first()
+                .and_then(|s| s.vpc_id())
+                .map(str::to_string),
+            None => None,
+        };
+        let out = ec2
+            .ec2
+            .create_security_group()
+            .group_name(format!("quietbench-{}", self.run_id))
+            .description("quietbench agents of one run: the agent port, from --allow-from")
+            .set_vpc_id(vpc)
+            .tag_specifications(self.tag_spec(ResourceType::SecurityGroup, tags))
+            .send()
+            .await
+            .map_err(|e| explain("ec2:CreateSecurityGroup", e))?;
+        let id = out
+            .group_id()
+            .ok_or_else(|| anyhow::anyhow!("ec2:CreateSecurityGroup answered without an id"))?
+            .to_string();
+        self.security_group = Some(id.clone());
+        let ranges = self
+            .spec
+            .allow_from
+            .iter()
+            .map(|cidr| {
+                IpRange::builder()
+                    .cidr_ip(cidr)
+                    .description("quietbench controller")
+                    .build()
+            })
+            .collect();
+        ec2.ec2
+            .authorize_security_group_ingress()
+            .group_id(&id)
+            .ip_permissions(
+                IpPermission::builder()
+                    .ip_protocol("tcp")
+                    .from_port(i32::from(quietbench_controller::fleet::ec2::AGENT_PORT))
+                    .to_port(i32::from(quietbench_controller::fleet::ec2::AGENT_PORT))
+                    .set_ip_ranges(Some(ranges))
+                    .build(),
+            )
+            .send()
+            .await
+            .map_err(|e| explain("ec2:AuthorizeSecurityGroupIngress", e))?;
+        Ok(id)
+    }
+
+    async fn make_placement_group(
+        &mut self,
+        ec2: &Ec2,
+        strategy: PlacementStrategy,
+        tags: &[Tag],
+    ) -> anyhow::Result<String> {
+        let name = format!("quietbench-{}", self.run_id);
+        let (kind, partitions) = match strategy {
+            PlacementStrategy::Cluster => (Ec2Strategy::Cluster, None),
+            PlacementStrategy::Spread => (Ec2Strategy::Spread, None),
+            PlacementStrategy::Partition(n) => (Ec2Strategy::Partition, n.map(|n| n as i32)),
+        };
+        let out = ec2
+            .ec2
+            .create_placement_group()
+            .group_name(&name)
+            .strategy(kind)
+            .set_partition_count(partitions)
+            .tag_specifications(self.tag_spec(ResourceType::PlacementGroup, tags))
+            .send()
+            .await
+            .map_err(|e| explain("ec2:CreatePlacementGroup", e))?;
+        let id = out
+            .placement_group()
+            .and_then(|g| g.group_id())
+            .map(str::to_string);
+        self.placement_group = Some((name.clone(), id));
+        Ok(name)
+    }
+
+    /// Allocates one dedicated host per instance asked for (auto-placement on, so RunInstances
+    /// with tenancy host lands on them) in the first subnet's AZ; returns the AZ.
+    async fn allocate_hosts(&mut self, ec2: &Ec2, tags: &[Tag]) -> anyhow::Result<String> {
+        let zone = match self.spec.subnets.first() {
+            Some(subnet) => ec2
+                .ec2
+                .describe_subnets()
+                .subnet_ids(subnet)
+                .send()
+                .await
+                .map_err(|e| explain("ec2:DescribeSubnets", e))?
+                .subnets()
+                .first()
+                .and_then(|s| s.availability_zone())
+                .map(str::to_string),
+            None => ec2
+                .ec2
+                .describe_availability_zones()
+                .send()
+                .await
+                .map_err(|e| explain("ec2:DescribeAvailabilityZones", e))?
+                .availability_zones()
+                .first()
+                .and_then(|z| z.zone_name())
+                .map(str::to_string),
+        }
+        .ok_or_else(|| anyhow::anyhow!("no availability zone to allocate dedicated hosts in"))?;
+        let out = ec2
+            .ec2
+            .allocate_hosts()
+            .availability_zone(&zone)
+            .instance_type(&self.spec.instance_type)
+            .quantity(self.spec.count as i32)
+            .auto_placement(AutoPlacement::On)
+            .tag_specifications(self.tag_spec(ResourceType::DedicatedHost, tags))
+            .send()
+            .await
+            .map_err(|e| explain("ec2:AllocateHosts", e))?;
+        self.hosts = out.host_ids().to_vec();
+        Ok(zone)
+    }
+
+    /// Launches `count`, waits for them to run, reaches each agent and reads its CPU model.
+    async fn launch_batch(
+        &mut self,
+        template: &Template,
+        addresses: &mut Addresses,
+        count: u32,
+        progress: &Progress,
+    ) -> anyhow::Result<()> {
+        let ec2 = self.ec2.clone().expect("prepared");
+        self.batches += 1;
+        progress.status(format!(
+            "launching {count} × {} (batch {})",
+            template.instance_type, self.batches
+        ));
+        let say = |line: &str| progress.line(&format!("quietbench: {line}"));
+        let launched = launch(
+            &ec2,
+            template,
+            count,
+            &self.spec.subnets,
+            &mut self.next_subnet,
+            &self.pacing,
+            &say,
+        )
+        .await?;
+        let first = self.instances.len();
+        self.instances
+            .extend(launched.iter().filter_map(Launched::from));
+        let ids: Vec<String> = self.instances[first..]
+            .iter()
+            .map(|i| i.id.clone())
+            .collect();
+        say(&format!("launched {}", ids.join(", ")));
+        self.reach(&ec2, &ids, addresses, progress).await
+    }
+
+    /// Waits until `ids` run, gives each an address and reads its agent's fingerprint.
+    /// Instances EC2 ended on the way (capacity taken back) are marked lost.
+    async fn reach(
+        &mut self,
+        ec2: &Ec2,
+        ids: &[String],
+        addresses: &mut Addresses,
+        progress: &Progress,
+    ) -> anyhow::Result<()> {
+        let deadline = Instant::now() + self.spec.boot_timeout;
+        let states =
+            reach::wait_for_state(ec2, ids, "running", deadline, &self.pacing, progress).await?;
+        let mut to_reach = Vec::new();
+        for state in states {
+            let Some(i) = self.instances.iter_mut().find(|i| i.id == state.id) else {
+                continue;
+            };
+            if state.state != "running" {
+                i.fate = Fate::Lost(state.reason.clone());
+                i.ended = Some(Instant::now());
+                progress.line(&format!(
+                    "quietbench: {} went to {} before it served: {}",
+                    i.id, state.state, state.reason
+                ));
+                continue;
+            }
+            let address = addresses.next(
+                &i.id,
+                state.public_ip.as_deref(),
+                state.private_ip.as_deref(),
+            )?;
+            i.address = Some(address.clone());
+            to_reach.push((i.id.clone(), address));
+        }
+        progress.status(format!("waiting for {} agent(s) to answer", to_reach.len()));
+        let answers = reach::agents(ec2, to_reach, deadline, &self.pacing).await;
+        for (id, answer) in answers {
+            let model = answer?;
+            if let Some(i) = self.instances.iter_mut().find(|i| i.id == id) {
+                progress.line(&format!(
+                    "quietbench: {id} ({}) answers: {model}",
+                    i.address.as_deref().unwrap_or("?")
+                ));
+                i.model = Some(model);
+            }
+        }
+        Ok(())
+    }
+
+    /// `reroll`: stops and starts instance `index` until its model matches, at most
+    /// `max_rerolls` times. Returns whether it matches.
+    async fn reroll(
+        &mut self,
+        index: usize,
+        pattern: &str,
+        addresses: &mut Addresses,
+        progress: &Progress,
+    ) -> anyhow::Result<bool> {
+        let ec2 = self.ec2.clone().expect("prepared");
+        let id = self.instances[index].id.clone();
+        while self.instances[index].rerolls < self.spec.max_rerolls {
+            let model = self.instances[index].model.clone().unwrap_or_default();
+            if policy::matches(&model, pattern) {
+                return Ok(true);
+            }
+            self.instances[index].rerolls += 1;
+            progress.line(&format!(
+                "quietbench: {id} has CPU model {model}: stopping and starting it (re-roll {}/{})",
+                self.instances[index].rerolls, self.spec.max_rerolls
+            ));
+            ec2.ec2
+                .stop_instances()
+                .instance_ids(&id)
+                .send()
+                .await
+                .map_err(|e| explain("ec2:StopInstances", e))?;
+            let deadline = Instant::now() + self.spec.boot_timeout;
+            reach::wait_for_state(
+                &ec2,
+                std::slice::from_ref(&id),
+                "stopped",
+                deadline,
+                &self.pacing,
+                progress,
+            )
+            .await?;
+            ec2.ec2
+                .start_instances()
+                .instance_ids(&id)
+                .send()
+                .await
+                .map_err(|e| explain("ec2:StartInstances", e))?;
+            self.instances[index].model = None;
+            self.reach(&ec2, std::slice::from_ref(&id), addresses, progress)
+                .await?;
+            if !self.instances[index].live() {
+                return Ok(false);
+            }
+        }
+        Ok(policy::matches(
+            self.instances[index].model.as_deref().unwrap_or_default(),
+            pattern,
+        ))
+    }
+
+    /// The instances still in the running, in launch order, with their models.
+    fn candidates(&self) -> (Vec<usize>, Vec<String>) {
+        self.instances
+            .iter()
+            .enumerate()
+            .filter(|(_, i)| i.fate == Fate::Candidate && i.live())
+            .map(|(n, i)| (n, i.model.clone().unwrap_or_default()))
+            .unzip()
+    }
+
+    /// Launches batches until the policy has its hosts; marks kept and rejected instances.
+    async fn choose_hosts(
+        &mut self,
+        template: &Template,
+        addresses: &mut Addresses,
+        progress: &Progress,
+    ) -> anyhow::Result<()> {
+        let want = self.spec.count;
+        let pattern = self.spec.cpu_model.clone();
+        let selecting =
+            (pattern.is_some() && self.spec.cpu_policy == CpuPolicy::Select) || self.spec.stratify;
+        let mut batch = if selecting {
+            policy::first_batch(want)
+        } else {
+            want
+        };
+        if selecting && batch > want {
+            progress.line(&format!(
+                "quietbench: launching {batch} to keep {want}: which CPU model an instance gets \
+                 is not known before it runs (docs/ec2.md#cpu-model-policies)"
+            ));
+        }
+        loop {
+            self.launch_batch(template, addresses, batch, progress)
+                .await?;
+            if let (Some(pattern), CpuPolicy::Reroll) = (&pattern, self.spec.cpu_policy) {
+                let (indexes, _) = self.candidates();
+                for index in indexes {
+                    if !self.reroll(index, pattern, addresses, progress).await? {
+                        anyhow::bail!(
+                            "{} still has another CPU model than '{pattern}' after {} re-roll(s) \
+                             ({}): raise --max-rerolls or use --cpu-policy select",
+                            self.instances[index].id,
+                            self.instances[index].rerolls,
+                            self.instances[index]
+                                .model
+                                .as_deref()
+                                .unwrap_or("no answer")
+                        );
+                    }
+                }
+            }
+            let (indexes, models) = self.candidates();
+            let (kept, _) = match (&pattern, self.spec.stratify) {
+                (Some(p), _) => policy::select(&models, p, want as usize),
+                (None, true) => policy::stratify(&models, want as usize),
+                (None, false) => ((0..models.len().min(want as usize)).collect(), Vec::new()),
+            };
+            let tried = self.instances.len() as u32;
+            let have = kept.len() as u32;
+            if have >= want {
+                for (n, &index) in indexes.iter().enumerate() {
+                    self.instances[index].fate = if kept.contains(&n) {
+                        Fate::Kept
+                    } else if pattern
+                        .as_deref()
+                        .is_some_and(|p| !policy::matches(&models[n], p))
+                    {
+                        Fate::Rejected(format!("CPU model {}", models[n]))
+                    } else {
+                        Fate::Rejected("not needed".into())
+                    };
+                }
+                return Ok(());
+            }
+            if self.batches >= policy::MAX_BATCHES {
+                let census = policy::census(&models)
+                    .iter()
+                    .map(|(m, n)| format!("{n} × {m}"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                anyhow::bail!(
+                    "after {tried} launch(es) in {} batches, {have} of the {want} host(s) wanted \
+                     came up{} (models seen: {}); nothing is kept",
+                    self.batches,
+                    pattern.as_deref().map_or(String::new(), |p| format!(
+                        " with a CPU model matching '{p}'"
+                    )),
+                    if census.is_empty() {
+                        "none".into()
+                    } else {
+                        census
+                    }
+                );
+            }
+            batch = if selecting && pattern.is_some() {
+                policy::next_batch(want, have, tried)
+            } else {
+                want - have
+            };
+        }
+    }
+
+    /// Terminates the rejected instances now (the release would, later: they cost until then).
+    async fn terminate_rejected(&mut self, progress: &Progress) -> anyhow::Result<()> {
+        let ec2 = self.ec2.clone().expect("prepared");
+        let ids: Vec<String> = self
+            .instances
+            .iter()
+            .filter(|i| matches!(i.fate, Fate::Rejected(_)) && i.live())
+            .map(|i| i.id.clone())
+            .collect();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        progress.line(&format!(
+            "quietbench: terminating {} instance(s) the CPU-model policy does not keep: {}",
+            ids.len(),
+            ids.join(", ")
+        ));
+        ec2.ec2
+            .terminate_instances()
+            .set_instance_ids(Some(ids.clone()))
+            .send()
+            .await
+            .map_err(|e| explain("ec2:TerminateInstances", e))?;
+        let now = Instant::now();
+        for i in self.instances.iter_mut().filter(|i| ids.contains(&i.id)) {
+            i.ended = Some(now);
+        }
+        Ok(())
+    }
+
+    fn target(&self, i: &Launched) -> Target {
+        let address = i.address.clone().unwrap_or_default();
+        Target {
+            address: address.clone(),
+            kind: HostKind::Remote,
+            label: format!("{} ({address})", i.id),
+            obtained: format!("launched in {} for run {}", i.zone, self.run_id),
+            instance_id: Some(i.id.clone()),
+            peer: None,
+        }
+    }
+
+    async fn acquire_inner(&mut self, progress: &Progress) -> anyhow::Result<Vec<Target>> {
+        let (template, mut addresses) = self.prepare(progress).await?;
+        self.choose_hosts(&template, &mut addresses, progress)
+            .await?;
+        self.terminate_rejected(progress).await?;
+        if self.wants_peer {
+            // Network probes: one peer instance per host, launched like the hosts (same
+            // placement group), with no CPU-model policy.
+            let kept = self.spec.count;
+            self.launch_batch(&template, &mut addresses, kept, progress)
+                .await?;
+            let (indexes, _) = self.candidates();
+            if indexes.len() < kept as usize {
+                anyhow::bail!(
+                    "{} of {kept} peer instance(s) came up for the network probes",
+                    indexes.len()
+                );
+            }
+            for index in indexes {
+                self.instances[index].fate = Fate::Peer;
+            }
+        }
+        let hosts: Vec<&Launched> = self
+            .instances
+            .iter()
+            .filter(|i| i.fate == Fate::Kept)
+            .collect();
+        let peers: Vec<&Launched> = self
+            .instances
+            .iter()
+            .filter(|i| i.fate == Fate::Peer)
+            .collect();
+        Ok(hosts
+            .iter()
+            .enumerate()
+            .map(|(n, host)| {
+                let mut target = self.target(host);
+                target.peer = peers.get(n).map(|p| Box::new(self.target(p)));
+                target
+            })
+            .collect())
+    }
+
+    async fn release_inner(&mut self, progress: &Progress) -> anyhow::Result<()> {
+        if let Some(lease) = self.lease.take() {
+            lease.abort();
+        }
+        let Some(ec2) = self.ec2.clone() else {
+            return Ok(()); // nothing was called, nothing exists
+        };
+        let say = |line: &str| progress.line(&format!("quietbench: {line}"));
+        let extra: Vec<String> = self
+            .placement_group
+            .iter()
+            .filter_map(|(_, id)| id.clone())
+            .collect();
+        if self.spec.keep {
+            let tagged = lease::set_expiry(&ec2, &self.run_id, &extra, self.deadline).await?;
+            say(&format!(
+                "kept {} resource(s) of run {} until {} (--keep): `quietbench fleet ls --run {0}` \
+                 lists them, `quietbench gc --run {0}` deletes them; their certificates are in {}",
+                tagged,
+                self.run_id,
+                format_expiry(self.deadline),
+                self.tls_dir
+                    .as_ref()
+                    .map_or("-".into(), |d| d.display().to_string())
+            ));
+            return Ok(());
+        }
+        // Instances first, by id as well as by tag: one launched a moment ago may not be
+        // listed by tag yet.
+        let live: Vec<String> = self
+            .instances
+            .iter()
+            .filter(|i| i.live())
+            .map(|i| i.id.clone())
+            .collect();
+        if !live.is_empty() {
+            say(&format!("terminating {} instance(s)", live.len()));
+            if let Err(e) = crate::gc::terminate_and_wait(&ec2, &live).await {
+                say(&format!("{e:#}"));
+            }
+        }
+        let now = Instant::now();
+        for i in &mut self.instances {
+            i.ended.get_or_insert(now);
+        }
+        let mut kinds = vec![Kind::Instance, Kind::Volume];
+        if self.placement_group.is_some() {
+            kinds.push(Kind::PlacementGroup);
+        }
+        if !self.hosts.is_empty() {
+            kinds.push(Kind::Host);
+        }
+        if self.security_group.is_some() {
+            kinds.push(Kind::SecurityGroup);
+        }
+        let outcome = collect_kinds(
+            &ec2,
+            &Selection::Run(self.run_id.clone()),
+            &kinds,
+            false,
+            &say,
+        )
+        .await;
+        let hours: f64 = self.instances.iter().map(|i| i.hours(now)).sum();
+        say(&format!(
+            "released run {}: {} instance(s) terminated, {} other resource(s) deleted; {:.2} \
+             instance-hours in all",
+            self.run_id,
+            self.instances.len(),
+            outcome
+                .deleted
+                .iter()
+                .filter(|l| !l.starts_with("terminated instance"))
+                .count(),
+            hours
+        ));
+        if let Some(dir) = &self.tls_dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        if !outcome.errors.is_empty() {
+            anyhow::bail!(
+                "{}; `quietbench gc --run {}` retries",
+                outcome.errors.join("; "),
+                self.run_id
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The default core count of an instance type (CpuOptions CoreCount with ThreadsPerCore).
+async fn default_cores(ec2: &Ec2, instance_type: &str) -> anyhow::Result<i32> {
+    let out = ec2
+        .ec2
+        .describe_instance_types()
+        .instance_types(InstanceType::from(instance_type))
+        .send()
+        .await
+        .map_err(|e| explain("ec2:DescribeInstanceTypes", e))?;
+    out.instance_types()
+        .first()
+        .and_then(|t| t.v_cpu_info())
+        .and_then(|v| v.default_cores())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "ec2:DescribeInstanceTypes gives no default core count for {instance_type}: \
+                 --threads-per-core needs it"
+            )
+        })
+}
+
+impl Fleet for Ec2Fleet {
+    fn kind(&self) -> &'static str {
+        "ec2"
+    }
+
+    fn bind_run(&mut self, run_id: &str) {
+        self.run_id = run_id.to_string();
+    }
+
+    fn acquire<'a>(&'a mut self, progress: &'a Progress) -> FleetFuture<'a, Vec<Target>> {
+        Box::pin(self.acquire_inner(progress))
+    }
+
+    fn release<'a>(&'a mut self, progress: &'a Progress) -> FleetFuture<'a, ()> {
+        Box::pin(self.release_inner(progress))
+    }
+
+    fn report_lines(&self) -> Vec<String> {
+        report_lines(self)
+    }
+}
+
+fn report_lines(fleet: &Ec2Fleet) -> Vec<String> {
+    let spec = &fleet.spec;
+    let now = Instant::now();
+    let mut lines = vec![format!(
+        "fleet: ec2, {} × {} from {} in {}, run {}; placement {}; tenancy {}; threads per core {}",
+        spec.count,
+        spec.instance_type,
+        spec.ami,
+        fleet.ec2.as_ref().map_or("?", |e| e.region()),
+        fleet.run_id,
+        match (&spec.placement, &fleet.placement_group) {
+            (Some(s), Some((name, _))) => format!("{} group {name}", placement_name(*s)),
+            _ => "none".into(),
+        },
+        spec.tenancy.name(),
+        spec.threads_per_core
+            .map_or("the type's default".into(), |t| t.to_string()),
+    )];
+    let count = |f: &dyn Fn(&Fate) -> bool| fleet.instances.iter().filter(|i| f(&i.fate)).count();
+    let rerolls: u32 = fleet.instances.iter().map(|i| i.rerolls).sum();
+    let hours: f64 = fleet.instances.iter().map(|i| i.hours(now)).sum();
+    let spent: f64 = fleet
+        .instances
+        .iter()
+        .filter(|i| !matches!(i.fate, Fate::Kept | Fate::Peer))
+        .map(|i| i.hours(now))
+        .sum();
+    lines.push(format!(
+        "fleet: launched {} in {} batch(es), kept {}, rejected {}, lost {}, {} re-roll(s){}; \
+         {hours:.2} instance-hours so far, {spent:.2} of them on instances not kept",
+        fleet.instances.len(),
+        fleet.batches,
+        count(&|f| *f == Fate::Kept),
+        count(&|f| matches!(f, Fate::Rejected(_))),
+        count(&|f| matches!(f, Fate::Lost(_))),
+        rerolls,
+        match count(&|f| *f == Fate::Peer) {
+            0 => String::new(),
+            n => format!(", {n} peer(s)"),
+        }
+    ));
+    let models: Vec<String> = fleet
+        .instances
+        .iter()
+        .filter_map(|i| i.model.clone())
+        .collect();
+    let kept_models: Vec<String> = fleet
+        .instances
+        .iter()
+        .filter(|i| i.fate == Fate::Kept)
+        .filter_map(|i| i.model.clone())
+        .collect();
+    let census = |m: &[String]| {
+        policy::census(m)
+            .iter()
+            .map(|(m, n)| format!("{n} × {m}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    lines.push(format!(
+        "fleet: CPU models that came up: {}; kept: {}{}",
+        census(&models),
+        census(&kept_models),
+        match (&spec.cpu_model, spec.stratify) {
+            (Some(p), _) => format!(
+                " (--cpu-model '{p}', --cpu-policy {})",
+                match spec.cpu_policy {
+                    CpuPolicy::Select => "select",
+                    CpuPolicy::Reroll => "reroll",
+                }
+            ),
+            (None, true) => " (--stratify)".into(),
+            (None, false) => String::new(),
+        }
+    ));
+    for i in &fleet.instances {
+        lines.push(format!(
+            "fleet: {} {}, {}, group {}, tenancy {}, host {}, {}, {} re-roll(s): {}",
+            i.id,
+            i.instance_type,
+            i.zone,
+            i.placement_group.as_deref().unwrap_or("-"),
+            i.tenancy,
+            i.host_id.as_deref().unwrap_or("-"),
+            i.model.as_deref().unwrap_or("no answer"),
+            i.rerolls,
+            match &i.fate {
+                Fate::Candidate => "undecided".to_string(),
+                Fate::Kept => format!("kept, at {}", i.address.as_deref().unwrap_or("?")),
+                Fate::Peer => format!("peer, at {}", i.address.as_deref().unwrap_or("?")),
+                Fate::Rejected(why) => format!("terminated ({why})"),
+                Fate::Lost(why) => format!("lost ({why})"),
+            }
+        ));
+    }
+    lines.push(format!(
+        "fleet: lease renewed every {} min to {} min ahead, never past {} (--ttl {}){}",
+        crate::tags::RENEW_EVERY.as_secs() / 60,
+        crate::tags::LEASE.as_secs() / 60,
+        format_expiry(fleet.deadline),
+        humantime::format_duration(spec.ttl),
+        if spec.keep {
+            "; --keep: left running after the run"
+        } else {
+            ""
+        }
+    ));
+    lines
+}
+
+fn placement_name(s: PlacementStrategy) -> String {
+    match s {
+        PlacementStrategy::Cluster => "cluster".into(),
+        PlacementStrategy::Spread => "spread".into(),
+        PlacementStrategy::Partition(None) => "partition".into(),
+        PlacementStrategy::Partition(Some(n)) => format!("partition:{n}"),
+    }
+}

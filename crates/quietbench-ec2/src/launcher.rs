@@ -1,0 +1,221 @@
+//! The controller's seam to this crate: `run --ec2` and `compare --ec2` get their fleet, and
+//! `--dry-run` its permission check, through [`install`].
+
+use aws_sdk_ec2::types::{PlacementStrategy as Ec2Strategy, Tag};
+use quietbench_controller::fleet::Ledger;
+use quietbench_controller::fleet::ec2::{Ec2Launcher, Ec2Spec, Tenancy, set_launcher};
+use quietbench_controller::fleet::{Fleet, ec2::PlacementStrategy};
+
+use crate::client::{Ec2, Ec2Options, error_code, explain};
+use crate::fleet::launch::Template;
+use crate::fleet::{Ec2Fleet, policy, run_tls::RunTls, userdata};
+use crate::tags::{EXPIRES_AT, OWNER, RUN};
+
+struct Launcher;
+
+/// Makes `run --ec2` and `compare --ec2` launch EC2 fleets (the binary calls it at start-up).
+pub fn install() {
+    set_launcher(Box::new(Launcher));
+}
+
+impl Ec2Launcher for Launcher {
+    fn fleet(&self, spec: Ec2Spec, wants_peer: bool) -> anyhow::Result<Box<dyn Fleet>> {
+        Ok(Box::new(Ec2Fleet::new(
+            spec,
+            wants_peer,
+            Ledger::default_location().dir().to_path_buf(),
+        )))
+    }
+
+    fn dry_run(&self, spec: &Ec2Spec, wants_peer: bool) -> anyhow::Result<()> {
+        spec.check().map_err(anyhow::Error::msg)?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(dry_run(spec, wants_peer))
+    }
+}
+
+/// A call's DryRun answer: DryRunOperation means it would have been allowed.
+fn allowed<E>(
+    op: &str,
+    result: Result<
+        impl Sized,
+        aws_sdk_ec2::error::SdkError<E, aws_sdk_ec2::config::http::HttpResponse>,
+    >,
+) -> anyhow::Result<String>
+where
+    E: aws_sdk_ec2::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    match result {
+        Err(e) if error_code(&e) == Some("DryRunOperation") => Ok(format!("{op}: allowed")),
+        Err(e) => Err(explain(op, e)),
+        Ok(_) => Ok(format!("{op}: allowed (the endpoint ignored DryRun)")),
+    }
+}
+
+async fn dry_run(spec: &Ec2Spec, wants_peer: bool) -> anyhow::Result<()> {
+    let ec2 = Ec2::connect(&Ec2Options {
+        region: spec.region.clone(),
+        profile: spec.profile.clone(),
+        endpoint_url: spec.endpoint_url.clone(),
+    })
+    .await?;
+    let owner = ec2.caller_identity().await?;
+    let per_host = if wants_peer { 2 } else { 1 };
+    let selecting = (spec.cpu_model.is_some()
+        && spec.cpu_policy == quietbench_controller::fleet::ec2::CpuPolicy::Select)
+        || spec.stratify;
+    let first = if selecting {
+        policy::first_batch(spec.count)
+    } else {
+        spec.count
+    };
+    println!("launch plan (dry run: nothing is launched)");
+    println!("  as {owner} in {}", ec2.region());
+    println!(
+        "  {} × {} from {}{}",
+        first,
+        spec.instance_type,
+        spec.ami,
+        if selecting {
+            format!(
+                " to keep {} (at most {} batches; docs/ec2.md#cpu-model-policies)",
+                spec.count,
+                policy::MAX_BATCHES
+            )
+        } else {
+            String::new()
+        }
+    );
+    if per_host == 2 {
+        println!(
+            "  and {} peer instance(s) for the network probes",
+            spec.count
+        );
+    }
+    println!(
+        "  subnets: {}",
+        if spec.subnets.is_empty() {
+            "EC2's default".to_string()
+        } else {
+            spec.subnets.join(" then ")
+        }
+    );
+    println!("  tenancy {}", spec.tenancy.name());
+    if let Some(p) = spec.placement {
+        println!("  placement group quietbench-RUN ({p:?})");
+    }
+    if let Some(model) = &spec.cpu_model {
+        println!("  CPU model '{model}', policy {:?}", spec.cpu_policy);
+    }
+    println!(
+        "  tagged {RUN}, {OWNER}, {EXPIRES_AT} (lease {} min, --ttl {})",
+        crate::tags::LEASE.as_secs() / 60,
+        humantime::format_duration(spec.ttl)
+    );
+    let cpu_options = match spec.threads_per_core {
+        Some(t) => {
+            let out = ec2
+                .ec2
+                .describe_instance_types()
+                .instance_types(spec.instance_type.as_str().into())
+                .send()
+                .await
+                .map_err(|e| explain("ec2:DescribeInstanceTypes", e))?;
+            let cores = out
+                .instance_types()
+                .first()
+                .and_then(|t| t.v_cpu_info())
+                .and_then(|v| v.default_cores())
+                .ok_or_else(|| {
+                    anyhow::anyhow!("no default core count for {}", spec.instance_type)
+                })?;
+            println!("  CpuOptions: {cores} core(s), {t} thread(s) per core");
+            Some((cores, t as i32))
+        }
+        None => None,
+    };
+    // The user data carries real certificates, as a launch would: the size check is real.
+    let scratch = std::env::temp_dir().join(format!("quietbench-dry-run-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    let tls = RunTls::make(&scratch, spec.ca_dir.as_deref(), 1);
+    let _ = std::fs::remove_dir_all(&scratch);
+    let tls = tls?;
+    let template = Template {
+        ami: spec.ami.clone(),
+        instance_type: spec.instance_type.clone(),
+        user_data: userdata::encode(&userdata::render(
+            &tls.ca_pem,
+            &tls.agent_pem,
+            &tls.agent_key,
+            spec.allow_exec,
+        )?),
+        key_name: spec.key_name.clone(),
+        security_groups: spec.security_groups.clone(),
+        placement_group: spec.placement.map(|_| "quietbench-dry-run".to_string()),
+        tenancy: spec.tenancy,
+        host_zone: None,
+        cpu_options,
+        tags: vec![Tag::builder().key(RUN).value("dry-run").build()],
+    };
+    let mut checks = Vec::new();
+    if let Some(p) = spec.placement {
+        let strategy = match p {
+            PlacementStrategy::Cluster => Ec2Strategy::Cluster,
+            PlacementStrategy::Spread => Ec2Strategy::Spread,
+            PlacementStrategy::Partition(_) => Ec2Strategy::Partition,
+        };
+        checks.push(allowed(
+            "ec2:CreatePlacementGroup",
+            ec2.ec2
+                .create_placement_group()
+                .group_name("quietbench-dry-run")
+                .strategy(strategy)
+                .dry_run(true)
+                .send()
+                .await,
+        ));
+    }
+    if !spec.allow_from.is_empty() {
+        checks.push(allowed(
+            "ec2:CreateSecurityGroup",
+            ec2.ec2
+                .create_security_group()
+                .group_name("quietbench-dry-run")
+                .description("dry run")
+                .dry_run(true)
+                .send()
+                .await,
+        ));
+    }
+    if spec.tenancy == Tenancy::Host {
+        println!(
+            "  dedicated hosts: {} (AllocateHosts has no DryRun: not checked)",
+            spec.count
+        );
+    }
+    let subnet = spec.subnets.first().map(String::as_str);
+    checks.push(allowed(
+        "ec2:RunInstances",
+        template
+            .request(&ec2, first, subnet)
+            .dry_run(true)
+            .send()
+            .await,
+    ));
+    let mut failed = 0;
+    for check in checks {
+        match check {
+            Ok(line) => println!("  {line}"),
+            Err(e) => {
+                failed += 1;
+                println!("  {e:#}");
+            }
+        }
+    }
+    if failed > 0 {
+        anyhow::bail!("{failed} call(s) of the launch would fail (see above)");
+    }
+    Ok(())
+}
