@@ -22,7 +22,8 @@ pub struct Ec2Options {
 pub struct Ec2 {
     /// The EC2 API.
     pub ec2: aws_sdk_ec2::Client,
-    sts: aws_sdk_sts::Client,
+    /// `None` for a client made from an EC2 client alone.
+    sts: Option<aws_sdk_sts::Client>,
     region: String,
     endpoint_url: Option<String>,
 }
@@ -58,10 +59,25 @@ impl Ec2 {
             .or_else(|| config.endpoint_url().map(str::to_string));
         Ok(Self {
             ec2,
-            sts: aws_sdk_sts::Client::new(config),
+            sts: Some(aws_sdk_sts::Client::new(config)),
             region: region.to_string(),
             endpoint_url,
         })
+    }
+
+    /// From an EC2 client alone, e.g. one whose requests a test intercepts: it has no STS, so
+    /// [`Ec2::caller_identity`] fails.
+    pub fn from_client(ec2: aws_sdk_ec2::Client) -> Self {
+        let region = ec2
+            .config()
+            .region()
+            .map_or("unknown".into(), |r| r.to_string());
+        Self {
+            ec2,
+            sts: None,
+            region,
+            endpoint_url: None,
+        }
     }
 
     /// The region calls go to.
@@ -71,8 +87,10 @@ impl Ec2 {
 
     /// The caller's identity (an ARN), for the owner tag.
     pub async fn caller_identity(&self) -> anyhow::Result<String> {
-        let out = self
-            .sts
+        let Some(sts) = &self.sts else {
+            anyhow::bail!("this EC2 client has no STS client to ask who the caller is");
+        };
+        let out = sts
             .get_caller_identity()
             .send()
             .await

@@ -92,3 +92,35 @@ async fn gc_deletes_expired_runs_and_named_runs_and_keeps_the_rest() {
     );
     eprintln!("gc errors against moto: {:?}", done.errors);
 }
+
+#[tokio::test]
+async fn a_lease_renewal_moves_every_resource_of_the_run_and_no_other() {
+    let moto = start_moto();
+    let ec2 = ec2(&moto);
+    let ami = any_ami(&ec2).await;
+    let now = SystemTime::now();
+    let minute = Duration::from_secs(60);
+    launch(&ec2, &ami, "run-renewed", Some(now + minute), 2).await;
+    launch(&ec2, &ami, "run-other", Some(now + minute), 1).await;
+    let renewed_to = now + 15 * minute;
+    let tagged = quietbench_ec2::fleet::lease::set_expiry(&ec2, "run-renewed", &[], renewed_to)
+        .await
+        .unwrap();
+    // Two instances and their two root volumes.
+    assert_eq!(tagged, 4);
+    let after = list(&ec2, &Scope::All).await;
+    let rounded = |t: SystemTime| t.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs();
+    for r in after
+        .resources
+        .iter()
+        .filter(|r| r.kind != Kind::PlacementGroup)
+    {
+        let at = rounded(*r.ownership.expires_at.as_ref().unwrap());
+        if r.ownership.run == "run-renewed" {
+            assert_eq!(at, rounded(renewed_to), "{r:?}");
+        } else {
+            assert_eq!(at, rounded(now + minute), "{r:?}");
+        }
+    }
+    assert_eq!(count(&after, Kind::Volume, "run-renewed"), 2);
+}

@@ -131,7 +131,7 @@ pub struct Ec2Args {
     /// one made for the run
     #[arg(long, value_name = "DIR", requires = "ec2", help_heading = "EC2 fleet")]
     pub ca_dir: Option<PathBuf>,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "EC2 fleet")]
     pub aws: AwsArgs,
 }
 

@@ -7,7 +7,7 @@ pub mod address;
 pub mod launch;
 pub mod lease;
 pub mod policy;
-mod reach;
+pub mod reach;
 pub mod run_tls;
 pub mod userdata;
 
