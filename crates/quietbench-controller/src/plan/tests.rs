@@ -438,8 +438,8 @@ fn fleet_tables_that_do_not_fit_their_kind_are_refused_with_the_line() {
     let variant = "[[variant]]\nname = \"a\"\nprobe = \"cpu.primes\"\n";
     for (head, words) in [
         (
-            "[fleet]\nkind = \"ec2\"\n",
-            "line 2, column 8: [fleet] kind = \"ec2\" is not a fleet kind",
+            "[fleet]\nkind = \"ec3\"\n",
+            "line 2, column 8: [fleet] kind = \"ec3\" is not a fleet kind",
         ),
         (
             "[fleet]\nkind = \"local\"\nhosts = [\"a:1\"]\n",
@@ -502,4 +502,65 @@ fn a_tls_table_gives_the_controller_its_identity() {
         assert!(e.contains(said), "{e}");
     }
     assert!(message(&plan_with("[tls]\nca = \"x\"\ncerts = \"y\"")).contains("certs"));
+}
+
+#[test]
+fn an_ec2_fleet_table_reads_like_the_flags() {
+    let variant = "[[variant]]\nname = \"a\"\nprobe = \"cpu.primes\"\n";
+    let plan = parse_plan(
+        &format!(
+            "[fleet]\nkind = \"ec2\"\ninstance_type = \"c5.large\"\ncount = 20\n\
+             ami = \"ami-0123\"\nsubnets = [\"subnet-a\", \"subnet-b\"]\n\
+             allow_from = [\"203.0.113.7/32\"]\nplacement = \"partition:3\"\n\
+             cpu_model = \"8275CL\"\ncpu_policy = \"reroll\"\nmax_rerolls = 3\nttl = \"90m\"\n\
+             {variant}"
+        ),
+        0,
+    )
+    .unwrap();
+    let spec = plan.ec2.expect("an EC2 fleet");
+    assert_eq!(spec.count, 20);
+    assert_eq!(spec.subnets, ["subnet-a", "subnet-b"]);
+    assert_eq!(
+        spec.placement,
+        Some(crate::fleet::ec2::PlacementStrategy::Partition(Some(3)))
+    );
+    assert_eq!(spec.cpu_policy, crate::fleet::ec2::CpuPolicy::Reroll);
+    assert_eq!(spec.max_rerolls, 3);
+    assert_eq!(spec.ttl, Duration::from_secs(90 * 60));
+    assert!(!plan.local && plan.agents.is_empty());
+
+    // Missing, wrong and misplaced fields name the line.
+    let msg = message(&format!(
+        "[fleet]\nkind = \"ec2\"\nami = \"ami-1\"\n{variant}"
+    ));
+    assert!(
+        msg.contains("line 1") && msg.contains("instance_type is required"),
+        "{msg}"
+    );
+    let msg = message(&format!(
+        "[fleet]\nkind = \"ec2\"\ninstance_type = \"c5.large\"\nami = \"ami-1\"\n\
+         tenancy = \"mine\"\n{variant}"
+    ));
+    assert!(
+        msg.contains("line 5") && msg.contains("'mine' is not a tenancy"),
+        "{msg}"
+    );
+    let msg = message(&format!(
+        "[fleet]\nkind = \"ec2\"\ninstance_type = \"c5.large\"\nami = \"ami-1\"\n\
+         ttl = \"5m\"\n{variant}"
+    ));
+    assert!(msg.contains("ttl must be at least 10m"), "{msg}");
+    let msg = message(&format!(
+        "[fleet]\nkind = \"static\"\nhosts = [\"a:1\"]\ncount = 3\n{variant}"
+    ));
+    assert!(
+        msg.contains("line 4") && msg.contains("count belongs to an EC2 fleet"),
+        "{msg}"
+    );
+    let msg = message(&format!(
+        "[fleet]\nkind = \"ec2\"\ninstance_type = \"c5.large\"\nami = \"ami-1\"\n\
+         hosts = [\"a:1\"]\n{variant}"
+    ));
+    assert!(msg.contains("launches its own hosts"), "{msg}");
 }
