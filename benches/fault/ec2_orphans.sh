@@ -43,12 +43,14 @@ done
 
 # fleet ls exits 1 on moto: it cannot list placement groups (HTTP 500); the count is still right.
 live() { { "$Q" fleet ls "${EP[@]}" 2>/dev/null || true; } | sed -n 's/^\([0-9]*\) resource(s) in .*/\1/p'; }
-# A background job of a script starts with SIGINT ignored; a controller at a terminal does not.
-run_ec2() { env --default-signal=INT "$Q" run --ec2 --instance-type c5.large --ami "$ami" "${EP[@]}" --ca-dir "$work/ca" \
-  --rounds 1 --duration 0.2 --interval 0.2 --no-store "$@"; }
+# An array, not a function: `$!` of a backgrounded function is a subshell's pid, and the
+# signals below must reach the controller itself. A background job of a script starts with
+# SIGINT ignored (a controller at a terminal does not): env restores the default.
+RUN=(env --default-signal=INT "$Q" run --ec2 --instance-type c5.large --ami "$ami" "${EP[@]}"
+  --ca-dir "$work/ca" --rounds 1 --duration 0.2 --interval 0.2 --no-store)
 stuck() {  # starts a run whose agents never answer; returns once moto has its instances
   local closed; closed=127.0.0.1:$(free_port)
-  QUIETBENCH_EC2_AGENT_MAP=$closed,$closed run_ec2 --count 2 --boot-timeout 5m >/dev/null 2>&1 &
+  QUIETBENCH_EC2_AGENT_MAP=$closed,$closed "${RUN[@]}" --count 2 --boot-timeout 5m >/dev/null 2>&1 &
   pid=$!
   until [ "$(live)" -gt 0 ]; do sleep 0.1; done
 }
@@ -69,7 +71,7 @@ for i in $(seq 1 "$N"); do
 
   closed=127.0.0.1:$(free_port)
   code=0
-  QUIETBENCH_EC2_AGENT_MAP=${agents[0]},$closed,${agents[1]} run_ec2 --count 3 --boot-timeout 2s \
+  QUIETBENCH_EC2_AGENT_MAP=${agents[0]},$closed,${agents[1]} "${RUN[@]}" --count 3 --boot-timeout 2s \
     >/dev/null 2>&1 || code=$?
   left=$(live); total[half]=$((total[half] + left))
   echo "half    #$i: exit $code, $left resource(s) left"

@@ -499,3 +499,61 @@ fn a_loopback_endpoint_without_the_map_dials_nothing() {
     assert!(stderr.contains("must not be dialled"), "{stderr}");
     assert_eq!(live(&moto).0, 0);
 }
+
+#[test]
+fn a_security_group_made_for_the_run_goes_with_it_and_a_dry_run_launches_nothing() {
+    check_binary_has_ec2();
+    let dir = tempfile::tempdir().unwrap();
+    let moto = start_moto();
+    let ami = any_ami(&moto);
+    let ca = fleet_ca(dir.path());
+    let agents = agents_on_two_models(dir.path(), &ca, 1);
+    let map = vec![agents[0].addr.to_string()];
+    let (stdout, stderr) = ok(&mut run_ec2(
+        &moto,
+        &ami,
+        &ca,
+        &map,
+        &[
+            "--count",
+            "1",
+            "--allow-from",
+            "127.0.0.1/32",
+            "--threads-per-core",
+            "1",
+        ],
+    ));
+    assert!(stdout.contains("threads per core 1"), "{stdout}");
+    assert!(
+        stderr.contains("1 instance(s) terminated, 1 other resource(s) deleted"),
+        "{stderr}"
+    );
+    assert_eq!(live(&moto).0, 0, "{}", live(&moto).1);
+
+    let (stdout, _) = ok(&mut run_ec2(
+        &moto,
+        &ami,
+        &ca,
+        &map,
+        &[
+            "--count",
+            "2",
+            "--allow-from",
+            "127.0.0.1/32",
+            "--cpu-model",
+            "8259CL",
+            "--dry-run",
+        ],
+    ));
+    assert!(
+        stdout.contains("launch plan (dry run: nothing is launched)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("3 × c5.large"), "{stdout}");
+    assert!(
+        stdout.contains("ec2:CreateSecurityGroup: allowed"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("ec2:RunInstances: allowed"), "{stdout}");
+    assert_eq!(live(&moto).0, 0);
+}

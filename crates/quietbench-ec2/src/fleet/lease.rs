@@ -1,5 +1,5 @@
 //! The lease: while the controller lives, it moves its run's `quietbench:expires-at` a
-//! [`LEASE`](crate::tags::LEASE) ahead every [`RENEW_EVERY`](crate::tags::RENEW_EVERY) (never
+//! [`LEASE`](crate::tags::LEASE) ahead every [`RENEW_EVERY`] (never
 //! past the `--ttl` deadline). A SIGKILLed controller renews nothing, so its resources expire
 //! within one lease and `quietbench gc` takes them.
 
