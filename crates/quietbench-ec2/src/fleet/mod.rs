@@ -251,20 +251,9 @@ impl Ec2Fleet {
     }
 
     async fn make_security_group(&mut self, ec2: &Ec2, tags: &[Tag]) -> anyhow::Result<String> {
-        let vpc = match self.spec.subnets.first() {
-            Some(subnet) => ec2
-                .ec2
-                .describe_subnets()
-                .subnet_ids(subnet)
-                .send()
-                .await
-                .map_err(|e| explain("ec2:DescribeSubnets", e))?
-                .subnets()
-                .first()
-                .and_then(|s| s.vpc_id())
-                .map(str::to_string),
-            None => None,
-        };
+        let vpc = first_subnet(ec2, &self.spec.subnets)
+            .await?
+            .and_then(|s| s.vpc_id().map(str::to_string));
         let out = ec2
             .ec2
             .create_security_group()
@@ -341,18 +330,8 @@ impl Ec2Fleet {
     /// Allocates one dedicated host per instance asked for (auto-placement on, so RunInstances
     /// with tenancy host lands on them) in the first subnet's AZ; returns the AZ.
     async fn allocate_hosts(&mut self, ec2: &Ec2, tags: &[Tag]) -> anyhow::Result<String> {
-        let zone = match self.spec.subnets.first() {
-            Some(subnet) => ec2
-                .ec2
-                .describe_subnets()
-                .subnet_ids(subnet)
-                .send()
-                .await
-                .map_err(|e| explain("ec2:DescribeSubnets", e))?
-                .subnets()
-                .first()
-                .and_then(|s| s.availability_zone())
-                .map(str::to_string),
+        let zone = match first_subnet(ec2, &self.spec.subnets).await? {
+            Some(subnet) => subnet.availability_zone().map(str::to_string),
             None => ec2
                 .ec2
                 .describe_availability_zones()
@@ -796,6 +775,27 @@ impl Ec2Fleet {
             );
         }
         Ok(())
+    }
+}
+
+/// The first of `--subnet`s, described (its VPC and AZ); `None` when none was given.
+async fn first_subnet(
+    ec2: &Ec2,
+    subnets: &[String],
+) -> anyhow::Result<Option<aws_sdk_ec2::types::Subnet>> {
+    let Some(subnet) = subnets.first() else {
+        return Ok(None);
+    };
+    let out = ec2
+        .ec2
+        .describe_subnets()
+        .subnet_ids(subnet)
+        .send()
+        .await
+        .map_err(|e| explain("ec2:DescribeSubnets", e))?;
+    match out.subnets().first() {
+        Some(s) => Ok(Some(s.clone())),
+        None => anyhow::bail!("--subnet {subnet}: ec2:DescribeSubnets does not know it"),
     }
 }
 
