@@ -7,16 +7,15 @@ use std::time::Duration;
 
 use clap::{ArgGroup, Args, Subcommand};
 
-use crate::commands::compare::{CompareOptions, CompareRequest, run_compare};
-use crate::commands::compare_runs::{RunsRequest, run_compare_runs};
 use crate::commands::run::RunRequest;
 use crate::commands::{host, release, run, stored};
 use crate::fleet::Ledger;
-use crate::record::figures::{Interleave, TrialFigure};
-use crate::schedule::fresh_seed;
 
+mod compare;
 mod ec2;
 mod tls;
+pub use compare::CompareArgs;
+use compare::compare_command;
 pub use ec2::{AwsArgs, Ec2Args};
 use quietbench_proto::v1 as pb;
 pub use tls::{CertsArgs, TlsArgs};
@@ -74,147 +73,6 @@ pub struct ReleaseArgs {
     run: Option<String>,
     #[command(flatten)]
     tls: TlsArgs,
-}
-
-#[derive(Debug, Args)]
-#[command(group(ArgGroup::new("target").multiple(false).args(["local", "agents", "ec2"])))]
-pub struct CompareArgs {
-    /// Command A, the baseline (run without a shell unless --shell)
-    #[arg(long, value_name = "CMD", required_unless_present = "runs")]
-    a: Option<String>,
-    /// Command B, the candidate
-    #[arg(long, value_name = "CMD", required_unless_present = "runs")]
-    b: Option<String>,
-    /// Compare two stored runs instead, variant by variant (ids or unique prefixes, from
-    /// `quietbench runs`); the first is the baseline. They were not interleaved, so the verdict
-    /// covers only the scatter within each run
-    #[arg(long, num_args = 2, value_names = ["RUN_A", "RUN_B"],
-          conflicts_with_all = ["a", "b", "local", "agents", "precision", "budget", "no_store", "html"])]
-    runs: Vec<String>,
-    /// With --runs: the metric to compare (default: each variant's headline metric; exec
-    /// trials compare their time per invocation)
-    #[arg(long, requires = "runs")]
-    metric: Option<String>,
-    /// Measure on this machine
-    #[arg(long)]
-    local: bool,
-    /// Measure on running agents; repeat for several hosts
-    #[arg(long = "agent", value_name = "HOST:PORT")]
-    agents: Vec<String>,
-    /// Measured rounds (each runs A and B once per host, in random order); with --precision,
-    /// the most rounds to run
-    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(5..=100_000))]
-    rounds: u32,
-    /// Warm-up rounds, run first and left out of the verdict
-    #[arg(long, default_value_t = 2)]
-    warmup: u32,
-    /// Seconds each trial times its command (repeating it)
-    #[arg(long, value_name = "SECS", default_value = "1", value_parser = parse_duration)]
-    duration: Duration,
-    /// Stop once the 95% interval is within ±PCT percent (checked every 5 rounds from round 20)
-    #[arg(long, value_name = "PCT")]
-    precision: Option<f64>,
-    /// Stop after SECS whatever the interval
-    #[arg(long, value_name = "SECS", value_parser = parse_budget)]
-    budget: Option<Duration>,
-    /// Exit with status 3 when B is significantly slower than A by more than PCT percent
-    #[arg(long, value_name = "PCT")]
-    fail_if_slower: Option<f64>,
-    /// Run the commands through /bin/sh -c
-    #[arg(long)]
-    shell: bool,
-    /// Working directory of the commands
-    #[arg(long, value_name = "DIR")]
-    cwd: Option<PathBuf>,
-    /// Address-space randomization for the commands
-    #[arg(long, value_name = "on|off", default_value = "on", value_parser = ["on", "off"])]
-    aslr: String,
-    /// Seed of the trial order and the bootstrap (random by default)
-    #[arg(long)]
-    seed: Option<u64>,
-    /// Each trial's figure: the median wall time of its invocations (robust to the odd
-    /// invocation a neighbour slowed) or the mean (every invocation counts)
-    #[arg(long, value_name = "median|mean", default_value = "median", value_parser = ["median", "mean"])]
-    figure: String,
-    /// How A and B take turns: back to back in every trial, in a random order per pair
-    /// (cancels a host's fast and slow spells), or in separate trials in a random order per round
-    #[arg(long, value_name = "invocations|trials", default_value = "invocations", value_parser = ["invocations", "trials"])]
-    interleave: String,
-    /// Write the verdict as JSON (schema quietbench.compare.v1)
-    #[arg(long, value_name = "FILE")]
-    json: Option<PathBuf>,
-    /// Write the run's HTML report
-    #[arg(long, value_name = "FILE")]
-    html: Option<PathBuf>,
-    /// The result store
-    #[arg(long, value_name = "FILE")]
-    db: Option<PathBuf>,
-    /// Keep no record in the result store
-    #[arg(long, conflicts_with = "db")]
-    no_store: bool,
-    #[command(flatten)]
-    tls: TlsArgs,
-    #[command(flatten)]
-    ec2: Ec2Args,
-}
-
-fn compare_command(args: CompareArgs) -> anyhow::Result<ExitCode> {
-    let figure = TrialFigure::parse(&args.figure).unwrap_or_default();
-    if let [baseline, candidate] = args.runs.as_slice() {
-        return run_compare_runs(RunsRequest {
-            baseline: baseline.clone(),
-            candidate: candidate.clone(),
-            metric: args.metric,
-            figure,
-            db: args.db,
-            json: args.json,
-            fail_if_slower: args.fail_if_slower,
-        });
-    }
-    let (Some(a), Some(b)) = (args.a, args.b) else {
-        anyhow::bail!(
-            "give two commands (--a CMD --b CMD) or two stored runs (--runs RUN_A RUN_B)"
-        );
-    };
-    let ec2 = args.ec2.spec();
-    if !args.local && args.agents.is_empty() && ec2.is_none() {
-        anyhow::bail!(
-            "say where to measure: --local, --agent HOST:PORT for each host, or --ec2 with its \
-             options"
-        );
-    }
-    if let Some(p) = args.precision.filter(|p| !(*p > 0.0 && *p < 100.0)) {
-        anyhow::bail!("--precision {p} must be a percentage between 0 and 100");
-    }
-    run_compare(CompareRequest {
-        options: CompareOptions {
-            a,
-            b,
-            shell: args.shell,
-            cwd: args.cwd,
-            aslr_off: args.aslr == "off",
-        },
-        local: args.local,
-        agents: args.agents,
-        ec2,
-        rounds: args.rounds,
-        warmup: args.warmup,
-        duration_ms: args.duration.as_millis() as u64,
-        seed: args.seed.unwrap_or_else(fresh_seed),
-        figure,
-        interleave: Interleave::parse(&args.interleave).unwrap_or_default(),
-        precision: args.precision.map(|p| p / 100.0),
-        budget: args.budget,
-        fail_if_slower: args.fail_if_slower,
-        json: args.json,
-        html: args.html,
-        db: args.db,
-        no_store: args.no_store,
-    })
-}
-
-fn parse_budget(text: &str) -> Result<Duration, String> {
-    parse_seconds(text, 1.0, 7.0 * 86400.0)
 }
 
 #[derive(Debug, Args)]

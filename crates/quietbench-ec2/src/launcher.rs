@@ -1,14 +1,14 @@
 //! The controller's seam to this crate: `run --ec2` and `compare --ec2` get their fleet, and
 //! `--dry-run` its permission check, through [`install`].
 
-use aws_sdk_ec2::types::{PlacementStrategy as Ec2Strategy, Tag};
+use aws_sdk_ec2::types::Tag;
+use quietbench_controller::fleet::Fleet;
 use quietbench_controller::fleet::Ledger;
 use quietbench_controller::fleet::ec2::{Ec2Launcher, Ec2Spec, Tenancy, set_launcher};
-use quietbench_controller::fleet::{Fleet, ec2::PlacementStrategy};
 
 use crate::client::{Ec2, Ec2Options, error_code, explain};
 use crate::fleet::launch::Template;
-use crate::fleet::{Ec2Fleet, policy, run_tls::RunTls, userdata};
+use crate::fleet::{Ec2Fleet, default_cores, ec2_strategy, policy, run_tls::RunTls, userdata};
 use crate::tags::{EXPIRES_AT, OWNER, RUN};
 
 struct Launcher;
@@ -63,9 +63,7 @@ async fn dry_run(spec: &Ec2Spec, wants_peer: bool) -> anyhow::Result<()> {
     .await?;
     let owner = ec2.caller_identity().await?;
     let per_host = if wants_peer { 2 } else { 1 };
-    let selecting = (spec.cpu_model.is_some()
-        && spec.cpu_policy == quietbench_controller::fleet::ec2::CpuPolicy::Select)
-        || spec.stratify;
+    let selecting = spec.over_provisions();
     let first = if selecting {
         policy::first_batch(spec.count)
     } else {
@@ -104,10 +102,10 @@ async fn dry_run(spec: &Ec2Spec, wants_peer: bool) -> anyhow::Result<()> {
     );
     println!("  tenancy {}", spec.tenancy.name());
     if let Some(p) = spec.placement {
-        println!("  placement group quietbench-RUN ({p:?})");
+        println!("  placement group quietbench-RUN ({p})");
     }
     if let Some(model) = &spec.cpu_model {
-        println!("  CPU model '{model}', policy {:?}", spec.cpu_policy);
+        println!("  CPU model '{model}', policy {}", spec.cpu_policy.name());
     }
     println!(
         "  tagged {RUN}, {OWNER}, {EXPIRES_AT} (lease {} min, --ttl {})",
@@ -116,21 +114,7 @@ async fn dry_run(spec: &Ec2Spec, wants_peer: bool) -> anyhow::Result<()> {
     );
     let cpu_options = match spec.threads_per_core {
         Some(t) => {
-            let out = ec2
-                .ec2
-                .describe_instance_types()
-                .instance_types(spec.instance_type.as_str().into())
-                .send()
-                .await
-                .map_err(|e| explain("ec2:DescribeInstanceTypes", e))?;
-            let cores = out
-                .instance_types()
-                .first()
-                .and_then(|t| t.v_cpu_info())
-                .and_then(|v| v.default_cores())
-                .ok_or_else(|| {
-                    anyhow::anyhow!("no default core count for {}", spec.instance_type)
-                })?;
+            let cores = default_cores(&ec2, &spec.instance_type).await?;
             println!("  CpuOptions: {cores} core(s), {t} thread(s) per core");
             Some((cores, t as i32))
         }
@@ -161,17 +145,14 @@ async fn dry_run(spec: &Ec2Spec, wants_peer: bool) -> anyhow::Result<()> {
     };
     let mut checks = Vec::new();
     if let Some(p) = spec.placement {
-        let strategy = match p {
-            PlacementStrategy::Cluster => Ec2Strategy::Cluster,
-            PlacementStrategy::Spread => Ec2Strategy::Spread,
-            PlacementStrategy::Partition(_) => Ec2Strategy::Partition,
-        };
+        let (strategy, partitions) = ec2_strategy(p);
         checks.push(allowed(
             "ec2:CreatePlacementGroup",
             ec2.ec2
                 .create_placement_group()
                 .group_name("quietbench-dry-run")
                 .strategy(strategy)
+                .set_partition_count(partitions)
                 .dry_run(true)
                 .send()
                 .await,

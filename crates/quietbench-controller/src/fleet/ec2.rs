@@ -41,6 +41,18 @@ impl PlacementStrategy {
     }
 }
 
+impl std::fmt::Display for PlacementStrategy {
+    /// As the flag takes it: `cluster`, `spread`, `partition`, `partition:N`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Cluster => f.write_str("cluster"),
+            Self::Spread => f.write_str("spread"),
+            Self::Partition(None) => f.write_str("partition"),
+            Self::Partition(Some(n)) => write!(f, "partition:{n}"),
+        }
+    }
+}
+
 /// Where instances run: shared hardware, hardware of their own, or a dedicated host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Tenancy {
@@ -95,6 +107,14 @@ impl CpuPolicy {
             other => Err(format!(
                 "'{other}' is not a CPU policy: give select or reroll"
             )),
+        }
+    }
+
+    /// As the flag takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Select => "select",
+            Self::Reroll => "reroll",
         }
     }
 }
@@ -188,6 +208,12 @@ impl Ec2Spec {
             ca_dir: None,
             allow_exec: false,
         }
+    }
+
+    /// Whether the fleet launches more instances than it keeps: `select` with a CPU model,
+    /// or `--stratify`.
+    pub fn over_provisions(&self) -> bool {
+        (self.cpu_model.is_some() && self.cpu_policy == CpuPolicy::Select) || self.stratify
     }
 
     /// The checks that need no AWS call; each error says what to give instead.
@@ -304,6 +330,9 @@ mod tests {
             PlacementStrategy::parse("cluster"),
             Ok(PlacementStrategy::Cluster)
         );
+        for text in ["cluster", "spread", "partition", "partition:3"] {
+            assert_eq!(PlacementStrategy::parse(text).unwrap().to_string(), text);
+        }
         assert!(
             PlacementStrategy::parse("partition:9")
                 .unwrap_err()
@@ -317,6 +346,7 @@ mod tests {
         assert_eq!(Tenancy::parse("host"), Ok(Tenancy::Host));
         assert!(Tenancy::parse("mine").is_err());
         assert_eq!(CpuPolicy::parse("reroll"), Ok(CpuPolicy::Reroll));
+        assert_eq!(CpuPolicy::Reroll.name(), "reroll");
         assert!(CpuPolicy::parse("pick").is_err());
     }
 

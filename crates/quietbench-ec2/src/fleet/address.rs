@@ -62,11 +62,6 @@ impl Addresses {
         Ok(Self { map, taken: 0 })
     }
 
-    /// Whether the override is in force.
-    pub fn mapped(&self) -> bool {
-        self.map.is_some()
-    }
-
     /// The agent address of an instance's new boot, from its IPs as EC2 reports them.
     pub fn next(
         &mut self,

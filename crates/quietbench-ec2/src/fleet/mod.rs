@@ -4,26 +4,26 @@
 //! end, an error or Ctrl-C; a SIGKILLed controller's resources expire with their lease).
 
 pub mod address;
+mod choose;
 pub mod launch;
 pub mod lease;
 pub mod policy;
 pub mod reach;
+mod report;
+mod resources;
 pub mod run_tls;
 pub mod userdata;
 
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime};
 
-use aws_sdk_ec2::types::{
-    AutoPlacement, Instance, InstanceType, IpPermission, IpRange, PlacementStrategy as Ec2Strategy,
-    ResourceType, Tag, TagSpecification,
-};
-use quietbench_controller::fleet::ec2::{CpuPolicy, Ec2Spec, PlacementStrategy, Tenancy};
+use aws_sdk_ec2::types::{Instance, ResourceType, Tag, TagSpecification};
+use quietbench_controller::fleet::ec2::{Ec2Spec, Tenancy};
 use quietbench_controller::fleet::{Fleet, FleetFuture, Target};
 use quietbench_controller::progress::Progress;
 use quietbench_controller::record::HostKind;
 
-use crate::client::{Ec2, Ec2Options, explain};
+use crate::client::{Ec2, Ec2Options};
 use crate::gc::{Selection, collect_kinds};
 use crate::inventory::Kind;
 use crate::tags::{EXPIRES_AT, NAME, OWNER, RUN, expiry, format_expiry};
@@ -148,12 +148,6 @@ impl Ec2Fleet {
         }
     }
 
-    /// With other waits (tests).
-    pub fn with_pacing(mut self, pacing: Pacing) -> Self {
-        self.pacing = pacing;
-        self
-    }
-
     /// The tags every resource of the run gets at creation.
     fn tags(&self, owner: &str) -> Vec<Tag> {
         let tag = |k: &str, v: String| Tag::builder().key(k).value(v).build();
@@ -250,115 +244,6 @@ impl Ec2Fleet {
         ))
     }
 
-    async fn make_security_group(&mut self, ec2: &Ec2, tags: &[Tag]) -> anyhow::Result<String> {
-        let vpc = first_subnet(ec2, &self.spec.subnets)
-            .await?
-            .and_then(|s| s.vpc_id().map(str::to_string));
-        let out = ec2
-            .ec2
-            .create_security_group()
-            .group_name(format!("quietbench-{}", self.run_id))
-            .description("quietbench agents of one run: the agent port, from --allow-from")
-            .set_vpc_id(vpc)
-            .tag_specifications(self.tag_spec(ResourceType::SecurityGroup, tags))
-            .send()
-            .await
-            .map_err(|e| explain("ec2:CreateSecurityGroup", e))?;
-        let id = out
-            .group_id()
-            .ok_or_else(|| anyhow::anyhow!("ec2:CreateSecurityGroup answered without an id"))?
-            .to_string();
-        self.security_group = Some(id.clone());
-        let ranges = self
-            .spec
-            .allow_from
-            .iter()
-            .map(|cidr| {
-                IpRange::builder()
-                    .cidr_ip(cidr)
-                    .description("quietbench controller")
-                    .build()
-            })
-            .collect();
-        ec2.ec2
-            .authorize_security_group_ingress()
-            .group_id(&id)
-            .ip_permissions(
-                IpPermission::builder()
-                    .ip_protocol("tcp")
-                    .from_port(i32::from(quietbench_controller::fleet::ec2::AGENT_PORT))
-                    .to_port(i32::from(quietbench_controller::fleet::ec2::AGENT_PORT))
-                    .set_ip_ranges(Some(ranges))
-                    .build(),
-            )
-            .send()
-            .await
-            .map_err(|e| explain("ec2:AuthorizeSecurityGroupIngress", e))?;
-        Ok(id)
-    }
-
-    async fn make_placement_group(
-        &mut self,
-        ec2: &Ec2,
-        strategy: PlacementStrategy,
-        tags: &[Tag],
-    ) -> anyhow::Result<String> {
-        let name = format!("quietbench-{}", self.run_id);
-        let (kind, partitions) = match strategy {
-            PlacementStrategy::Cluster => (Ec2Strategy::Cluster, None),
-            PlacementStrategy::Spread => (Ec2Strategy::Spread, None),
-            PlacementStrategy::Partition(n) => (Ec2Strategy::Partition, n.map(|n| n as i32)),
-        };
-        let out = ec2
-            .ec2
-            .create_placement_group()
-            .group_name(&name)
-            .strategy(kind)
-            .set_partition_count(partitions)
-            .tag_specifications(self.tag_spec(ResourceType::PlacementGroup, tags))
-            .send()
-            .await
-            .map_err(|e| explain("ec2:CreatePlacementGroup", e))?;
-        let id = out
-            .placement_group()
-            .and_then(|g| g.group_id())
-            .map(str::to_string);
-        self.placement_group = Some((name.clone(), id));
-        Ok(name)
-    }
-
-    /// Allocates one dedicated host per instance asked for (auto-placement on, so RunInstances
-    /// with tenancy host lands on them) in the first subnet's AZ; returns the AZ.
-    async fn allocate_hosts(&mut self, ec2: &Ec2, tags: &[Tag]) -> anyhow::Result<String> {
-        let zone = match first_subnet(ec2, &self.spec.subnets).await? {
-            Some(subnet) => subnet.availability_zone().map(str::to_string),
-            None => ec2
-                .ec2
-                .describe_availability_zones()
-                .send()
-                .await
-                .map_err(|e| explain("ec2:DescribeAvailabilityZones", e))?
-                .availability_zones()
-                .first()
-                .and_then(|z| z.zone_name())
-                .map(str::to_string),
-        }
-        .ok_or_else(|| anyhow::anyhow!("no availability zone to allocate dedicated hosts in"))?;
-        let out = ec2
-            .ec2
-            .allocate_hosts()
-            .availability_zone(&zone)
-            .instance_type(&self.spec.instance_type)
-            .quantity(self.spec.count as i32)
-            .auto_placement(AutoPlacement::On)
-            .tag_specifications(self.tag_spec(ResourceType::DedicatedHost, tags))
-            .send()
-            .await
-            .map_err(|e| explain("ec2:AllocateHosts", e))?;
-        self.hosts = out.host_ids().to_vec();
-        Ok(zone)
-    }
-
     /// Launches `count`, waits for them to run, reaches each agent and reads its CPU model.
     async fn launch_batch(
         &mut self,
@@ -440,195 +325,6 @@ impl Ec2Fleet {
                 ));
                 i.model = Some(model);
             }
-        }
-        Ok(())
-    }
-
-    /// `reroll`: stops and starts instance `index` until its model matches, at most
-    /// `max_rerolls` times. Returns whether it matches.
-    async fn reroll(
-        &mut self,
-        index: usize,
-        pattern: &str,
-        addresses: &mut Addresses,
-        progress: &Progress,
-    ) -> anyhow::Result<bool> {
-        let ec2 = self.ec2.clone().expect("prepared");
-        let id = self.instances[index].id.clone();
-        while self.instances[index].rerolls < self.spec.max_rerolls {
-            let model = self.instances[index].model.clone().unwrap_or_default();
-            if policy::matches(&model, pattern) {
-                return Ok(true);
-            }
-            self.instances[index].rerolls += 1;
-            progress.line(&format!(
-                "quietbench: {id} has CPU model {model}: stopping and starting it (re-roll {}/{})",
-                self.instances[index].rerolls, self.spec.max_rerolls
-            ));
-            ec2.ec2
-                .stop_instances()
-                .instance_ids(&id)
-                .send()
-                .await
-                .map_err(|e| explain("ec2:StopInstances", e))?;
-            let deadline = Instant::now() + self.spec.boot_timeout;
-            reach::wait_for_state(
-                &ec2,
-                std::slice::from_ref(&id),
-                "stopped",
-                deadline,
-                &self.pacing,
-                progress,
-            )
-            .await?;
-            ec2.ec2
-                .start_instances()
-                .instance_ids(&id)
-                .send()
-                .await
-                .map_err(|e| explain("ec2:StartInstances", e))?;
-            self.instances[index].model = None;
-            self.reach(&ec2, std::slice::from_ref(&id), addresses, progress)
-                .await?;
-            if !self.instances[index].live() {
-                return Ok(false);
-            }
-        }
-        Ok(policy::matches(
-            self.instances[index].model.as_deref().unwrap_or_default(),
-            pattern,
-        ))
-    }
-
-    /// The instances still in the running, in launch order, with their models.
-    fn candidates(&self) -> (Vec<usize>, Vec<String>) {
-        self.instances
-            .iter()
-            .enumerate()
-            .filter(|(_, i)| i.fate == Fate::Candidate && i.live())
-            .map(|(n, i)| (n, i.model.clone().unwrap_or_default()))
-            .unzip()
-    }
-
-    /// Launches batches until the policy has its hosts; marks kept and rejected instances.
-    async fn choose_hosts(
-        &mut self,
-        template: &Template,
-        addresses: &mut Addresses,
-        progress: &Progress,
-    ) -> anyhow::Result<()> {
-        let want = self.spec.count;
-        let pattern = self.spec.cpu_model.clone();
-        let selecting =
-            (pattern.is_some() && self.spec.cpu_policy == CpuPolicy::Select) || self.spec.stratify;
-        let mut batch = if selecting {
-            policy::first_batch(want)
-        } else {
-            want
-        };
-        if selecting && batch > want {
-            progress.line(&format!(
-                "quietbench: launching {batch} to keep {want}: which CPU model an instance gets \
-                 is not known before it runs (docs/ec2.md#cpu-model-policies)"
-            ));
-        }
-        loop {
-            self.launch_batch(template, addresses, batch, progress)
-                .await?;
-            if let (Some(pattern), CpuPolicy::Reroll) = (&pattern, self.spec.cpu_policy) {
-                let (indexes, _) = self.candidates();
-                for index in indexes {
-                    if !self.reroll(index, pattern, addresses, progress).await? {
-                        anyhow::bail!(
-                            "{} still has another CPU model than '{pattern}' after {} re-roll(s) \
-                             ({}): raise --max-rerolls or use --cpu-policy select",
-                            self.instances[index].id,
-                            self.instances[index].rerolls,
-                            self.instances[index]
-                                .model
-                                .as_deref()
-                                .unwrap_or("no answer")
-                        );
-                    }
-                }
-            }
-            let (indexes, models) = self.candidates();
-            let (kept, _) = match (&pattern, self.spec.stratify) {
-                (Some(p), _) => policy::select(&models, p, want as usize),
-                (None, true) => policy::stratify(&models, want as usize),
-                (None, false) => ((0..models.len().min(want as usize)).collect(), Vec::new()),
-            };
-            let tried = self.instances.len() as u32;
-            let have = kept.len() as u32;
-            if have >= want {
-                for (n, &index) in indexes.iter().enumerate() {
-                    self.instances[index].fate = if kept.contains(&n) {
-                        Fate::Kept
-                    } else if pattern
-                        .as_deref()
-                        .is_some_and(|p| !policy::matches(&models[n], p))
-                    {
-                        Fate::Rejected(format!("CPU model {}", models[n]))
-                    } else {
-                        Fate::Rejected("not needed".into())
-                    };
-                }
-                return Ok(());
-            }
-            if self.batches >= policy::MAX_BATCHES {
-                let census = policy::census(&models)
-                    .iter()
-                    .map(|(m, n)| format!("{n} × {m}"))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                anyhow::bail!(
-                    "after {tried} launch(es) in {} batches, {have} of the {want} host(s) wanted \
-                     came up{} (models seen: {}); nothing is kept",
-                    self.batches,
-                    pattern.as_deref().map_or(String::new(), |p| format!(
-                        " with a CPU model matching '{p}'"
-                    )),
-                    if census.is_empty() {
-                        "none".into()
-                    } else {
-                        census
-                    }
-                );
-            }
-            batch = if selecting && pattern.is_some() {
-                policy::next_batch(want, have, tried)
-            } else {
-                want - have
-            };
-        }
-    }
-
-    /// Terminates the rejected instances now (the release would, later: they cost until then).
-    async fn terminate_rejected(&mut self, progress: &Progress) -> anyhow::Result<()> {
-        let ec2 = self.ec2.clone().expect("prepared");
-        let ids: Vec<String> = self
-            .instances
-            .iter()
-            .filter(|i| matches!(i.fate, Fate::Rejected(_)) && i.live())
-            .map(|i| i.id.clone())
-            .collect();
-        if ids.is_empty() {
-            return Ok(());
-        }
-        progress.line(&format!(
-            "quietbench: terminating {} instance(s) the CPU-model policy does not keep: {}",
-            ids.len(),
-            ids.join(", ")
-        ));
-        ec2.ec2
-            .terminate_instances()
-            .set_instance_ids(Some(ids.clone()))
-            .send()
-            .await
-            .map_err(|e| explain("ec2:TerminateInstances", e))?;
-        let now = Instant::now();
-        for i in self.instances.iter_mut().filter(|i| ids.contains(&i.id)) {
-            i.ended = Some(now);
         }
         Ok(())
     }
@@ -778,48 +474,6 @@ impl Ec2Fleet {
     }
 }
 
-/// The first of `--subnet`s, described (its VPC and AZ); `None` when none was given.
-async fn first_subnet(
-    ec2: &Ec2,
-    subnets: &[String],
-) -> anyhow::Result<Option<aws_sdk_ec2::types::Subnet>> {
-    let Some(subnet) = subnets.first() else {
-        return Ok(None);
-    };
-    let out = ec2
-        .ec2
-        .describe_subnets()
-        .subnet_ids(subnet)
-        .send()
-        .await
-        .map_err(|e| explain("ec2:DescribeSubnets", e))?;
-    match out.subnets().first() {
-        Some(s) => Ok(Some(s.clone())),
-        None => anyhow::bail!("--subnet {subnet}: ec2:DescribeSubnets does not know it"),
-    }
-}
-
-/// The default core count of an instance type (CpuOptions CoreCount with ThreadsPerCore).
-async fn default_cores(ec2: &Ec2, instance_type: &str) -> anyhow::Result<i32> {
-    let out = ec2
-        .ec2
-        .describe_instance_types()
-        .instance_types(InstanceType::from(instance_type))
-        .send()
-        .await
-        .map_err(|e| explain("ec2:DescribeInstanceTypes", e))?;
-    out.instance_types()
-        .first()
-        .and_then(|t| t.v_cpu_info())
-        .and_then(|v| v.default_cores())
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "ec2:DescribeInstanceTypes gives no default core count for {instance_type}: \
-                 --threads-per-core needs it"
-            )
-        })
-}
-
 impl Fleet for Ec2Fleet {
     fn kind(&self) -> &'static str {
         "ec2"
@@ -838,125 +492,8 @@ impl Fleet for Ec2Fleet {
     }
 
     fn report_lines(&self) -> Vec<String> {
-        report_lines(self)
+        report::lines(self)
     }
 }
 
-fn report_lines(fleet: &Ec2Fleet) -> Vec<String> {
-    let spec = &fleet.spec;
-    let now = Instant::now();
-    let mut lines = vec![format!(
-        "fleet: ec2, {} × {} from {} in {}, run {}; placement {}; tenancy {}; threads per core {}",
-        spec.count,
-        spec.instance_type,
-        spec.ami,
-        fleet.ec2.as_ref().map_or("?", |e| e.region()),
-        fleet.run_id,
-        match (&spec.placement, &fleet.placement_group) {
-            (Some(s), Some((name, _))) => format!("{} group {name}", placement_name(*s)),
-            _ => "none".into(),
-        },
-        spec.tenancy.name(),
-        spec.threads_per_core
-            .map_or("the type's default".into(), |t| t.to_string()),
-    )];
-    let count = |f: &dyn Fn(&Fate) -> bool| fleet.instances.iter().filter(|i| f(&i.fate)).count();
-    let rerolls: u32 = fleet.instances.iter().map(|i| i.rerolls).sum();
-    let hours: f64 = fleet.instances.iter().map(|i| i.hours(now)).sum();
-    let spent: f64 = fleet
-        .instances
-        .iter()
-        .filter(|i| !matches!(i.fate, Fate::Kept | Fate::Peer))
-        .map(|i| i.hours(now))
-        .sum();
-    lines.push(format!(
-        "fleet: launched {} in {} batch(es), kept {}, rejected {}, lost {}, {} re-roll(s){}; \
-         {hours:.2} instance-hours so far, {spent:.2} of them on instances not kept",
-        fleet.instances.len(),
-        fleet.batches,
-        count(&|f| *f == Fate::Kept),
-        count(&|f| matches!(f, Fate::Rejected(_))),
-        count(&|f| matches!(f, Fate::Lost(_))),
-        rerolls,
-        match count(&|f| *f == Fate::Peer) {
-            0 => String::new(),
-            n => format!(", {n} peer(s)"),
-        }
-    ));
-    let models: Vec<String> = fleet
-        .instances
-        .iter()
-        .filter_map(|i| i.model.clone())
-        .collect();
-    let kept_models: Vec<String> = fleet
-        .instances
-        .iter()
-        .filter(|i| i.fate == Fate::Kept)
-        .filter_map(|i| i.model.clone())
-        .collect();
-    let census = |m: &[String]| {
-        policy::census(m)
-            .iter()
-            .map(|(m, n)| format!("{n} × {m}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    lines.push(format!(
-        "fleet: CPU models that came up: {}; kept: {}{}",
-        census(&models),
-        census(&kept_models),
-        match (&spec.cpu_model, spec.stratify) {
-            (Some(p), _) => format!(
-                " (--cpu-model '{p}', --cpu-policy {})",
-                match spec.cpu_policy {
-                    CpuPolicy::Select => "select",
-                    CpuPolicy::Reroll => "reroll",
-                }
-            ),
-            (None, true) => " (--stratify)".into(),
-            (None, false) => String::new(),
-        }
-    ));
-    for i in &fleet.instances {
-        lines.push(format!(
-            "fleet: {} {}, {}, group {}, tenancy {}, host {}, {}, {} re-roll(s): {}",
-            i.id,
-            i.instance_type,
-            i.zone,
-            i.placement_group.as_deref().unwrap_or("-"),
-            i.tenancy,
-            i.host_id.as_deref().unwrap_or("-"),
-            i.model.as_deref().unwrap_or("no answer"),
-            i.rerolls,
-            match &i.fate {
-                Fate::Candidate => "undecided".to_string(),
-                Fate::Kept => format!("kept, at {}", i.address.as_deref().unwrap_or("?")),
-                Fate::Peer => format!("peer, at {}", i.address.as_deref().unwrap_or("?")),
-                Fate::Rejected(why) => format!("terminated ({why})"),
-                Fate::Lost(why) => format!("lost ({why})"),
-            }
-        ));
-    }
-    lines.push(format!(
-        "fleet: lease renewed every {} min to {} min ahead, never past {} (--ttl {}){}",
-        crate::tags::RENEW_EVERY.as_secs() / 60,
-        crate::tags::LEASE.as_secs() / 60,
-        format_expiry(fleet.deadline),
-        humantime::format_duration(spec.ttl),
-        if spec.keep {
-            "; --keep: left running after the run"
-        } else {
-            ""
-        }
-    ));
-    lines
-}
-
-fn placement_name(s: PlacementStrategy) -> String {
-    match s {
-        PlacementStrategy::Cluster => "cluster".into(),
-        PlacementStrategy::Spread => "spread".into(),
-        PlacementStrategy::Partition(None) => "partition".into(),
-        PlacementStrategy::Partition(Some(n)) => format!("partition:{n}"),
-    }
-}
+pub(crate) use resources::{default_cores, ec2_strategy};
