@@ -147,8 +147,28 @@ pub fn control_report(r: quietbench_host::tuning::ControlReport) -> pb::ControlR
     }
 }
 
-pub fn noise(n: &quietbench_host::noise::IntervalNoise, cpus: &[u32]) -> pb::NoiseSample {
+/// The wire form of an interval's noise, with what the trial's devices said (EBS, ENA).
+pub fn noise(
+    n: &quietbench_host::noise::IntervalNoise,
+    devices: Option<&quietbench_host::device_noise::DeviceNoise>,
+    cpus: &[u32],
+) -> pb::NoiseSample {
+    let ebs = devices.and_then(|d| d.ebs_exceeded_us);
+    let ena = devices.and_then(|d| d.ena_exceeded);
+    let mut unavailable = n.unavailable.clone();
+    if let Some(d) = devices {
+        unavailable.extend(d.unavailable.iter().cloned());
+    }
     pb::NoiseSample {
+        ebs_volume_iops_exceeded_us: ebs.map(|e| e[0]),
+        ebs_volume_throughput_exceeded_us: ebs.map(|e| e[1]),
+        ebs_instance_iops_exceeded_us: ebs.map(|e| e[2]),
+        ebs_instance_throughput_exceeded_us: ebs.map(|e| e[3]),
+        ena_bw_in_allowance_exceeded: ena.map(|e| e[0]),
+        ena_bw_out_allowance_exceeded: ena.map(|e| e[1]),
+        ena_pps_allowance_exceeded: ena.map(|e| e[2]),
+        ena_conntrack_allowance_exceeded: ena.map(|e| e[3]),
+        ena_linklocal_allowance_exceeded: ena.map(|e| e[4]),
         elapsed_ns: n.elapsed_ns,
         cpus: cpus.to_vec(),
         steal_fraction: n.steal_fraction,
@@ -159,6 +179,6 @@ pub fn noise(n: &quietbench_host::noise::IntervalNoise, cpus: &[u32]) -> pb::Noi
         involuntary_switches: n.involuntary_switches,
         migrations: n.migrations,
         cpu_mhz: n.cpu_mhz,
-        unavailable: n.unavailable.clone(),
+        unavailable,
     }
 }

@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 use tonic::Status;
 
 use crate::convert;
+use quietbench_host::device_noise::{DeviceSnapshot, DeviceWatch, device_noise_between};
 use quietbench_host::noise::{NoiseSnapshot, noise_between, take_snapshot};
 
 /// The running trial, if any. Touched only when a trial starts, ends or is cancelled: never on
@@ -201,6 +202,7 @@ fn supervise(
                 intervals: outcome.intervals,
                 cancelled: outcome.cancelled,
                 noise: noise.total(),
+                block_device: block_device(&job),
             }),
             Err(err) => pb::probe_event::Event::Error(pb::ProbeError {
                 trial_id: job.trial_id.clone(),
@@ -222,6 +224,41 @@ struct NoiseTracker {
     tids: Vec<u32>,
     first: Option<NoiseSnapshot>,
     last: Option<NoiseSnapshot>,
+    /// EBS statistics of a disk probe's volume, ENA allowances of a network probe's NICs.
+    devices: DeviceWatch,
+    first_devices: Option<DeviceSnapshot>,
+    last_devices: Option<DeviceSnapshot>,
+}
+
+/// What EC2's own counters are watched for a probe: the disk probe's volume, the network
+/// probe's interfaces, nothing for CPU and memory probes.
+fn device_watch(job: &TrialJob) -> DeviceWatch {
+    let name = job.spec.name;
+    if name.starts_with("disk.") {
+        match job.spec.resolved_params.get("path") {
+            Some(path) => DeviceWatch::disk(&job.root, std::path::Path::new(path)),
+            None => DeviceWatch::none(),
+        }
+    } else if name.starts_with("net.") {
+        let (nics, _) = quietbench_host::devices::read_nics(&job.root);
+        let names: Vec<String> = nics
+            .into_iter()
+            .filter(|n| !n.is_virtual)
+            .map(|n| n.name)
+            .collect();
+        DeviceWatch::network(&names)
+    } else {
+        DeviceWatch::none()
+    }
+}
+
+/// The kernel name of the disk holding a disk probe's target.
+fn block_device(job: &TrialJob) -> Option<String> {
+    if !job.spec.name.starts_with("disk.") {
+        return None;
+    }
+    let path = job.spec.resolved_params.get("path")?;
+    quietbench_host::device_noise::block_device_of(&job.root, std::path::Path::new(path))
 }
 
 impl NoiseTracker {
@@ -235,6 +272,9 @@ impl NoiseTracker {
             tids: Vec::new(),
             first: None,
             last: None,
+            devices: device_watch(job),
+            first_devices: None,
+            last_devices: None,
         }
     }
 
@@ -247,6 +287,9 @@ impl NoiseTracker {
         let first = self.snapshot();
         self.last = Some(first.clone());
         self.first = Some(first);
+        let devices = self.devices.snapshot();
+        self.last_devices = Some(devices.clone());
+        self.first_devices = Some(devices);
     }
 
     fn interval(&mut self) -> pb::NoiseSample {
@@ -256,15 +299,26 @@ impl NoiseTracker {
             None => Default::default(),
         };
         self.last = Some(now);
-        convert::noise(&noise, &self.cpus)
+        let devices_now = self.devices.snapshot();
+        let devices = self
+            .last_devices
+            .as_ref()
+            .map(|before| device_noise_between(before, &devices_now));
+        self.last_devices = Some(devices_now);
+        convert::noise(&noise, devices.as_ref(), &self.cpus)
     }
 
     fn total(&self) -> Option<pb::NoiseSample> {
         let (Some(first), Some(last)) = (&self.first, &self.last) else {
             return None;
         };
+        let devices = match (&self.first_devices, &self.last_devices) {
+            (Some(a), Some(b)) => Some(device_noise_between(a, b)),
+            _ => None,
+        };
         Some(convert::noise(
             &noise_between(first, last, &self.cpus),
+            devices.as_ref(),
             &self.cpus,
         ))
     }

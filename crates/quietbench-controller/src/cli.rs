@@ -61,6 +61,10 @@ pub enum ControllerCommand {
     /// Give back what killed controllers left: restore hosts their runs tuned (from the fleet
     /// ledger beside the result store). Runs whose controller still runs are left alone
     Release(ReleaseArgs),
+    /// An instance type's EBS and network caps beside a volume's, which one binds for
+    /// throughput at 128 KiB and IOPS at 16 KiB, and candidates side by side (DescribeInstanceTypes,
+    /// or its saved copy offline)
+    Limits(LimitsArgs),
     /// Make a fleet's certificate authority and the certificates agents and controllers
     /// present to each other (mutual TLS)
     Certs(CertsArgs),
@@ -73,6 +77,49 @@ pub struct ReleaseArgs {
     run: Option<String>,
     #[command(flatten)]
     tls: TlsArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct LimitsArgs {
+    /// The instance type, e.g. r6i.8xlarge
+    instance_type: String,
+    /// The EBS volume, e.g. gp3:iops=16000,throughput=1000 or io2:iops=32000 (keys: iops,
+    /// throughput in MiB/s for gp3, size in GiB)
+    #[arg(long, value_name = "TYPE[:KEY=N,...]", value_parser = crate::limits::volume_spec::parse_volume_spec)]
+    volume: Option<crate::limits::VolumeInfo>,
+    /// Another instance type to put beside it (repeatable)
+    #[arg(long = "vs", value_name = "TYPE")]
+    vs: Vec<String>,
+    /// On-demand prices: a CSV file of instance_type,usd_per_hour lines
+    #[arg(long, value_name = "FILE")]
+    prices: Option<PathBuf>,
+    /// Answer from the copy saved by an earlier lookup; call no AWS API
+    #[arg(long)]
+    offline: bool,
+    /// Print JSON
+    #[arg(long)]
+    json: bool,
+    /// The saved copy [default: $XDG_CACHE_HOME/quietbench/instance-types.json]
+    #[arg(long, value_name = "FILE")]
+    cache: Option<PathBuf>,
+    #[command(flatten)]
+    aws: AwsArgs,
+}
+
+impl LimitsArgs {
+    fn request(self) -> crate::commands::limits::LimitsRequest {
+        let mut types = vec![self.instance_type];
+        types.extend(self.vs);
+        crate::commands::limits::LimitsRequest {
+            types,
+            volume: self.volume,
+            prices: self.prices,
+            offline: self.offline,
+            json: self.json,
+            aws: self.aws.target(),
+            cache: self.cache,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -334,7 +381,11 @@ pub fn execute(command: ControllerCommand) -> ExitCode {
     }
     let outcome = match command {
         ControllerCommand::Certs(args) => tls::certs_command(args),
-        ControllerCommand::Run(args) => run::run(run_request(args)),
+        ControllerCommand::Run(args) => {
+            crate::limits::lookup::set_run_options(args.ec2.caps_options());
+            run::run(run_request(args))
+        }
+        ControllerCommand::Limits(args) => crate::commands::limits::limits(args.request()),
         ControllerCommand::Host(args) => host::host(args.local, args.agent, args.json),
         ControllerCommand::Prepare(args) => prepare_command(args),
         ControllerCommand::Restore(args) => host::restore(&args.agent),

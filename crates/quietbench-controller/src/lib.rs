@@ -26,6 +26,7 @@
 //!    dispatches to them.
 
 // The data model.
+pub mod limits;
 pub mod plan;
 pub mod record;
 pub mod schedule;

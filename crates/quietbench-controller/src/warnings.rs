@@ -67,6 +67,41 @@ pub enum Warning {
         /// Share of the buffers in huge pages, %.
         huge_pct: f64,
     },
+    /// ENA's allowance counters grew during a trial: EC2 shaped the traffic, so the result is
+    /// capped by EC2, not by the code.
+    NetworkAllowanceExceeded {
+        /// Host address.
+        host: String,
+        /// Trial id.
+        trial_id: String,
+        /// Round.
+        round: u32,
+        /// The counters that grew, with the packets shaped.
+        counters: Vec<(String, u64)>,
+    },
+    /// EBS's NVMe statistics saw demand over the volume's or the instance's limit.
+    EbsLimitExceeded {
+        /// Host address.
+        host: String,
+        /// Trial id.
+        trial_id: String,
+        /// Round.
+        round: u32,
+        /// Each limit exceeded and for how long, µs.
+        limits: Vec<(String, u64)>,
+        /// The trial's length, µs.
+        elapsed_us: u64,
+    },
+    /// A disk probe measured a volume restored from a snapshot and not pre-warmed: its first
+    /// touch of each block reads from S3 (CONTEXT.md §5: ~10× slower).
+    ColdRestoredVolume {
+        /// Host address.
+        host: String,
+        /// The volume and its device.
+        volume: String,
+        /// The snapshot it came from.
+        snapshot: String,
+    },
     /// The host reads time through a slow clocksource.
     SlowClocksource {
         /// Host address.
@@ -125,6 +160,49 @@ impl fmt::Display for Warning {
                  /sys/kernel/mm/transparent_hugepage/enabled to madvise to measure the disk, not \
                  the buffers"
             ),
+            Self::NetworkAllowanceExceeded {
+                host,
+                round,
+                counters,
+                ..
+            } => write!(
+                f,
+                "{host} round {round}: EC2 shaped the traffic ({}): the result is capped by \
+                 the instance's network allowance, not by the code. Use a larger instance, \
+                 fewer flows per instance, or more instances",
+                counters
+                    .iter()
+                    .map(|(c, n)| format!("{c} +{n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Self::EbsLimitExceeded {
+                host,
+                round,
+                limits,
+                elapsed_us,
+                ..
+            } => write!(
+                f,
+                "{host} round {round}: EBS saw demand over {} of the trial's {:.1} s: the \
+                 result is capped by EBS, not by the code (see the attribution line)",
+                limits
+                    .iter()
+                    .map(|(l, us)| format!("{l} for {:.1} s", *us as f64 / 1e6))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                *elapsed_us as f64 / 1e6
+            ),
+            Self::ColdRestoredVolume {
+                host,
+                volume,
+                snapshot,
+            } => write!(
+                f,
+                "{host}: {volume} was restored from {snapshot} and not pre-warmed: the first \
+                 read of each block comes from S3, up to 10x slower. Set prewarm = \"auto\" in \
+                 the plan (the default) or run disk.scan with prewarm=true first"
+            ),
             Self::SlowClocksource { host, clocksource } => write!(
                 f,
                 "{host}: the clocksource is {clocksource}, which makes every timestamp a slow \
@@ -158,6 +236,54 @@ pub fn small_page_share(metrics: &[MetricRecord]) -> Option<f64> {
         .filter(|pct| *pct < HUGE_PAGE_LIMIT)
 }
 
+/// ENA allowance counters that grew in `noise`, with the packets shaped.
+pub fn ena_growth(noise: &pb::NoiseSample) -> Vec<(String, u64)> {
+    [
+        (
+            "bw_in_allowance_exceeded",
+            noise.ena_bw_in_allowance_exceeded,
+        ),
+        (
+            "bw_out_allowance_exceeded",
+            noise.ena_bw_out_allowance_exceeded,
+        ),
+        ("pps_allowance_exceeded", noise.ena_pps_allowance_exceeded),
+        (
+            "conntrack_allowance_exceeded",
+            noise.ena_conntrack_allowance_exceeded,
+        ),
+        (
+            "linklocal_allowance_exceeded",
+            noise.ena_linklocal_allowance_exceeded,
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(name, n)| n.filter(|n| *n > 0).map(|n| (name.to_string(), n)))
+    .collect()
+}
+
+/// EBS limits demand exceeded in `noise`, with the time over each, µs.
+pub fn ebs_over_limits(noise: &pb::NoiseSample) -> Vec<(String, u64)> {
+    [
+        ("the volume's IOPS", noise.ebs_volume_iops_exceeded_us),
+        (
+            "the volume's throughput",
+            noise.ebs_volume_throughput_exceeded_us,
+        ),
+        (
+            "the instance's EBS IOPS",
+            noise.ebs_instance_iops_exceeded_us,
+        ),
+        (
+            "the instance's EBS throughput",
+            noise.ebs_instance_throughput_exceeded_us,
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(name, us)| us.filter(|us| *us > 0).map(|us| (name.to_string(), us)))
+    .collect()
+}
+
 /// Every warning a run earns.
 pub fn run_warnings(run: &RunRecord) -> Vec<Warning> {
     let mut warnings = Vec::new();
@@ -172,6 +298,7 @@ pub fn run_warnings(run: &RunRecord) -> Vec<Warning> {
             });
         }
     }
+    warnings.extend(cold_volumes(run));
     for t in &run.trials {
         let host = run
             .hosts
@@ -179,6 +306,25 @@ pub fn run_warnings(run: &RunRecord) -> Vec<Warning> {
             .map(|h| h.address.clone())
             .unwrap_or_default();
         if let Some(noise) = &t.noise {
+            let shaped = ena_growth(noise);
+            if !shaped.is_empty() && !t.warmup {
+                warnings.push(Warning::NetworkAllowanceExceeded {
+                    host: host.clone(),
+                    trial_id: t.trial_id.clone(),
+                    round: t.round,
+                    counters: shaped,
+                });
+            }
+            let over = ebs_over_limits(noise);
+            if !over.is_empty() && !t.warmup {
+                warnings.push(Warning::EbsLimitExceeded {
+                    host: host.clone(),
+                    trial_id: t.trial_id.clone(),
+                    round: t.round,
+                    limits: over,
+                    elapsed_us: noise.elapsed_ns / 1000,
+                });
+            }
             if let Some(fraction) = noise.steal_fraction.filter(|s| *s > STEAL_LIMIT) {
                 warnings.push(Warning::Steal {
                     host: host.clone(),
@@ -223,6 +369,35 @@ pub fn run_warnings(run: &RunRecord) -> Vec<Warning> {
         }
     }
     warnings
+}
+
+/// Restored, un-warmed volumes that a disk trial measured, once per volume.
+fn cold_volumes(run: &RunRecord) -> Vec<Warning> {
+    let mut out: Vec<Warning> = Vec::new();
+    for t in run
+        .trials
+        .iter()
+        .filter(|t| t.probe.starts_with("disk.") && t.probe != "disk.scan")
+    {
+        let Some(host) = run.hosts.get(t.host) else {
+            continue;
+        };
+        let volume = t
+            .block_device
+            .as_deref()
+            .and_then(|d| host.caps.as_ref()?.volume_on(d));
+        if let Some(v) = volume.filter(|v| v.needs_prewarm()) {
+            let w = Warning::ColdRestoredVolume {
+                host: host.address.clone(),
+                volume: format!("{} ({})", v.volume_id, v.device.as_deref().unwrap_or("?")),
+                snapshot: v.snapshot_id.clone().unwrap_or_default(),
+            };
+            if !out.contains(&w) {
+                out.push(w);
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]

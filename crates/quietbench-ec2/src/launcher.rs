@@ -16,6 +16,7 @@ struct Launcher;
 /// Makes `run --ec2` and `compare --ec2` launch EC2 fleets (the binary calls it at start-up).
 pub fn install() {
     set_launcher(Box::new(Launcher));
+    crate::caps::install_source();
 }
 
 impl Ec2Launcher for Launcher {

@@ -6,6 +6,7 @@
 //! `quietbench` binary's `ec2` feature links it, so the agent, the controller library and their
 //! tests never compile it.
 
+pub mod caps;
 pub mod cli;
 pub mod client;
 pub mod fleet;

@@ -10,7 +10,10 @@
 
 pub mod cpuinfo;
 pub mod cpulist;
+pub mod device_noise;
 pub mod devices;
+pub mod ebs_nvme;
+pub mod ethtool;
 pub mod fingerprint;
 pub mod imds;
 pub mod interrupts;

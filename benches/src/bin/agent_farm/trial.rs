@@ -86,6 +86,7 @@ fn noise(elapsed: Duration, bits: u64) -> pb::NoiseSample {
         migrations: Some(0),
         cpu_mhz: None,
         unavailable: vec!["cpu_mhz: no cpufreq on this host (synthetic agent-farm host)".into()],
+        ..Default::default()
     }
 }
 
@@ -262,6 +263,7 @@ pub async fn run<G: Send + 'static>(
             intervals: index,
             cancelled,
             noise: Some(noise(started.elapsed(), seed)),
+            block_device: None,
         }),
         Err(message) => Event::Error(pb::ProbeError {
             trial_id: plan.trial_id.clone(),

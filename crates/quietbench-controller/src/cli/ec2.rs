@@ -24,6 +24,17 @@ pub struct AwsArgs {
     pub endpoint_url: Option<String>,
 }
 
+impl AwsArgs {
+    /// The same, as the EC2 seams take it.
+    pub fn target(&self) -> crate::limits::lookup::AwsTarget {
+        crate::limits::lookup::AwsTarget {
+            region: self.region.clone(),
+            profile: self.profile.clone(),
+            endpoint_url: self.endpoint_url.clone(),
+        }
+    }
+}
+
 /// `--ec2` and the options of the instances it launches.
 #[derive(Debug, Clone, Default, Args)]
 pub struct Ec2Args {
@@ -133,9 +144,19 @@ pub struct Ec2Args {
     pub ca_dir: Option<PathBuf>,
     #[command(flatten, next_help_heading = "EC2 fleet")]
     pub aws: AwsArgs,
+    /// Do not look up the instance's and its volumes' caps in the EC2 API (by default they are,
+    /// for every host on EC2, so disk and network results are reported against the cap that
+    /// binds them)
+    #[arg(long, help_heading = "EC2 fleet")]
+    pub no_aws: bool,
 }
 
 impl Ec2Args {
+    /// How hosts' caps are looked up: `None` with `--no-aws`.
+    pub fn caps_options(&self) -> Option<crate::limits::lookup::AwsTarget> {
+        (!self.no_aws).then(|| self.aws.target())
+    }
+
     /// The fleet asked for, or `None` without `--ec2`.
     pub fn spec(&self) -> Option<Ec2Spec> {
         if !self.ec2 {

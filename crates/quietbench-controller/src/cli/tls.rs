@@ -20,7 +20,9 @@ impl ControllerCommand {
             Self::Compare(a) => Some(&a.tls),
             Self::Resume(a) => Some(&a.tls),
             Self::Release(a) => Some(&a.tls),
-            Self::Runs(_) | Self::Show(_) | Self::History(_) | Self::Certs(_) => None,
+            Self::Runs(_) | Self::Show(_) | Self::History(_) | Self::Certs(_) | Self::Limits(_) => {
+                None
+            }
         }
     }
 }

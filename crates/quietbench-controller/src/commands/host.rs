@@ -42,6 +42,7 @@ pub fn host(local: bool, agent: Option<String>, json_out: bool) -> anyhow::Resul
         agent_version: host.agent_version,
         fingerprint: host.fingerprint.unwrap_or_default(),
         tuning: Vec::new(),
+        caps: None,
     };
     if json_out {
         let value = serde_json::json!({

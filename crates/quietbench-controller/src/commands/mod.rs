@@ -5,6 +5,7 @@
 pub mod compare;
 pub mod compare_runs;
 pub mod host;
+pub mod limits;
 pub mod release;
 pub mod run;
 pub mod stored;

@@ -375,6 +375,7 @@ impl HostTask {
             metrics,
             noise: completed.result.noise.clone(),
             peer: peer_address,
+            block_device: completed.result.block_device.clone(),
             interval_records: completed
                 .intervals
                 .iter()

@@ -95,10 +95,14 @@ async fn connect(
         address: target.address.clone(),
         kind: target.kind,
         agent_version: host.agent_version,
-        fingerprint: host.fingerprint.unwrap_or_default(),
+        fingerprint: host.fingerprint.clone().unwrap_or_default(),
         tuning: Vec::new(),
+        caps: crate::limits::lookup::caps_for_run(&host.fingerprint.unwrap_or_default()).await,
     };
     progress.line(&crate::report::table::host_line(&record));
+    if let Some(caps) = &record.caps {
+        progress.line(&crate::report::table::caps_lines(&record.address, caps));
+    }
     if settings.tune {
         let tuned = conn
             .prepare(crate::run::tune_request(&settings.cpus))
@@ -121,6 +125,7 @@ fn unreachable_host(target: &Target) -> HostRecord {
         agent_version: String::new(),
         fingerprint: Default::default(),
         tuning: Vec::new(),
+        caps: None,
     }
 }
 

@@ -47,6 +47,9 @@ pub struct HostRecord {
     pub fingerprint: pb::Fingerprint,
     /// Host controls applied before the run (`--tune`), empty otherwise.
     pub tuning: Vec<pb::ControlReport>,
+    /// The instance's and its volumes' caps (EC2, with AWS credentials); `None` when not
+    /// looked up (not on EC2, `--no-aws`, no credentials: see the fleet lines).
+    pub caps: Option<crate::limits::HostCaps>,
 }
 
 /// How the run was asked for.
@@ -188,6 +191,8 @@ pub struct TrialRecord {
     pub noise: Option<pb::NoiseSample>,
     /// The peer agent (HOST:PORT) of a network probe.
     pub peer: Option<String>,
+    /// The disk (kernel name) that holds a disk probe's target, matched to its EBS volume.
+    pub block_device: Option<String>,
     /// Every interval as streamed (for interval logs and charts over time).
     pub interval_records: Vec<IntervalRecord>,
 }

@@ -23,6 +23,7 @@ pub fn host(i: usize, model: &str) -> HostRecord {
             ..Default::default()
         },
         tuning: Vec::new(),
+        caps: None,
     }
 }
 
@@ -55,6 +56,7 @@ pub fn value_trial(
         }],
         noise: None,
         peer: None,
+        block_device: None,
         interval_records: Vec::new(),
     }
 }

@@ -260,12 +260,50 @@ pub fn render_html(run: &RunRecord) -> String {
     spread::spread(&page, &crate::verdicts::spread::fleet_spread(run), &mut out);
     tables::settings_and_hosts(&page, &mut out);
     tables::summary(&page, &mut out);
+    bottlenecks(run, &mut out);
     by_host::per_host(&page, &mut out);
     charts::per_round(&page, &mut out);
     charts::latency(&page, &mut out);
     charts::noise(&page, &mut out);
     out.push_str("</main>\n</body>\n</html>\n");
     out
+}
+
+/// "What binds": each disk and network result against its cap, with each host's caps.
+fn bottlenecks(run: &RunRecord, out: &mut String) {
+    let found = crate::verdicts::bottleneck::bottlenecks(run);
+    let caps: Vec<String> = run
+        .hosts
+        .iter()
+        .filter_map(|h| {
+            let lines = crate::report::table::caps_lines(&h.address, h.caps.as_ref()?);
+            (!lines.is_empty()).then_some(lines)
+        })
+        .collect();
+    if found.is_empty() && caps.is_empty() {
+        return;
+    }
+    out.push_str("<h2>What binds</h2>\n<ul class=\"bottlenecks\">\n");
+    for b in &found {
+        let _ = write!(
+            out,
+            "<li><b>{} on {}</b>: {}",
+            esc(&b.variant),
+            esc(&b.address),
+            esc(&b.attribution.line)
+        );
+        if let Some(next) = &b.attribution.next {
+            let _ = write!(out, "<br>next: {}", esc(next));
+        }
+        for c in &b.attribution.caveats {
+            let _ = write!(out, "<br>note: {}", esc(c));
+        }
+        out.push_str("</li>\n");
+    }
+    out.push_str("</ul>\n");
+    for line in caps.iter().flat_map(|c| c.lines()) {
+        let _ = writeln!(out, "<p class=\"note\">{}</p>", esc(line));
+    }
 }
 
 const STYLE: &str = r#"

@@ -30,6 +30,38 @@ fn noise(n: &pb::NoiseSample) -> NoiseJson {
         involuntary_switches: n.involuntary_switches,
         migrations: n.migrations,
         cpu_mhz: n.cpu_mhz,
+        ebs_exceeded_s: match (
+            n.ebs_volume_iops_exceeded_us,
+            n.ebs_volume_throughput_exceeded_us,
+            n.ebs_instance_iops_exceeded_us,
+            n.ebs_instance_throughput_exceeded_us,
+        ) {
+            (Some(a), Some(b), Some(c), Some(d)) => Some(schema::EbsExceededJson {
+                volume_iops: a as f64 / 1e6,
+                volume_throughput: b as f64 / 1e6,
+                instance_iops: c as f64 / 1e6,
+                instance_throughput: d as f64 / 1e6,
+            }),
+            _ => None,
+        },
+        ena_allowance_exceeded: match (
+            n.ena_bw_in_allowance_exceeded,
+            n.ena_bw_out_allowance_exceeded,
+            n.ena_pps_allowance_exceeded,
+            n.ena_conntrack_allowance_exceeded,
+            n.ena_linklocal_allowance_exceeded,
+        ) {
+            (Some(bw_in), Some(bw_out), Some(pps), Some(conntrack), Some(linklocal)) => {
+                Some(schema::EnaExceededJson {
+                    bw_in,
+                    bw_out,
+                    pps,
+                    conntrack,
+                    linklocal,
+                })
+            }
+            _ => None,
+        },
         unavailable: n.unavailable.clone(),
     }
 }
@@ -92,6 +124,7 @@ pub fn build(run: &RunRecord) -> Report {
                 agent_version: h.agent_version.clone(),
                 fingerprint: fingerprint(&h.fingerprint),
                 tuning: h.tuning.iter().map(control).collect(),
+                caps: h.caps.clone(),
             })
             .collect(),
         trials: run.trials.iter().map(|t| trial(run, t)).collect(),
@@ -105,6 +138,7 @@ pub fn build(run: &RunRecord) -> Report {
             .collect(),
         fleet: run.fleet.clone(),
         fleet_spread: crate::verdicts::spread::fleet_spread(run),
+        bottlenecks: crate::verdicts::bottleneck::bottlenecks(run),
         missing_trials: missing_trials(run)
             .into_iter()
             .map(|m| {
@@ -169,6 +203,7 @@ fn trial(run: &RunRecord, t: &TrialRecord) -> TrialJson {
             .map(|h| h.address.clone())
             .unwrap_or_default(),
         peer: t.peer.clone(),
+        block_device: t.block_device.clone(),
         round: t.round,
         trial_id: t.trial_id.clone(),
         started_at: rfc3339_unix_ns(t.start_unix_ns),

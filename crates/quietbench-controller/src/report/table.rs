@@ -11,6 +11,105 @@ use crate::record::queries::{counted, metric_keys, metric_values, placement_matc
 use crate::record::{HostRecord, RunRecord, missing_trials};
 use crate::verdicts::spread::fleet_spread;
 
+/// A host's caps, as looked up: "caps of HOST: r6i.8xlarge: EBS 1250 MB/s, 40000 IOPS; network
+/// 12.5 Gigabit; nvme1n1 = vol-… gp3 16000 IOPS 1000 MiB/s", then any note, one per line.
+pub fn caps_lines(address: &str, caps: &crate::limits::HostCaps) -> String {
+    let mut parts = Vec::new();
+    if let Some(i) = &caps.instance {
+        let mut s = i.instance_type.clone();
+        if let Some(e) = &i.ebs {
+            let burst = |base: f64, max: f64, unit: &str| {
+                if max > base {
+                    format!("{base} {unit} (burst {max})")
+                } else {
+                    format!("{base} {unit}")
+                }
+            };
+            let _ = write!(
+                s,
+                ": EBS {}, {}",
+                burst(e.baseline_mb_per_s, e.maximum_mb_per_s, "MB/s"),
+                burst(e.baseline_iops, e.maximum_iops, "IOPS")
+            );
+        }
+        if let Some(p) = &i.network.performance {
+            let _ = write!(s, "; network {p}");
+        }
+        parts.push(s);
+    }
+    for v in &caps.volumes {
+        let mut s = format!(
+            "{} = {} {} {} GiB",
+            v.device.as_deref().unwrap_or("?"),
+            v.volume_id,
+            v.volume_type,
+            v.size_gib
+        );
+        if let Some(iops) = v.iops {
+            let _ = write!(s, " {iops} IOPS");
+        }
+        if let Some(mib) = v.throughput_mib_per_s {
+            let _ = write!(s, " {mib} MiB/s");
+        }
+        if let Some(snap) = &v.snapshot_id {
+            let _ = write!(s, ", restored from {snap}");
+            match &v.prewarm {
+                Some(p) => {
+                    let _ = write!(s, " (pre-warmed: {})", p.summary());
+                }
+                None if v.needs_prewarm() => s.push_str(" (cold: not pre-warmed)"),
+                None => {}
+            }
+        }
+        parts.push(s);
+    }
+    if caps.cluster_placement_group {
+        parts.push("in a cluster placement group".into());
+    }
+    let mut out = String::new();
+    if !parts.is_empty() {
+        let _ = write!(out, "caps of {address}: {}", parts.join("; "));
+        if !caps.source.is_empty() {
+            let _ = write!(out, " ({})", caps.source);
+        }
+    }
+    for note in &caps.notes {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        let _ = write!(out, "caps of {address}: {note}");
+    }
+    out
+}
+
+/// "what binds" lines: each disk and network result against its cap.
+pub fn bottleneck_lines(run: &RunRecord) -> String {
+    let found = crate::verdicts::bottleneck::bottlenecks(run);
+    let mut out = String::new();
+    if found.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "\nwhat binds (instance and volume caps; docs/limits.md):"
+    );
+    for b in found {
+        let name = if b.variant == b.probe {
+            b.probe.clone()
+        } else {
+            format!("{}: {}", b.variant, b.probe)
+        };
+        let _ = writeln!(out, "  {name} on {}: {}", b.address, b.attribution.line);
+        if let Some(next) = &b.attribution.next {
+            let _ = writeln!(out, "    next: {next}");
+        }
+        for c in &b.attribution.caveats {
+            let _ = writeln!(out, "    note: {c}");
+        }
+    }
+    out
+}
+
 /// One line describing a host: address, CPU model and the facts that split results.
 pub fn host_line(host: &HostRecord) -> String {
     let fp = &host.fingerprint;
@@ -152,6 +251,11 @@ pub fn render(run: &RunRecord) -> String {
     }
     for host in &run.hosts {
         let _ = writeln!(out, "{}", host_line(host));
+        if let Some(caps) = host.caps.as_ref().map(|c| caps_lines(&host.address, c))
+            && !caps.is_empty()
+        {
+            let _ = writeln!(out, "{caps}");
+        }
     }
     for (i, host) in run.hosts.iter().enumerate() {
         if let Some(p) = run
@@ -227,6 +331,7 @@ pub fn render(run: &RunRecord) -> String {
         write_row(row);
     }
     // The rows above pool every host; where hosts differ, say how and why.
+    out.push_str(&bottleneck_lines(run));
     out.push_str(&super::spread::render(&fleet_spread(run)));
     out.push_str(&missing_lines(run));
     out

@@ -126,6 +126,14 @@ pub enum StoreError {
         /// The value.
         value: String,
     },
+    /// A value cannot be encoded for storing.
+    #[error("cannot store {what}: {detail}")]
+    Encode {
+        /// Which value.
+        what: String,
+        /// Why.
+        detail: String,
+    },
     /// A stored value cannot be read back as what it should be.
     #[error("run {run_id} in {}: stored {what} cannot be read back: {detail}", path.display())]
     Corrupt {

@@ -36,6 +36,7 @@ struct HostRow {
     agent_version: String,
     fingerprint: Vec<u8>,
     tuning: Vec<u8>,
+    caps_json: Option<String>,
 }
 
 struct TrialRow {
@@ -55,6 +56,7 @@ struct TrialRow {
     intervals: u32,
     noise: Option<Vec<u8>>,
     peer: Option<String>,
+    block_device: Option<String>,
 }
 
 struct IntervalRow {
@@ -208,7 +210,7 @@ impl Store {
 
         let host_rows: Vec<HostRow> = tx
             .prepare_cached(
-                "SELECT idx, address, kind, agent_version, fingerprint, tuning
+                "SELECT idx, address, kind, agent_version, fingerprint, tuning, caps_json
                  FROM hosts WHERE run_id = ?1 ORDER BY idx",
             )
             .and_then(|mut stmt| {
@@ -220,6 +222,7 @@ impl Store {
                         agent_version: r.get(3)?,
                         fingerprint: r.get(4)?,
                         tuning: r.get(5)?,
+                        caps_json: r.get(6)?,
                     })
                 })?
                 .collect()
@@ -229,7 +232,8 @@ impl Store {
         let trial_rows: Vec<TrialRow> = tx
             .prepare_cached(
                 "SELECT id, seq, probe, variant, warmup, host_idx, round, trial_id, start_unix_ns,
-                        end_unix_ns, cancelled, params_json, placement, intervals, noise, peer
+                        end_unix_ns, cancelled, params_json, placement, intervals, noise, peer,
+                        block_device
                  FROM trials WHERE run_id = ?1 ORDER BY seq",
             )
             .and_then(|mut stmt| {
@@ -251,6 +255,7 @@ impl Store {
                         intervals: r.get(13)?,
                         noise: r.get(14)?,
                         peer: r.get(15)?,
+                        block_device: r.get(16)?,
                     })
                 })?
                 .collect()
@@ -406,6 +411,12 @@ impl Store {
                 .map_err(|e| self.corrupt(run_id, &what("fingerprint"), e))?,
             tuning: codec::decode_tuning(&row.tuning)
                 .map_err(|e| self.corrupt(run_id, &what("tuning"), e))?,
+            caps: row
+                .caps_json
+                .as_deref()
+                .map(serde_json::from_str)
+                .transpose()
+                .map_err(|e| self.corrupt(run_id, &what("caps"), e))?,
             address: row.address,
             agent_version: row.agent_version,
         })
@@ -458,6 +469,7 @@ impl Store {
             intervals: row.intervals,
             metrics,
             peer: row.peer,
+            block_device: row.block_device,
             interval_records,
         })
     }

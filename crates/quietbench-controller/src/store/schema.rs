@@ -127,9 +127,17 @@ ALTER TABLE runs ADD COLUMN holder_pid INTEGER CHECK (holder_pid >= 0);
 ALTER TABLE runs ADD COLUMN holder_start_ticks INTEGER CHECK (holder_start_ticks >= 0);
 "#;
 
+/// Version 3: each host's instance and volume caps (JSON of `limits::HostCaps`), looked up from
+/// the EC2 API when the run started, NULL where none were; and the disk that held each disk
+/// trial's target, so its result is judged against that volume's caps.
+const V3: &str = r#"
+ALTER TABLE hosts ADD COLUMN caps_json TEXT;
+ALTER TABLE trials ADD COLUMN block_device TEXT;
+"#;
+
 /// Every migration, in order: index 0 brings an empty file to version 1, index 1 brings
 /// version 1 to 2, and so on.
-const MIGRATIONS: &[&str] = &[V1, V2];
+const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -317,7 +325,7 @@ mod tests {
             .query_row("SELECT max(version) FROM schema_version", [], |r| r.get(0))
             .unwrap();
         assert_eq!(version, SCHEMA_VERSION);
-        assert_eq!(SCHEMA_VERSION, 2);
+        assert_eq!(SCHEMA_VERSION, 3);
         // The old run has no holder: nothing says its controller is gone, so it reads as
         // stored.
         let list = store.list_runs(5).unwrap();
@@ -332,7 +340,16 @@ mod tests {
         let mut run = crate::report::html::sample_run::sample_run();
         run.run_id = "new-run".into();
         store.begin_run(&run, None).unwrap();
+        // Version 3: a host's caps and a trial's disk are kept.
+        run.hosts[0].caps = Some(crate::limits::HostCaps {
+            source: "DescribeInstanceTypes (test)".into(),
+            notes: vec!["volumes not described".into()],
+            cluster_placement_group: true,
+            ..Default::default()
+        });
+        store.add_host("new-run", 0, &run.hosts[0]).unwrap();
         let new = store.load_stored_run("new-run").unwrap();
+        assert_eq!(new.record.hosts[0].caps, run.hosts[0].caps);
         assert_eq!(new.holder.map(|h| h.pid), Some(std::process::id()));
         assert_eq!(new.status, RunStatus::Running);
         // Opening again migrates nothing twice.

@@ -101,6 +101,15 @@ impl Store {
         let action = "storing a host";
         let idx_sql = sql_int("the host index", idx)?;
         let fp = &host.fingerprint;
+        let caps_json = host
+            .caps
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|e| StoreError::Encode {
+                what: "a host's caps".into(),
+                detail: e.to_string(),
+            })?;
         let tx = self.write_tx(action)?;
         if !self.run_exists(&tx, run_id)? {
             return Err(StoreError::NoSuchRun {
@@ -123,8 +132,8 @@ impl Store {
         }
         tx.execute(
             "INSERT INTO hosts (run_id, idx, address, kind, agent_version, fingerprint,
-                                cpu_model_name, hostname, instance_type, tuning)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                                cpu_model_name, hostname, instance_type, tuning, caps_json)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             params![
                 run_id,
                 idx_sql,
@@ -138,6 +147,7 @@ impl Store {
                     .as_ref()
                     .and_then(|i| i.instance_type.as_deref()),
                 codec::encode_tuning(&host.tuning),
+                caps_json,
             ],
         )
         .map_err(|e| self.sql_error(action, e))?;
@@ -220,8 +230,8 @@ impl Store {
         tx.execute(
             "INSERT INTO trials (run_id, seq, probe, variant, warmup, host_idx, round, trial_id,
                                  start_unix_ns, end_unix_ns, cancelled, params_json, placement,
-                                 intervals, noise, peer)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                                 intervals, noise, peer, block_device)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
             params![
                 run_id,
                 seq_sql,
@@ -239,6 +249,7 @@ impl Store {
                 trial.intervals,
                 trial.noise.as_ref().map(Message::encode_to_vec),
                 trial.peer,
+                trial.block_device,
             ],
         )
         .map_err(|e| self.sql_error(action, e))?;

@@ -3,6 +3,7 @@
 //! against the first; [`spread`] says where a multi-host run's spread comes from (CPU models,
 //! hosts, rounds) and names outlier hosts. Reports draw them; commands print them and act on them.
 
+pub mod bottleneck;
 pub mod compare;
 pub mod plan;
 pub mod spread;

@@ -87,6 +87,7 @@ fn host(i: usize, model: usize) -> HostRecord {
             ..Default::default()
         },
         tuning: Vec::new(),
+        caps: None,
     }
 }
 
@@ -187,6 +188,7 @@ fn build() -> RunRecord {
                             migrations: Some(0),
                             cpu_mhz: None,
                             unavailable: Vec::new(),
+                            ..Default::default()
                         }),
                     });
                     interval_values.push(value);
@@ -228,6 +230,7 @@ fn build() -> RunRecord {
                     ],
                     noise: interval_records.last().and_then(|r| r.noise.clone()),
                     peer: None,
+                    block_device: None,
                     interval_records,
                 });
             }
@@ -351,6 +354,7 @@ pub fn sample_compare_run() -> RunRecord {
                 ],
                 noise: None,
                 peer: None,
+                block_device: None,
                 interval_records: Vec::new(),
             });
         }

@@ -113,6 +113,7 @@ pub fn host(idx: usize, model: &str) -> HostRecord {
                 detail: String::new(),
             },
         ],
+        caps: None,
     }
 }
 
@@ -219,6 +220,7 @@ pub fn trial(seq: usize, host: usize, round: u32, rate: f64) -> TrialRecord {
             _ => None,
         },
         peer: (seq == 4).then(|| "10.0.0.9:7420".to_string()),
+        block_device: None,
         interval_records: (0..3)
             .map(|index| IntervalRecord {
                 index,

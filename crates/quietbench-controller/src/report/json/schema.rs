@@ -43,6 +43,8 @@ pub struct Report {
     /// Per variant measured on two or more hosts: its headline metric per CPU model, the
     /// difference between models, the variance split and outlier hosts (empty otherwise).
     pub fleet_spread: Vec<crate::verdicts::spread::FleetSpread>,
+    /// Each disk and network result against the cap that binds it (docs/limits.md).
+    pub bottlenecks: Vec<crate::verdicts::bottleneck::Bottleneck>,
 }
 
 /// A host's trials that did not run.
@@ -93,8 +95,41 @@ pub struct NoiseJson {
     pub migrations: Option<u64>,
     /// Mean probe CPU frequency, MHz, where exposed.
     pub cpu_mhz: Option<f64>,
+    /// EBS's NVMe statistics of a disk probe's volume: seconds demand spent over each limit
+    /// (null where the device has none).
+    pub ebs_exceeded_s: Option<EbsExceededJson>,
+    /// ENA allowance counters' growth (packets EC2 shaped), null where no interface is ENA.
+    pub ena_allowance_exceeded: Option<EnaExceededJson>,
     /// Monitors that could not read, and why.
     pub unavailable: Vec<String>,
+}
+
+/// Seconds during which EBS saw demand over a limit.
+#[derive(Debug, Serialize)]
+pub struct EbsExceededJson {
+    /// The volume's IOPS.
+    pub volume_iops: f64,
+    /// The volume's throughput.
+    pub volume_throughput: f64,
+    /// The instance's EBS IOPS.
+    pub instance_iops: f64,
+    /// The instance's EBS throughput.
+    pub instance_throughput: f64,
+}
+
+/// Packets EC2 shaped, per ENA allowance.
+#[derive(Debug, Serialize)]
+pub struct EnaExceededJson {
+    /// Inbound bandwidth.
+    pub bw_in: u64,
+    /// Outbound bandwidth.
+    pub bw_out: u64,
+    /// Packets per second.
+    pub pps: u64,
+    /// Connection tracking.
+    pub conntrack: u64,
+    /// Link-local services.
+    pub linklocal: u64,
 }
 
 /// The run's settings.
@@ -139,6 +174,9 @@ pub struct HostJson {
     pub fingerprint: FingerprintJson,
     /// Host controls applied for the run (`--tune`), empty otherwise.
     pub tuning: Vec<ControlJson>,
+    /// The instance's and its volumes' caps from the EC2 API (docs/limits.md); null when not
+    /// looked up.
+    pub caps: Option<crate::limits::HostCaps>,
 }
 
 /// One host control's outcome.
@@ -216,6 +254,8 @@ pub struct TrialJson {
     pub host: String,
     /// HOST:PORT of the peer agent that served a network probe's other end.
     pub peer: Option<String>,
+    /// The disk (kernel name) that held a disk probe's target.
+    pub block_device: Option<String>,
     /// Round, from 1.
     pub round: u32,
     /// The agent's trial id.
