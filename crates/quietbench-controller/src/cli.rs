@@ -419,6 +419,7 @@ pub fn execute(command: ControllerCommand) -> ExitCode {
 
 fn run_request(args: RunArgs) -> RunRequest {
     RunRequest {
+        prewarm_given: args.ec2.prewarm.is_some(),
         ec2: args.ec2.spec(),
         plan: args.plan,
         local: args.local,

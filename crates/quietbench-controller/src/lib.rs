@@ -44,6 +44,7 @@ pub mod connection;
 pub mod execute;
 pub mod fleet;
 pub mod local_agent;
+pub mod prewarm;
 pub mod progress;
 pub mod restore;
 pub mod run;

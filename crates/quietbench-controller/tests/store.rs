@@ -331,7 +331,7 @@ fn foreign_and_damaged_files_give_clear_errors_and_stay_untouched() {
             err,
             StoreError::NewerSchema {
                 found: 99,
-                supported: 2,
+                supported: 3,
                 ..
             }
         ),

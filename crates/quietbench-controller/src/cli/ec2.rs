@@ -149,11 +149,19 @@ pub struct Ec2Args {
     /// binds them)
     #[arg(long, help_heading = "EC2 fleet")]
     pub no_aws: bool,
+    /// Before disk probes, read whole the volumes EC2 says were restored from a snapshot (auto),
+    /// every EBS volume (always), or none (never): a restored volume's first reads come from S3
+    #[arg(long, value_name = "auto|always|never", value_parser = crate::prewarm::PrewarmPolicy::parse,
+          help_heading = "EC2 fleet")]
+    pub prewarm: Option<crate::prewarm::PrewarmPolicy>,
 }
 
 impl Ec2Args {
     /// How hosts' caps are looked up: `None` with `--no-aws`.
     pub fn caps_options(&self) -> Option<crate::limits::lookup::AwsTarget> {
+        if let Some(policy) = self.prewarm {
+            crate::prewarm::set_policy(policy);
+        }
         (!self.no_aws).then(|| self.aws.target())
     }
 

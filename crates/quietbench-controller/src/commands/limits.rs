@@ -54,6 +54,8 @@ pub struct Binding {
     pub unit: &'static str,
     /// The other caps at this size, highest last.
     pub others: Vec<Cap>,
+    /// The request size, bytes.
+    pub block_bytes: u64,
 }
 
 /// One candidate.
@@ -88,6 +90,7 @@ fn binding(host: &HostCaps, device: Option<&str>, block: u64, iops: bool) -> Opt
         allows,
         unit,
         others: caps.into_iter().skip(1).collect(),
+        block_bytes: block,
     })
 }
 
@@ -260,18 +263,27 @@ pub fn render(candidates: &[Candidate], volume: Option<&VolumeInfo>) -> String {
     for c in candidates {
         out.push_str(&format!("\n{} ({}):\n", c.caps.instance_type, c.source));
         for b in &c.bindings {
+            let whose = |c: &Cap| match c.holder {
+                crate::limits::attribution::Holder::Volume => "the volume's",
+                _ => "the instance's",
+            };
+            // Each cap as what it allows at this request size, in the binding's unit.
+            let allows = |c: &Cap| {
+                if b.unit == "IOPS" {
+                    c.ceiling * 1e6 / b.block_bytes as f64
+                } else {
+                    c.ceiling
+                }
+            };
             let others: Vec<String> = b
                 .others
                 .iter()
-                .map(|o| format!("{} {} {}", o.basis, o.dimension, num(o.value)))
+                .map(|o| format!("{} {} {} {}", whose(o), o.dimension, num(allows(o)), b.unit))
                 .collect();
             out.push_str(&format!(
-                "  {}: {} {} binds ({} {}){}\n",
+                "  {}: {} {} binds at {} {}{}\n",
                 b.what,
-                match b.cap.holder {
-                    crate::limits::attribution::Holder::Volume => "the volume's",
-                    _ => "the instance's",
-                },
+                whose(&b.cap),
                 b.cap.dimension,
                 num(b.allows),
                 b.unit,

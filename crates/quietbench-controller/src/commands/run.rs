@@ -19,6 +19,8 @@ use crate::session::{Outputs, Session};
 pub struct RunRequest {
     /// A plan file: hosts, variants, rounds and timing come from it.
     pub plan: Option<PathBuf>,
+    /// `--prewarm` was given: it wins over the plan's `prewarm`.
+    pub prewarm_given: bool,
     /// Measure on this machine.
     pub local: bool,
     /// Or on these running agents.
@@ -142,6 +144,9 @@ impl RunRequest {
 
 fn run_plan(req: RunRequest, path: &Path) -> anyhow::Result<ExitCode> {
     let mut plan = crate::plan::read_plan(path, req.seed.unwrap_or_else(fresh_seed))?;
+    if let Some(policy) = plan.prewarm.filter(|_| !req.prewarm_given) {
+        crate::prewarm::set_policy(policy);
+    }
     // The plan's [tls], unless the flags gave TLS already (they win).
     if let (Some(tls), None) = (&plan.tls, crate::tls::client()) {
         crate::tls::set_client(crate::tls::ClientTls::from_plan(tls)?)?;

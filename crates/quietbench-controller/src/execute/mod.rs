@@ -103,6 +103,20 @@ async fn connect(
     if let Some(caps) = &record.caps {
         progress.line(&crate::report::table::caps_lines(&record.address, caps));
     }
+    let measures_disks = settings
+        .variants
+        .iter()
+        .any(|v| v.probe.starts_with("disk.") && v.probe != "disk.scan");
+    if let Some(caps) = record.caps.as_mut().filter(|_| measures_disks) {
+        crate::prewarm::prewarm_host(
+            &mut conn,
+            &record.fingerprint,
+            caps,
+            crate::prewarm::policy(),
+            &progress,
+        )
+        .await?;
+    }
     if settings.tune {
         let tuned = conn
             .prepare(crate::run::tune_request(&settings.cpus))

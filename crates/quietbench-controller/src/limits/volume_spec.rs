@@ -17,7 +17,7 @@ pub fn parse_volume_spec(text: &str) -> Result<VolumeInfo, String> {
         ));
     }
     let mut volume = VolumeInfo {
-        volume_id: format!("(a {kind} volume)"),
+        volume_id: "(--volume)".to_string(),
         volume_type: kind.to_string(),
         // Large enough that size-bound rules (gp2, st1, sc1) give their maximum unless told.
         size_gib: 16384,

@@ -177,6 +177,14 @@ pub enum PlanError {
         /// Where the table is.
         at: Location,
     },
+    /// `prewarm` is not auto, always or never.
+    #[error("{at}: {why}")]
+    BadPrewarm {
+        /// What is wrong.
+        why: String,
+        /// Where.
+        at: Location,
+    },
     /// An EC2 fleet's field is missing or wrong.
     #[error("{at}: [fleet] kind = \"ec2\": {why}")]
     Ec2 {

@@ -56,6 +56,9 @@ pub struct Plan {
     pub tls: Option<PlanTls>,
     /// `[fleet] kind = "ec2"`: instances launched for the run.
     pub ec2: Option<crate::fleet::ec2::Ec2Spec>,
+    /// `prewarm = "auto" | "always" | "never"`: which restored volumes are read whole before
+    /// disk probes (`None`: the default, auto, or `--prewarm`).
+    pub prewarm: Option<crate::prewarm::PrewarmPolicy>,
 }
 
 /// An inclusive range, with the words an error gives for it.
@@ -113,6 +116,7 @@ struct PlanFile {
     cpus: Option<Spanned<String>>,
     #[serde(default)]
     unpinned: bool,
+    prewarm: Option<Spanned<String>>,
     #[serde(default)]
     variant: Vec<VariantFile>,
 }
@@ -290,6 +294,17 @@ pub fn parse_plan(text: &str, default_seed: u64) -> Result<Plan, PlanError> {
             None => None,
         },
         ec2: choice.ec2,
+        prewarm: match &file.prewarm {
+            Some(p) => Some(
+                crate::prewarm::PrewarmPolicy::parse(p.get_ref()).map_err(|why| {
+                    PlanError::BadPrewarm {
+                        why,
+                        at: at(p.span()),
+                    }
+                })?,
+            ),
+            None => None,
+        },
     })
 }
 
