@@ -31,6 +31,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "NicQueue",
         "CpuRole",
         "ControlAvailability",
+        "MonitorAvailability",
         "InstanceIdentity",
     ] {
         builder = builder.type_attribute(

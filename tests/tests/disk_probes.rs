@@ -352,3 +352,37 @@ fn a_block_device_is_never_written_without_destructive() {
     drop(device);
     assert!(std::fs::read(&backing).unwrap() != original);
 }
+
+/// The controller's pre-warm of a restored volume, through a real agent: `disk.scan
+/// prewarm=true` trial after trial until everything is read, with the bytes and time it took.
+/// A file stands in for the volume (the same probe reads both).
+#[test]
+fn the_controllers_prewarm_reads_the_whole_target_through_the_agent() {
+    let scratch = Scratch::new();
+    let path = scratch.path("restored.img");
+    let size: usize = 48 << 20;
+    std::fs::write(&path, vec![0x5au8; size]).unwrap();
+    let agent = common::AgentProcess::start();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let done = rt.block_on(async {
+        let mut conn = quietbench_controller::connection::AgentConnection::connect(
+            &agent.addr.to_string(),
+            "test agent".into(),
+        )
+        .await
+        .unwrap();
+        quietbench_controller::prewarm::prewarm_path(
+            &mut conn,
+            path.to_str().unwrap(),
+            Some(size as u64),
+            &quietbench_controller::progress::Progress::new(0),
+        )
+        .await
+        .unwrap()
+    });
+    // The rate × time of each trial, so within a few percent of the file, never far from it.
+    let ratio = done.bytes as f64 / size as f64;
+    assert!((0.9..=1.1).contains(&ratio), "{done:?} for {size} bytes");
+    assert!(done.seconds > 0.0, "{done:?}");
+    assert!(done.summary().contains("GiB in"), "{}", done.summary());
+}

@@ -182,6 +182,26 @@ pub fn describe(root: &HostRoot, allowed_cpus: &[u32], window: Duration) -> Mach
         })
         .collect();
     fp.controls = controls(root, &kernel);
+    // The monitors read devices directly (ioctl), not through `root`: only for the live machine.
+    if root.path() == std::path::Path::new("/") {
+        let ebs: Vec<String> = blocks
+            .iter()
+            .filter(|b| b.ebs_volume_id.is_some())
+            .map(|b| b.name.clone())
+            .collect();
+        let nics: Vec<String> = fp.nics.iter().map(|n| n.name.clone()).collect();
+        fp.monitors = quietbench_host::device_noise::monitor_checks(&ebs, &nics)
+            .into_iter()
+            .map(
+                |(monitor, device, available, detail)| pb::MonitorAvailability {
+                    monitor: monitor.into(),
+                    device,
+                    available,
+                    detail,
+                },
+            )
+            .collect();
+    }
     fp.instance = match read_instance_identity(root, &ImdsConfig::default()) {
         Ok(Some(i)) => Some(pb::InstanceIdentity {
             instance_id: i.instance_id,

@@ -44,6 +44,56 @@ pub fn disk_of_devnum(root: &HostRoot, major: u64, minor: u64) -> Option<String>
     disk.file_name()?.to_str().map(str::to_string)
 }
 
+/// Whether one device monitor can read here: (monitor, device, available, detail).
+pub type MonitorCheck = (&'static str, String, bool, String);
+
+/// Which device monitors can read on this machine: EBS NVMe statistics on each EBS device
+/// (`ebs_devices`: kernel names), ENA allowance counters on each interface in `nics`. Reads the
+/// live machine: call it only for the live root.
+pub fn monitor_checks(ebs_devices: &[String], nics: &[String]) -> Vec<MonitorCheck> {
+    let mut out = Vec::new();
+    if ebs_devices.is_empty() {
+        out.push((
+            "ebs_nvme_stats",
+            String::new(),
+            false,
+            "no EBS NVMe device (not on EC2 Nitro, or no EBS volume)".into(),
+        ));
+    }
+    for name in ebs_devices {
+        let check = match read_ebs_stats(Path::new(&format!("/dev/{name}"))) {
+            Ok(s) => (
+                true,
+                format!(
+                    "readable: {} ops, demand over the volume's limits {} us so far",
+                    s.total_read_ops + s.total_write_ops,
+                    s.ebs_volume_performance_exceeded_iops_us
+                        + s.ebs_volume_performance_exceeded_tp_us
+                ),
+            ),
+            Err(e) => (false, e.to_string()),
+        };
+        out.push(("ebs_nvme_stats", name.clone(), check.0, check.1));
+    }
+    for name in nics {
+        let check = match crate::ethtool::read_nic_stats(name) {
+            Ok(stats) => match ena_allowances(&stats) {
+                Some(_) => (true, "ENA allowance counters present".to_string()),
+                None => (
+                    false,
+                    format!(
+                        "{} driver statistics, no allowance counters (not ENA)",
+                        stats.len()
+                    ),
+                ),
+            },
+            Err(e) => (false, e.to_string()),
+        };
+        out.push(("ena_allowances", name.clone(), check.0, check.1));
+    }
+    out
+}
+
 /// What a trial's devices are watched with.
 pub struct DeviceWatch {
     ebs: Option<(String, PathBuf)>,

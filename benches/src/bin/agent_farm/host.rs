@@ -160,6 +160,7 @@ impl SyntheticHost {
             .to_vec(),
             instance: None,
             steal_fraction_since_boot: Some(0.0008),
+            monitors: Vec::new(),
         }
     }
 }

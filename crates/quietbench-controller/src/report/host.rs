@@ -277,6 +277,23 @@ pub fn render(host: &HostRecord) -> String {
             c.detail
         );
     }
+    if !fp.monitors.is_empty() {
+        let _ = writeln!(out, "\n  EC2 device monitors (noise)");
+        for m in &fp.monitors {
+            let _ = writeln!(
+                out,
+                "  {:<15} {:<8} {:<11} {}",
+                m.monitor,
+                m.device,
+                if m.available {
+                    "available"
+                } else {
+                    "unavailable"
+                },
+                m.detail
+            );
+        }
+    }
     if !fp.unreadable.is_empty() {
         let _ = writeln!(out, "\n  not readable here");
         for u in &fp.unreadable {

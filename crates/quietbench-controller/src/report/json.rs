@@ -187,6 +187,7 @@ pub fn fingerprint(fp: &pb::Fingerprint) -> FingerprintJson {
         nic_queues: fp.nic_queues.clone(),
         cpu_roles: fp.cpu_roles.clone(),
         controls: fp.controls.clone(),
+        monitors: fp.monitors.clone(),
         instance: fp.instance.clone(),
         steal_fraction_since_boot: fp.steal_fraction_since_boot,
     }

@@ -235,6 +235,9 @@ pub struct FingerprintJson {
     pub cpu_roles: Vec<pb::CpuRole>,
     /// Host controls available to `prepare`.
     pub controls: Vec<pb::ControlAvailability>,
+    /// Which of EC2's device counters the noise monitors can read (EBS NVMe statistics, ENA
+    /// allowances).
+    pub monitors: Vec<pb::MonitorAvailability>,
     /// EC2 identity; null off EC2.
     pub instance: Option<pb::InstanceIdentity>,
     /// Steal share of all CPU time since boot.
