@@ -17,6 +17,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use nix::libc;
 use serde::Serialize;
 
+mod text;
+pub use text::{EthtoolParseError, parse_ethtool_s};
+
 /// A NIC's driver statistics in the driver's order: `(name, value)`. Names are the driver's own
 /// and may repeat (a few drivers print the same name for two counters), so this is a list, not
 /// a map.
@@ -49,54 +52,6 @@ impl NicStats {
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
-}
-
-/// A line of `ethtool -S` output that is not `name: value`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("ethtool -S output, line {line}: {reason}: {text:?}")]
-pub struct EthtoolParseError {
-    /// 1-based line number.
-    pub line: usize,
-    /// The line as given.
-    pub text: String,
-    /// What is wrong with it.
-    pub reason: &'static str,
-}
-
-/// Parses the text `ethtool -S IFACE` prints: an optional `NIC statistics:` header, then one
-/// `name: value` line per statistic (ethtool indents them; the indentation is optional here, as
-/// published copies often lose it). Blank lines are skipped. The value is the text after the
-/// last `": "`, because some drivers put `": "` inside names (`rxq0: rx_bytes: 1768`).
-pub fn parse_ethtool_s(text: &str) -> Result<NicStats, EthtoolParseError> {
-    let mut entries = Vec::new();
-    let mut seen_content = false;
-    for (i, raw) in text.lines().enumerate() {
-        let line = raw.trim();
-        if line.is_empty() {
-            continue;
-        }
-        let first = !seen_content;
-        seen_content = true;
-        if first && line == "NIC statistics:" {
-            continue;
-        }
-        let err = |reason| EthtoolParseError {
-            line: i + 1,
-            text: raw.to_string(),
-            reason,
-        };
-        let (name, value) = line.rsplit_once(": ").ok_or_else(|| err("no \": \""))?;
-        let name = name.trim_end();
-        if name.is_empty() {
-            return Err(err("empty name"));
-        }
-        let value = value
-            .trim()
-            .parse::<u64>()
-            .map_err(|_| err("the value is not a whole number"))?;
-        entries.push((name.to_string(), value));
-    }
-    Ok(NicStats { entries })
 }
 
 /// One of the network allowances EC2 enforces, each with its ENA "exceeded" counter.
