@@ -65,6 +65,16 @@ fn at(block_kib: u64, mb_per_s: f64) -> DiskMeasure {
 }
 
 fn run() -> (common::Moto, Ec2, tokio::runtime::Runtime) {
+    // `limits` resolves credentials through the default chain: the environment, set once,
+    // first thing in every test, before any of this binary's threads reads the environment.
+    static CREDENTIALS: std::sync::Once = std::sync::Once::new();
+    // SAFETY: every test of this binary calls this before anything else, and Once makes the
+    // others wait until it is done, so no thread reads the environment while it changes.
+    CREDENTIALS.call_once(|| unsafe {
+        std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
+        std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
+        std::env::set_var("AWS_EC2_METADATA_DISABLED", "true");
+    });
     let moto = start_moto();
     let client = ec2(&moto);
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -190,14 +200,6 @@ fn a_volume_restored_from_a_snapshot_is_flagged_and_a_new_one_is_not() {
 #[test]
 fn limits_answers_online_then_offline_from_its_saved_copy() {
     let (moto, _ec2, _rt) = run();
-    // `limits` resolves credentials through the default chain: the environment here.
-    // SAFETY: set before any thread of this test reads the environment; the other tests of
-    // this binary pass their credentials explicitly.
-    unsafe {
-        std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
-        std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
-        std::env::set_var("AWS_EC2_METADATA_DISABLED", "true");
-    }
     quietbench_ec2::install();
     let dir = tempfile::tempdir().unwrap();
     let prices = dir.path().join("prices.csv");
