@@ -468,6 +468,56 @@ mod tests {
     }
 
     #[test]
+    fn ec2_counters_that_grew_are_warnings_and_absent_ones_are_not() {
+        use crate::record::test_records;
+        let mut run = test_records::empty_run("net.throughput", &["net.throughput"], 1, None);
+        run.hosts
+            .push(test_records::host(0, "Intel(R) Xeon(R) Platinum 8375C"));
+        let mut t = test_records::value_trial(
+            ("net.throughput", "net.throughput"),
+            0,
+            1,
+            ("gbit_per_sec", "Gbit/s", 4.9),
+        );
+        t.noise = Some(pb::NoiseSample {
+            elapsed_ns: 10_000_000_000,
+            ena_bw_out_allowance_exceeded: Some(1234),
+            ena_pps_allowance_exceeded: Some(0),
+            ebs_volume_throughput_exceeded_us: Some(8_000_000),
+            ebs_volume_iops_exceeded_us: Some(0),
+            ..Default::default()
+        });
+        run.trials.push(t.clone());
+        let warnings = run_warnings(&run);
+        let shaped = warnings
+            .iter()
+            .find(|w| matches!(w, Warning::NetworkAllowanceExceeded { .. }))
+            .expect("a shaping warning");
+        assert!(
+            shaped
+                .to_string()
+                .contains("bw_out_allowance_exceeded +1234"),
+            "{shaped}"
+        );
+        let ebs = warnings
+            .iter()
+            .find(|w| matches!(w, Warning::EbsLimitExceeded { .. }))
+            .expect("an EBS warning");
+        assert!(
+            ebs.to_string()
+                .contains("the volume's throughput for 8.0 s"),
+            "{ebs}"
+        );
+        // Counters the host does not have (null) say nothing.
+        t.noise = Some(pb::NoiseSample {
+            elapsed_ns: 10_000_000_000,
+            ..Default::default()
+        });
+        run.trials = vec![t];
+        assert!(run_warnings(&run).is_empty(), "{:?}", run_warnings(&run));
+    }
+
+    #[test]
     fn messages_say_what_to_do() {
         let w = Warning::Steal {
             host: "h:1".into(),
