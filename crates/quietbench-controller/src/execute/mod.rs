@@ -108,14 +108,22 @@ async fn connect(
         .iter()
         .any(|v| v.probe.starts_with("disk.") && v.probe != "disk.scan");
     if let Some(caps) = record.caps.as_mut().filter(|_| measures_disks) {
-        crate::prewarm::prewarm_host(
+        // A pre-warm that fails (an agent without read access to the device) leaves the volume
+        // cold: the run goes on, and the report's warning says the volume was measured cold.
+        if let Err(err) = crate::prewarm::prewarm_host(
             &mut conn,
             &record.fingerprint,
             caps,
             crate::prewarm::policy(),
             &progress,
         )
-        .await?;
+        .await
+        {
+            progress.line(&format!(
+                "pre-warm on {} failed, measuring cold: {err}",
+                target.address
+            ));
+        }
     }
     if settings.tune {
         let tuned = conn
