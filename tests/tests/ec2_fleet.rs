@@ -251,13 +251,27 @@ fn check_binary_has_ec2() {
     );
 }
 
-#[test]
-fn cpu_model_policies_select_reroll_and_stratify() {
+/// What every test here starts from: a binary with EC2 fleets, a moto server, an AMI moto
+/// knows, and the fleet's CA in a scratch directory.
+struct Setup {
+    dir: tempfile::TempDir,
+    moto: Moto,
+    ami: String,
+    ca: PathBuf,
+}
+
+fn setup() -> Setup {
     check_binary_has_ec2();
     let dir = tempfile::tempdir().unwrap();
     let moto = start_moto();
     let ami = any_ami(&moto);
     let ca = fleet_ca(dir.path());
+    Setup { dir, moto, ami, ca }
+}
+
+#[test]
+fn cpu_model_policies_select_reroll_and_stratify() {
+    let Setup { dir, moto, ami, ca } = setup();
     let agents = agents_on_two_models(dir.path(), &ca, 6);
     let map: Vec<String> = agents.iter().map(|a| a.addr.to_string()).collect();
 
@@ -383,11 +397,13 @@ fn stuck_after_launch(moto: &Moto, ami: &str, ca: &Path, count: &str) -> Child {
 
 #[test]
 fn a_sigkilled_controller_leaves_an_expiring_lease_and_gc_leaves_nothing() {
-    check_binary_has_ec2();
-    let dir = tempfile::tempdir().unwrap();
-    let moto = start_moto();
-    let ami = any_ami(&moto);
-    let ca = fleet_ca(dir.path());
+    // `_dir` is bound, not `_`: the CA lives in it until the test ends.
+    let Setup {
+        dir: _dir,
+        moto,
+        ami,
+        ca,
+    } = setup();
     let mut child = stuck_after_launch(&moto, &ami, &ca, "2");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
@@ -430,11 +446,13 @@ fn a_sigkilled_controller_leaves_an_expiring_lease_and_gc_leaves_nothing() {
 
 #[test]
 fn ctrl_c_during_launch_leaves_nothing() {
-    check_binary_has_ec2();
-    let dir = tempfile::tempdir().unwrap();
-    let moto = start_moto();
-    let ami = any_ami(&moto);
-    let ca = fleet_ca(dir.path());
+    // `_dir` is bound, not `_`: the CA lives in it until the test ends.
+    let Setup {
+        dir: _dir,
+        moto,
+        ami,
+        ca,
+    } = setup();
     let mut child = stuck_after_launch(&moto, &ami, &ca, "2");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
@@ -449,11 +467,7 @@ fn ctrl_c_during_launch_leaves_nothing() {
 
 #[test]
 fn a_launch_that_fails_half_way_leaves_nothing() {
-    check_binary_has_ec2();
-    let dir = tempfile::tempdir().unwrap();
-    let moto = start_moto();
-    let ami = any_ami(&moto);
-    let ca = fleet_ca(dir.path());
+    let Setup { dir, moto, ami, ca } = setup();
     let agents = agents_on_two_models(dir.path(), &ca, 2);
     let closed = format!("127.0.0.1:{}", free_port());
     // Three instances: the first and the last answer, the second never does.
@@ -485,11 +499,13 @@ fn a_launch_that_fails_half_way_leaves_nothing() {
 
 #[test]
 fn a_loopback_endpoint_without_the_map_dials_nothing() {
-    check_binary_has_ec2();
-    let dir = tempfile::tempdir().unwrap();
-    let moto = start_moto();
-    let ami = any_ami(&moto);
-    let ca = fleet_ca(dir.path());
+    // `_dir` is bound, not `_`: the CA lives in it until the test ends.
+    let Setup {
+        dir: _dir,
+        moto,
+        ami,
+        ca,
+    } = setup();
     let out = run_ec2(&moto, &ami, &ca, &[], &["--count", "1"])
         .env_remove("QUIETBENCH_EC2_AGENT_MAP")
         .output()
@@ -502,11 +518,7 @@ fn a_loopback_endpoint_without_the_map_dials_nothing() {
 
 #[test]
 fn a_security_group_made_for_the_run_goes_with_it_and_a_dry_run_launches_nothing() {
-    check_binary_has_ec2();
-    let dir = tempfile::tempdir().unwrap();
-    let moto = start_moto();
-    let ami = any_ami(&moto);
-    let ca = fleet_ca(dir.path());
+    let Setup { dir, moto, ami, ca } = setup();
     let agents = agents_on_two_models(dir.path(), &ca, 1);
     let map = vec![agents[0].addr.to_string()];
     let (stdout, stderr) = ok(&mut run_ec2(

@@ -202,7 +202,7 @@ fn supervise(
                 intervals: outcome.intervals,
                 cancelled: outcome.cancelled,
                 noise: noise.total(),
-                block_device: block_device(&job),
+                block_device: noise.devices.disk_name().map(str::to_string),
             }),
             Err(err) => pb::probe_event::Event::Error(pb::ProbeError {
                 trial_id: job.trial_id.clone(),
@@ -250,15 +250,6 @@ fn device_watch(job: &TrialJob) -> DeviceWatch {
     } else {
         DeviceWatch::none()
     }
-}
-
-/// The kernel name of the disk holding a disk probe's target.
-fn block_device(job: &TrialJob) -> Option<String> {
-    if !job.spec.name.starts_with("disk.") {
-        return None;
-    }
-    let path = job.spec.resolved_params.get("path")?;
-    quietbench_host::device_noise::block_device_of(&job.root, std::path::Path::new(path))
 }
 
 impl NoiseTracker {

@@ -382,7 +382,7 @@ pub fn execute(command: ControllerCommand) -> ExitCode {
     let outcome = match command {
         ControllerCommand::Certs(args) => tls::certs_command(args),
         ControllerCommand::Run(args) => {
-            crate::limits::lookup::set_run_options(args.ec2.caps_options());
+            args.ec2.apply_run_options();
             run::run(run_request(args))
         }
         ControllerCommand::Limits(args) => crate::commands::limits::limits(args.request()),

@@ -188,6 +188,17 @@ pub async fn prewarm_host(
     policy: PrewarmPolicy,
     progress: &Progress,
 ) -> Result<(), crate::connection::AgentError> {
+    let ebs_devices = fingerprint
+        .block_devices
+        .iter()
+        .filter(|d| d.ebs_volume_id.is_some())
+        .count();
+    if policy != PrewarmPolicy::Never && caps.volumes.is_empty() && ebs_devices > 0 {
+        progress.line(&format!(
+            "not pre-warming: which of the {ebs_devices} EBS volume(s) were restored from a \
+             snapshot is not known without DescribeVolumes (see the caps note)"
+        ));
+    }
     for (device, volume_id) in prewarm_targets(caps, policy) {
         let size = fingerprint
             .block_devices

@@ -4,6 +4,9 @@
 //! throughput and snapshot, DescribeVolumeStatus for its initialization state where EC2 reports
 //! one, and DescribePlacementGroups for whether the host is in a cluster group.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use aws_sdk_ec2::types::{InstanceType, InstanceTypeInfo, PlacementStrategy, Volume};
 use quietbench_controller::limits::lookup::{
     AwsTarget, CapsQuery, CapsSource, Pending, set_source,
@@ -191,13 +194,13 @@ impl Ec2 {
             .any(|g| g.strategy() == Some(&PlacementStrategy::Cluster)))
     }
 
-    /// One host's caps.
-    pub async fn host_caps(&self, query: &CapsQuery) -> anyhow::Result<HostCaps> {
+    /// One host's caps, its instance type's being `instance` (DescribeInstanceTypes).
+    pub async fn host_caps(
+        &self,
+        query: &CapsQuery,
+        instance: InstanceCaps,
+    ) -> anyhow::Result<HostCaps> {
         let mut notes = Vec::new();
-        let instance = self
-            .instance_types(std::slice::from_ref(&query.instance_type))
-            .await?
-            .pop();
         let volumes = match self.volumes(&query.volumes).await {
             Ok(v) => v,
             Err(e) => {
@@ -213,7 +216,7 @@ impl Ec2 {
             None => false,
         };
         Ok(HostCaps {
-            instance,
+            instance: Some(instance),
             volumes,
             cluster_placement_group,
             source: format!("DescribeInstanceTypes, DescribeVolumes ({})", self.region()),
@@ -230,7 +233,30 @@ fn options(aws: &AwsTarget) -> Ec2Options {
     }
 }
 
-struct Source;
+/// The EC2 API as the controller's caps source. A fleet's hosts share a few instance types:
+/// each type is described once per region and process, not once per host.
+#[derive(Default)]
+struct Source {
+    types: Mutex<HashMap<String, InstanceCaps>>,
+}
+
+impl Source {
+    async fn instance_type(&self, ec2: &Ec2, instance_type: &str) -> anyhow::Result<InstanceCaps> {
+        let key = format!("{}/{instance_type}", ec2.region());
+        if let Some(known) = self.types.lock().ok().and_then(|t| t.get(&key).cloned()) {
+            return Ok(known);
+        }
+        let caps = ec2
+            .instance_types(&[instance_type.to_string()])
+            .await?
+            .pop()
+            .ok_or_else(|| anyhow::anyhow!("DescribeInstanceTypes returned no {instance_type}"))?;
+        if let Ok(mut types) = self.types.lock() {
+            types.insert(key, caps.clone());
+        }
+        Ok(caps)
+    }
+}
 
 impl CapsSource for Source {
     fn instance_types<'a>(
@@ -251,11 +277,15 @@ impl CapsSource for Source {
         aws: &'a AwsTarget,
         query: &'a CapsQuery,
     ) -> Pending<'a, anyhow::Result<HostCaps>> {
-        Box::pin(async move { Ec2::connect(&options(aws)).await?.host_caps(query).await })
+        Box::pin(async move {
+            let ec2 = Ec2::connect(&options(aws)).await?;
+            let instance = self.instance_type(&ec2, &query.instance_type).await?;
+            ec2.host_caps(query, instance).await
+        })
     }
 }
 
 /// Makes runs and `quietbench limits` look caps up in the EC2 API.
 pub fn install_source() {
-    set_source(Box::new(Source));
+    set_source(Box::new(Source::default()));
 }

@@ -217,19 +217,11 @@ pub async fn terminate_and_wait(ec2: &Ec2, ids: &[String]) -> anyhow::Result<()>
         .map_err(|e| explain("ec2:TerminateInstances", e))?;
     let deadline = Instant::now() + TERMINATION_WAIT;
     loop {
-        let out = ec2
-            .ec2
-            .describe_instances()
-            .set_instance_ids(Some(ids.to_vec()))
-            .send()
-            .await
-            .map_err(|e| explain("ec2:DescribeInstances", e))?;
-        let waiting: Vec<String> = out
-            .reservations()
-            .iter()
-            .flat_map(|r| r.instances())
-            .filter(|i| i.state().and_then(|s| s.name()).map(|n| n.as_str()) != Some("terminated"))
-            .filter_map(|i| i.instance_id().map(str::to_string))
+        let waiting: Vec<String> = crate::states::describe(ec2, ids)
+            .await?
+            .into_iter()
+            .filter(|i| i.state != "terminated")
+            .map(|i| i.id)
             .collect();
         if waiting.is_empty() {
             return Ok(());

@@ -13,6 +13,7 @@ pub mod fleet;
 pub mod gc;
 pub mod inventory;
 mod launcher;
+pub mod states;
 pub mod tags;
 
 pub use client::{Ec2, Ec2Options};

@@ -96,6 +96,7 @@ pub fn monitor_checks(ebs_devices: &[String], nics: &[String]) -> Vec<MonitorChe
 
 /// What a trial's devices are watched with.
 pub struct DeviceWatch {
+    disk: Option<String>,
     ebs: Option<(String, PathBuf)>,
     nics: Vec<(NicStatsReader, NicStats)>,
     unavailable: Vec<String>,
@@ -126,6 +127,7 @@ impl DeviceWatch {
     /// Watches nothing (CPU and memory probes).
     pub fn none() -> Self {
         Self {
+            disk: None,
             ebs: None,
             nics: Vec::new(),
             unavailable: Vec::new(),
@@ -135,7 +137,8 @@ impl DeviceWatch {
     /// Watches the EBS statistics of the disk holding `path`.
     pub fn disk(root: &HostRoot, path: &Path) -> Self {
         let mut watch = Self::none();
-        match block_device_of(root, path) {
+        watch.disk = block_device_of(root, path);
+        match watch.disk.clone() {
             Some(name) if name.starts_with("nvme") => {
                 let node = root.resolve(&format!("/dev/{name}"));
                 watch.ebs = Some((name, node));
@@ -150,6 +153,11 @@ impl DeviceWatch {
             )),
         }
         watch
+    }
+
+    /// The whole disk a disk probe's target is on (kernel name), where sysfs says.
+    pub fn disk_name(&self) -> Option<&str> {
+        self.disk.as_deref()
     }
 
     /// Watches the ENA allowance counters of the NICs named `nics` (physical interfaces).
@@ -257,13 +265,25 @@ mod tests {
     #[test]
     fn a_file_resolves_to_its_whole_disk_and_a_missing_root_to_none() {
         let root = HostRoot::live();
-        // The test binary lives on some block device (or an overlay without one).
+        // The test binary's filesystem: on a block device sysfs knows (a disk, or a partition
+        // of one) it resolves to the whole disk; on an overlay or tmpfs to nothing.
         let exe = std::env::current_exe().unwrap();
-        if let Some(name) = block_device_of(&root, &exe) {
-            assert!(
+        let dev = std::fs::metadata(&exe).unwrap().dev();
+        let entry = format!(
+            "/sys/dev/block/{}:{}",
+            nix::sys::stat::major(dev),
+            nix::sys::stat::minor(dev)
+        );
+        match block_device_of(&root, &exe) {
+            Some(name) => assert!(
                 std::path::Path::new(&format!("/sys/block/{name}")).exists(),
                 "{name} is not a whole disk"
-            );
+            ),
+            None => assert!(
+                !std::path::Path::new(&entry).exists(),
+                "{entry} exists, yet the disk of {} was not found",
+                exe.display()
+            ),
         }
         let empty = tempfile::tempdir().unwrap();
         assert_eq!(disk_of_devnum(&HostRoot::at(empty.path()), 8, 0), None);

@@ -96,7 +96,7 @@ pub struct CompareArgs {
 }
 
 pub(super) fn compare_command(args: CompareArgs) -> anyhow::Result<ExitCode> {
-    crate::limits::lookup::set_run_options(args.ec2.caps_options());
+    args.ec2.apply_run_options();
     let figure = TrialFigure::parse(&args.figure).unwrap_or_default();
     if let [baseline, candidate] = args.runs.as_slice() {
         return run_compare_runs(RunsRequest {

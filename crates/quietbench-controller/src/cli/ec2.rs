@@ -157,12 +157,13 @@ pub struct Ec2Args {
 }
 
 impl Ec2Args {
-    /// How hosts' caps are looked up: `None` with `--no-aws`.
-    pub fn caps_options(&self) -> Option<crate::limits::lookup::AwsTarget> {
+    /// Sets how this process's run looks hosts' caps up (not at all with `--no-aws`) and
+    /// which volumes it pre-warms (`--prewarm`; without it, the plan's or the default).
+    pub fn apply_run_options(&self) {
+        crate::limits::lookup::set_run_options((!self.no_aws).then(|| self.aws.target()));
         if let Some(policy) = self.prewarm {
             crate::prewarm::set_policy(policy);
         }
-        (!self.no_aws).then(|| self.aws.target())
     }
 
     /// The fleet asked for, or `None` without `--ec2`.

@@ -10,7 +10,7 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
-use crate::limits::attribution::{Cap, disk_caps};
+use crate::limits::attribution::{Cap, disk_caps, fmt};
 use crate::limits::cache::{CapsCache, age, default_path};
 use crate::limits::caps::{HostCaps, InstanceCaps, VolumeInfo};
 use crate::limits::lookup::{AwsTarget, source};
@@ -152,15 +152,14 @@ fn caps_of(req: &LimitsRequest, cache_path: &Path) -> anyhow::Result<Vec<(Instan
             Some(saved) => Ok((
                 saved.caps.clone(),
                 format!(
-                    "saved copy from {} ago{}",
+                    "saved copy, fetched {}{}",
                     age(saved.fetched_at_unix_s, now),
                     saved
                         .region
                         .as_deref()
                         .map(|r| format!(", {r}"))
                         .unwrap_or_default()
-                )
-                .replace("from just now ago", "fetched just now"),
+                ),
             )),
             None => Err(match &fetch_error {
                 Some(e) => anyhow::anyhow!(
@@ -221,11 +220,6 @@ pub fn candidates(req: &LimitsRequest) -> anyhow::Result<Vec<Candidate>> {
         .collect())
 }
 
-fn num(x: f64) -> String {
-    let s = format!("{x:.2}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
-}
-
 /// The text report.
 pub fn render(candidates: &[Candidate], volume: Option<&VolumeInfo>) -> String {
     let mut out = String::new();
@@ -233,11 +227,15 @@ pub fn render(candidates: &[Candidate], volume: Option<&VolumeInfo>) -> String {
         out.push_str(&format!(
             "volume: {}: {} IOPS, {} MiB/s ({} MB/s){}\n",
             v.basis,
-            num(v.iops),
-            num(v.throughput_mib_per_s),
-            num(v.mb_per_s()),
-            v.caveat.map(|c| format!("; {c}")).unwrap_or_default()
+            fmt(v.iops),
+            fmt(v.throughput_mib_per_s),
+            fmt(v.mb_per_s()),
+            v.caveat
+                .as_ref()
+                .map(|c| format!("; {c}"))
+                .unwrap_or_default()
         ));
+        out.push_str(&format!("  (the volume type's rules: {})\n", v.source));
     }
     out.push_str(&format!(
         "{:<16} {:>12} {:>12} {:>12} {:>12}  {:<22} {:>8}\n",
@@ -246,7 +244,7 @@ pub fn render(candidates: &[Candidate], volume: Option<&VolumeInfo>) -> String {
     for c in candidates {
         let ebs = c.caps.ebs.as_ref();
         let cell =
-            |f: fn(&crate::limits::EbsCaps) -> f64| ebs.map(f).map(num).unwrap_or("-".into());
+            |f: fn(&crate::limits::EbsCaps) -> f64| ebs.map(f).map(fmt).unwrap_or("-".into());
         out.push_str(&format!(
             "{:<16} {:>12} {:>12} {:>12} {:>12}  {:<22} {:>8}\n",
             c.caps.instance_type,
@@ -278,14 +276,14 @@ pub fn render(candidates: &[Candidate], volume: Option<&VolumeInfo>) -> String {
             let others: Vec<String> = b
                 .others
                 .iter()
-                .map(|o| format!("{} {} {} {}", whose(o), o.dimension, num(allows(o)), b.unit))
+                .map(|o| format!("{} {} {} {}", whose(o), o.dimension, fmt(allows(o)), b.unit))
                 .collect();
             out.push_str(&format!(
                 "  {}: {} {} binds at {} {}{}\n",
                 b.what,
                 whose(&b.cap),
                 b.cap.dimension,
-                num(b.allows),
+                fmt(b.allows),
                 b.unit,
                 if others.is_empty() {
                     String::new()
@@ -297,7 +295,7 @@ pub fn render(candidates: &[Candidate], volume: Option<&VolumeInfo>) -> String {
         if let (Some(p), Some(b)) = (c.usd_per_hour, c.bindings.first()) {
             out.push_str(&format!(
                 "  {} MB/s per USD/hour at 128 KiB\n",
-                num(b.allows / p)
+                fmt(b.allows / p)
             ));
         }
     }

@@ -89,8 +89,6 @@ pub enum Holder {
     Network,
     /// The per-flow limit.
     Flow,
-    /// EC2's network allowances (ENA counters).
-    Allowance,
 }
 
 /// One cap, as it applies to the measured request size.
@@ -134,7 +132,7 @@ pub struct Attribution {
 }
 
 /// A figure as the API gives it: up to two decimals, no trailing zeros (593.75, 4687.5, 1250).
-fn fmt(x: f64) -> String {
+pub fn fmt(x: f64) -> String {
     trim(format!("{x:.2}"))
 }
 
@@ -158,7 +156,6 @@ impl Cap {
             Holder::Instance => "the instance",
             Holder::Network => "the instance's network",
             Holder::Flow => "the per-flow limit",
-            Holder::Allowance => "EC2's network allowance",
         }
     }
 

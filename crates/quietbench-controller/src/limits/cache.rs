@@ -81,16 +81,16 @@ impl CapsCache {
     }
 }
 
-/// "3 days", "5 hours", "12 minutes", "just now": how old a saved answer is.
+/// "3 days ago", "5 hours ago", "12 minutes ago", "just now": how old a saved answer is.
 pub fn age(fetched_at_unix_s: u64, now: SystemTime) -> String {
     let now_s = now.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
     let secs = Duration::from_secs(now_s.saturating_sub(fetched_at_unix_s)).as_secs();
     let plural = |n: u64, unit: &str| format!("{n} {unit}{}", if n == 1 { "" } else { "s" });
     match secs {
         0..60 => "just now".into(),
-        60..3600 => plural(secs / 60, "minute"),
-        3600..86400 => plural(secs / 3600, "hour"),
-        _ => plural(secs / 86400, "day"),
+        60..3600 => format!("{} ago", plural(secs / 60, "minute")),
+        3600..86400 => format!("{} ago", plural(secs / 3600, "hour")),
+        _ => format!("{} ago", plural(secs / 86400, "day")),
     }
 }
 
@@ -125,8 +125,11 @@ mod tests {
         let back = CapsCache::load(&path).unwrap();
         assert_eq!(back, cache);
         let at = back.types["c5.large"].fetched_at_unix_s;
-        assert_eq!(age(at, t0 + Duration::from_secs(3 * 86400 + 5)), "3 days");
-        assert_eq!(age(at, t0 + Duration::from_secs(3600)), "1 hour");
+        assert_eq!(
+            age(at, t0 + Duration::from_secs(3 * 86400 + 5)),
+            "3 days ago"
+        );
+        assert_eq!(age(at, t0 + Duration::from_secs(3600)), "1 hour ago");
         assert_eq!(age(at, t0), "just now");
         std::fs::write(&path, "{not json").unwrap();
         let err = CapsCache::load(&path).unwrap_err();

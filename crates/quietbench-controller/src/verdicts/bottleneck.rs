@@ -27,17 +27,9 @@ pub struct Bottleneck {
     pub attribution: Attribution,
 }
 
-fn median(mut values: Vec<f64>) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    Some(if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    })
+/// The median of a trial figure over trials; `None` when no trial has it.
+fn median(values: Vec<f64>) -> Option<f64> {
+    quietbench_stats::robust::median(&values).ok()
 }
 
 fn value(t: &TrialRecord, metric: &str) -> Option<f64> {
