@@ -14,7 +14,6 @@
 //! start-up is part of each sample; `shell=true` runs `/bin/sh -c CMD` for commands that need
 //! one, and then the shell is part of what is measured.
 
-use quietbench_proto::metrics;
 use std::collections::BTreeMap;
 use std::ffi::{CString, c_char};
 use std::io::{Read, Seek, SeekFrom};
@@ -29,56 +28,16 @@ use crate::rng::Rng;
 use crate::spec::{IntParam, resolve_integers};
 use crate::{MetricSet, ParamError, ProbeSpec, RateBasis, Samples, Step, Workload};
 
-/// Wall time per invocation (rate: invocations per second of wall time) and CPU time per
-/// invocation (rate: invocations per CPU-second, the steal-resistant figure: CPU time does not
-/// advance while a hypervisor runs someone else).
-pub const METRIC_SETS: &[MetricSet] = &[
-    MetricSet {
-        rate_metric: metrics::INVOCATIONS_PER_SEC,
-        rate_unit: "invocations/s",
-        latency_metric: metrics::WALL_TIME,
-        latency_unit: "ns",
-        throughput: None,
-    },
-    MetricSet {
-        rate_metric: "invocations_per_cpu_sec",
-        rate_unit: "invocations/CPU-s",
-        latency_metric: "cpu_time",
-        latency_unit: "ns",
-        throughput: None,
-    },
-];
-
-/// Paired mode (`cmd_b` given): A's times, B's times and each pair's B/A ratio of wall times
-/// (parts per million, so 1,030,000 is B taking 3% longer). The ratio has no rate.
-pub const PAIRED_METRIC_SETS: &[MetricSet] = &[
-    METRIC_SETS[0],
-    METRIC_SETS[1],
-    MetricSet {
-        rate_metric: metrics::B_INVOCATIONS_PER_SEC,
-        rate_unit: "invocations/s",
-        latency_metric: metrics::B_WALL_TIME,
-        latency_unit: "ns",
-        throughput: None,
-    },
-    MetricSet {
-        rate_metric: "b_invocations_per_cpu_sec",
-        rate_unit: "invocations/CPU-s",
-        latency_metric: "b_cpu_time",
-        latency_unit: "ns",
-        throughput: None,
-    },
-    MetricSet {
-        rate_metric: "",
-        rate_unit: "",
-        latency_metric: PAIR_RATIO_METRIC,
-        latency_unit: "ppm",
-        throughput: None,
-    },
-];
+mod duet;
+mod metric_sets;
+use duet::{Published, Rendezvous, runs_b};
+pub use metric_sets::{
+    COUNTED_METRIC_SETS, METRIC_SETS, PAIRED_COUNTED_METRIC_SETS, PAIRED_METRIC_SETS,
+};
+use metric_sets::{RATIO_INDICES, SINGLE_INSTRUCTIONS, side_indices};
 
 /// The metric of the per-pair B/A wall-time ratios, in parts per million.
-pub const PAIR_RATIO_METRIC: &str = metrics::B_OVER_A_WALL_PPM;
+pub const PAIR_RATIO_METRIC: &str = quietbench_proto::metrics::B_OVER_A_WALL_PPM;
 
 const INT_PARAMS: &[IntParam] = &[IntParam {
     name: "threads",
@@ -87,7 +46,7 @@ const INT_PARAMS: &[IntParam] = &[IntParam {
     max: 64,
     meaning: "commands run in parallel, one per thread",
 }];
-const TEXT_PARAMS: &[&str] = &["cmd", "cmd_b", "cwd", "aslr", "shell"];
+const TEXT_PARAMS: &[&str] = &["cmd", "cmd_b", "cwd", "aslr", "shell", "counters", "duet"];
 /// Bytes of standard error kept for the failure message.
 const STDERR_TAIL: usize = 2048;
 /// What a child whose personality(ADDR_NO_RANDOMIZE) was refused writes to its stderr before
@@ -192,6 +151,8 @@ struct Command {
     b: Option<(PathBuf, Vec<String>)>,
     cwd: Option<PathBuf>,
     aslr_off: bool,
+    /// `counters=instructions`: count each invocation's retired user-mode instructions.
+    instructions: bool,
 }
 
 /// A command line as argv, and its program found on PATH.
@@ -209,8 +170,9 @@ fn command_argv(key: &str, line: &str, shell: bool) -> Result<(PathBuf, Vec<Stri
     Ok((program, argv))
 }
 
-/// Resolves `exec` parameters: `cmd` (required), `cwd`, `aslr` (on|off), `shell` (true|false),
-/// `threads`, and `env.NAME=VALUE` for each variable to set.
+/// Resolves `exec` parameters: `cmd` (required), `cmd_b` (pairs), `duet` (true: A and B at the
+/// same time on two CPUs), `counters` (none|instructions), `cwd`, `aslr` (on|off), `shell`
+/// (true|false), `threads`, and `env.NAME=VALUE` for each variable to set.
 pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamError> {
     let ints: BTreeMap<String, String> = params
         .iter()
@@ -240,6 +202,30 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
         Some("off") => true,
         Some(other) => return Err(bad("aslr", other, "use on or off")),
     };
+    let instructions = match params.get("counters").map(String::as_str) {
+        None | Some("none") => false,
+        Some("instructions") => {
+            crate::perf_counter::check_available()
+                .map_err(|e| bad("counters", "instructions", e.to_string()))?;
+            true
+        }
+        Some(other) => return Err(bad("counters", other, "use none or instructions")),
+    };
+    let duet = match params.get("duet").map(String::as_str) {
+        None | Some("false") => false,
+        Some("true") if b.is_none() => {
+            return Err(bad("duet", "true", "a duet needs two commands: give cmd_b"));
+        }
+        Some("true") if values["threads"] != 1 => {
+            return Err(bad(
+                "duet",
+                "true",
+                "a duet runs one pair at a time on two CPUs: leave threads at 1",
+            ));
+        }
+        Some("true") => true,
+        Some(other) => return Err(bad("duet", other, "use true or false")),
+    };
     let cwd = params.get("cwd").map(PathBuf::from);
     if let Some(dir) = &cwd
         && !dir.is_dir()
@@ -268,29 +254,40 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
     if let Some(dir) = &cwd {
         resolved.insert("cwd".into(), dir.display().to_string());
     }
+    if instructions {
+        resolved.insert("counters".into(), "instructions".into());
+    }
+    if duet {
+        resolved.insert("duet".into(), "true".into());
+    }
     for (name, value) in &env {
         resolved.insert(format!("env.{name}"), value.clone());
     }
-    let metric_sets = if b.is_some() {
-        PAIRED_METRIC_SETS
-    } else {
-        METRIC_SETS
-    };
+    let metric_sets = metric_sets::for_mode(b.is_some(), instructions);
     let command = Command {
         program,
         argv,
         b,
         cwd,
         aslr_off,
+        instructions,
     };
+    // A duet's two threads (one per side, each pinned to its own CPU by placement, which puts
+    // them on separate physical cores first) share one rendezvous; a spec is resolved per
+    // trial, so every trial gets a fresh one.
+    let rendezvous = duet.then(|| Arc::new(Rendezvous::default()));
     Ok(ProbeSpec {
         name: "exec",
-        threads: values["threads"] as usize,
+        threads: if duet { 2 } else { values["threads"] as usize },
         resolved_params: resolved,
         metric_sets,
         basis: RateBasis::OwnTime,
         work: WorkKind::Compute,
-        factory: Arc::new(move |_| Ok(Box::new(ExecWorkload::new(&command, &env)?))),
+        factory: Arc::new(move |thread| {
+            let mut workload = ExecWorkload::new(&command, &env)?;
+            workload.duet = rendezvous.as_ref().map(|r| (thread, Arc::clone(r)));
+            Ok(Box::new(workload))
+        }),
     })
 }
 
@@ -308,6 +305,22 @@ pub struct ExecWorkload {
     error: Option<String>,
     /// Picks each pair's order (paired mode).
     order: Rng,
+    /// What this workload records, by mode.
+    sets: &'static [MetricSet],
+    /// Count instructions.
+    instructions: bool,
+    /// A duet's side: this thread (0 or 1) and where it meets the other.
+    duet: Option<(usize, Arc<Rendezvous>)>,
+    /// Duet pairs run so far (the same on both threads).
+    pairs: u64,
+}
+
+/// One invocation's figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Invocation {
+    wall_ns: u64,
+    cpu_ns: u64,
+    instructions: Option<u64>,
 }
 
 /// One command ready to exec: its program and NUL-terminated argv pointers.
@@ -396,6 +409,10 @@ impl ExecWorkload {
             devnull,
             error: None,
             order: Rng::new(clock),
+            sets: metric_sets::for_mode(command.b.is_some(), command.instructions),
+            instructions: command.instructions,
+            duet: None,
+            pairs: 0,
         })
     }
 
@@ -404,8 +421,8 @@ impl ExecWorkload {
         self.order.below(2) == 1
     }
 
-    /// Runs command `which` (0 = A, 1 = B) once: (wall ns, CPU ns) or why it failed.
-    fn run_once(&mut self, which: usize) -> Result<(u64, u64), String> {
+    /// Runs command `which` (0 = A, 1 = B) once: its figures or why it failed.
+    fn run_once(&mut self, which: usize) -> Result<Invocation, String> {
         self.stderr
             .set_len(0)
             .map_err(|e| format!("cannot reset the stderr file: {e}"))?;
@@ -413,6 +430,17 @@ impl ExecWorkload {
             .seek(SeekFrom::Start(0))
             .map_err(|e| e.to_string())?;
         let (err_fd, out_fd) = (self.stderr.as_raw_fd(), self.devnull.as_raw_fd());
+        // Counting instructions, the child waits at a pipe until its counter is attached (the
+        // counter starts at its exec, so it must exist before the exec).
+        let gate = if self.instructions {
+            Some(
+                nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+                    .map_err(|e| format!("cannot create the counter's pipe: {e}"))?,
+            )
+        } else {
+            None
+        };
+        let gate_read = gate.as_ref().map_or(-1, |(r, _)| r.as_raw_fd());
         let started = Instant::now();
         // SAFETY: fork in a multi-threaded process is sound when the child makes only
         // async-signal-safe calls before exec: dup2, chdir, personality, execve and _exit are
@@ -424,6 +452,12 @@ impl ExecWorkload {
         if pid == 0 {
             // SAFETY: child side of the fork, see above; _exit never returns.
             unsafe {
+                if gate_read >= 0 {
+                    let mut byte = 0u8;
+                    if nix::libc::read(gate_read, (&mut byte as *mut u8).cast(), 1) != 1 {
+                        nix::libc::_exit(127);
+                    }
+                }
                 nix::libc::dup2(out_fd, 1);
                 nix::libc::dup2(err_fd, 2);
                 if let Some(dir) = &self.cwd
@@ -450,6 +484,15 @@ impl ExecWorkload {
                 nix::libc::_exit(127);
             }
         }
+        let counter = match gate {
+            Some((_, write_end)) => {
+                let counter = crate::perf_counter::InstructionCounter::attach(pid);
+                // Released whatever happened: a child left waiting would never be reaped.
+                let _ = nix::unistd::write(&write_end, &[1]);
+                Some(counter)
+            }
+            None => None,
+        };
         let mut status = 0;
         // SAFETY: an all-zero rusage is a valid value; wait4 writes it.
         let mut usage: nix::libc::rusage = unsafe { std::mem::zeroed() };
@@ -489,10 +532,22 @@ impl ExecWorkload {
         }
         let cpu =
             |t: nix::libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
-        Ok((wall, cpu(usage.ru_utime) + cpu(usage.ru_stime)))
+        let instructions = match counter {
+            None => None,
+            Some(counter) => Some(
+                counter
+                    .and_then(|c| c.read())
+                    .map_err(|e| format!("cannot count the command's instructions: {e}"))?,
+            ),
+        };
+        Ok(Invocation {
+            wall_ns: wall,
+            cpu_ns: cpu(usage.ru_utime) + cpu(usage.ru_stime),
+            instructions,
+        })
     }
 
-    /// Runs A and B back to back in a random order and records both and their ratio.
+    /// Runs A and B back to back in a random order and records both and their ratios.
     fn run_pair(&mut self, samples: &mut Samples<'_>) -> Result<(), String> {
         let (a, b) = if self.b_first() {
             let b = self.run_once(1)?;
@@ -501,12 +556,51 @@ impl ExecWorkload {
             let a = self.run_once(0)?;
             (a, self.run_once(1)?)
         };
-        samples.record(0, a.0, 0);
-        samples.record(1, a.1, 0);
-        samples.record(2, b.0, 0);
-        samples.record(3, b.1, 0);
-        samples.record(4, pair_ratio_ppm(a.0, b.0), 0);
+        record_side(samples, false, a);
+        record_side(samples, true, b);
+        record_ratios(samples, a, b);
         Ok(())
+    }
+
+    /// One duet pair on this thread's side: false when the other side has stopped (the pair
+    /// is not counted).
+    fn run_duet_pair(
+        &mut self,
+        me: usize,
+        rendezvous: &Rendezvous,
+        samples: &mut Samples<'_>,
+    ) -> Result<bool, String> {
+        let pair = self.pairs;
+        let b = runs_b(me, pair);
+        if !rendezvous.meet(me, 2 * pair) {
+            return Ok(false);
+        }
+        let mine = self.run_once(usize::from(b))?;
+        rendezvous.publish(
+            me,
+            Published {
+                wall_ns: mine.wall_ns,
+                cpu_ns: mine.cpu_ns,
+                instructions: mine.instructions,
+            },
+        );
+        if !rendezvous.meet(me, 2 * pair + 1) {
+            return Ok(false);
+        }
+        self.pairs += 1;
+        record_side(samples, b, mine);
+        // One thread records the pair's ratios, so each pair counts once.
+        if me == 0 {
+            let other = rendezvous.other(me);
+            let theirs = Invocation {
+                wall_ns: other.wall_ns,
+                cpu_ns: other.cpu_ns,
+                instructions: other.instructions,
+            };
+            let (a, b) = if b { (theirs, mine) } else { (mine, theirs) };
+            record_ratios(samples, a, b);
+        }
+        Ok(true)
     }
 
     fn stderr_tail(&mut self) -> String {
@@ -527,9 +621,29 @@ impl ExecWorkload {
     }
 }
 
-/// B's wall time over A's, in parts per million (at least 1: the histogram's floor).
-fn pair_ratio_ppm(a_wall_ns: u64, b_wall_ns: u64) -> u64 {
-    let ratio = b_wall_ns as f64 / a_wall_ns.max(1) as f64;
+/// One side's figures, where [`metric_sets`] puts them.
+fn record_side(samples: &mut Samples<'_>, b: bool, figures: Invocation) {
+    let (wall, cpu, instructions) = side_indices(b);
+    samples.record(wall, figures.wall_ns, 0);
+    samples.record(cpu, figures.cpu_ns, 0);
+    if let Some(count) = figures.instructions {
+        samples.record(instructions, count, 0);
+    }
+}
+
+/// A pair's B/A ratios.
+fn record_ratios(samples: &mut Samples<'_>, a: Invocation, b: Invocation) {
+    let (wall, cpu, instructions) = RATIO_INDICES;
+    samples.record(wall, pair_ratio_ppm(a.wall_ns, b.wall_ns), 0);
+    samples.record(cpu, pair_ratio_ppm(a.cpu_ns, b.cpu_ns), 0);
+    if let (Some(x), Some(y)) = (a.instructions, b.instructions) {
+        samples.record(instructions, pair_ratio_ppm(x, y), 0);
+    }
+}
+
+/// B's figure over A's, in parts per million (at least 1: the histogram's floor).
+fn pair_ratio_ppm(a: u64, b: u64) -> u64 {
+    let ratio = b as f64 / a.max(1) as f64;
     ((ratio * 1e6).round() as u64).max(1)
 }
 
@@ -555,24 +669,42 @@ fn anonymous_file() -> std::io::Result<std::fs::File> {
 
 impl Workload for ExecWorkload {
     fn metric_sets(&self) -> &'static [MetricSet] {
-        METRIC_SETS
+        self.sets
     }
 
     fn step(&mut self, samples: &mut Samples<'_>) -> Step {
-        let outcome = if self.commands.len() == 1 {
-            self.run_once(0).map(|(wall, cpu)| {
-                samples.record(0, wall, 0);
-                samples.record(1, cpu, 0);
+        let outcome = if let Some((me, rendezvous)) = self.duet.clone() {
+            let outcome = self.run_duet_pair(me, &rendezvous, samples);
+            if !matches!(outcome, Ok(true)) {
+                rendezvous.leave();
+            }
+            outcome
+        } else if self.commands.len() == 1 {
+            self.run_once(0).map(|one| {
+                samples.record(0, one.wall_ns, 0);
+                samples.record(1, one.cpu_ns, 0);
+                if let Some(count) = one.instructions {
+                    samples.record(SINGLE_INSTRUCTIONS, count, 0);
+                }
+                true
             })
         } else {
-            self.run_pair(samples)
+            self.run_pair(samples).map(|()| true)
         };
         match outcome {
-            Ok(()) => Step::Recorded,
+            Ok(true) => Step::Recorded,
+            Ok(false) => Step::Finished,
             Err(message) => {
                 self.error = Some(message);
                 Step::Failed
             }
+        }
+    }
+
+    fn finish(&mut self) {
+        // Time is up on this side (or it was cancelled): the other must not wait for it.
+        if let Some((_, rendezvous)) = &self.duet {
+            rendezvous.leave();
         }
     }
 

@@ -13,6 +13,7 @@ pub mod exec;
 pub mod histogram;
 pub mod mem;
 pub mod net;
+pub mod perf_counter;
 pub mod placement;
 pub mod primes;
 mod rng;

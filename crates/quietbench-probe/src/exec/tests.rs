@@ -50,10 +50,11 @@ fn one_run(pairs: &[(&str, &str)]) -> Result<(u64, u64), String> {
             b: None,
             cwd: spec.resolved_params.get("cwd").map(PathBuf::from),
             aslr_off: spec.resolved_params["aslr"] == "off",
+            instructions: false,
         },
         &[("QB_TEST".into(), "7".into())],
     )?;
-    w.run_once(0)
+    w.run_once(0).map(|one| (one.wall_ns, one.cpu_ns))
 }
 
 fn paired(a: &str, b: &str) -> ExecWorkload {
@@ -66,6 +67,7 @@ fn paired(a: &str, b: &str) -> ExecWorkload {
         )),
         cwd: None,
         aslr_off: false,
+        instructions: false,
     };
     ExecWorkload::new(&command, &[]).unwrap()
 }
@@ -238,4 +240,164 @@ fn a_refused_personality_fails_aslr_off_rather_than_measuring_with_aslr_on() {
     // A command's own exit status 125 is not mistaken for it.
     let err = one_run(&[("cmd", "exit 125"), ("shell", "true"), ("aslr", "off")]).unwrap_err();
     assert!(err.contains("exited with status 125"), "{err}");
+}
+
+/// Counting instructions: where the CPU's counters are exposed, a real child's count is
+/// plausible and A's and B's are both recorded with their ratio; where they are not (this
+/// project's VM), the probe refuses with the reason before anything runs. Whichever branch
+/// the machine takes is printed, and each asserts.
+#[test]
+fn counts_instructions_where_the_pmu_is_exposed_and_refuses_with_the_reason_elsewhere() {
+    let asked = resolve(&params(&[
+        ("cmd", "true"),
+        ("cmd_b", "true"),
+        ("counters", "instructions"),
+    ]));
+    let has_source = std::path::Path::new(crate::perf_counter::CPU_EVENT_SOURCE).exists();
+    match asked {
+        Err(err) => {
+            println!("skipping the counting half: {err}");
+            assert!(
+                err.to_string().contains("not available on this machine"),
+                "{err}"
+            );
+            if !has_source {
+                assert!(err.to_string().contains("is missing"), "{err}");
+            }
+        }
+        Ok(spec) => {
+            println!("{} exists: counting", crate::perf_counter::CPU_EVENT_SOURCE);
+            assert_eq!(spec.metric_sets, PAIRED_COUNTED_METRIC_SETS);
+            let mut w = spec.workload(0).unwrap();
+            let mut rec = crate::worker::Recording::new(spec.metric_sets.len());
+            for _ in 0..3 {
+                assert_eq!(w.step(&mut Samples { rec: &mut rec }), Step::Recorded);
+            }
+            for index in [6, 7, 8] {
+                assert_eq!(rec.hists[index].len(), 3, "metric set {index}");
+            }
+            // /bin/true's start-up alone retires tens of thousands of user instructions.
+            let a = &rec.hists[6];
+            assert!(
+                a.min() > 10_000 && a.max() < 100_000_000,
+                "{}..{}",
+                a.min(),
+                a.max()
+            );
+            // The same program twice: the count barely moves, so the ratio is near 1.
+            let ratio = &rec.hists[8];
+            assert!(ratio.min() > 900_000 && ratio.max() < 1_100_000);
+        }
+    }
+    let err = resolve(&params(&[("cmd", "true"), ("counters", "cycles")])).unwrap_err();
+    assert!(err.to_string().contains("none or instructions"), "{err}");
+}
+
+#[test]
+fn a_duet_needs_two_commands_and_one_thread() {
+    let err = resolve(&params(&[("cmd", "true"), ("duet", "true")])).unwrap_err();
+    assert!(err.to_string().contains("give cmd_b"), "{err}");
+    let err = resolve(&params(&[
+        ("cmd", "true"),
+        ("cmd_b", "true"),
+        ("duet", "true"),
+        ("threads", "2"),
+    ]))
+    .unwrap_err();
+    assert!(err.to_string().contains("threads at 1"), "{err}");
+    let spec = resolve(&params(&[
+        ("cmd", "true"),
+        ("cmd_b", "true"),
+        ("duet", "true"),
+    ]))
+    .unwrap();
+    assert_eq!(spec.threads, 2);
+    assert_eq!(spec.resolved_params["duet"], "true");
+}
+
+/// Runs `steps` steps of a duet spec on two threads, as the runner would.
+fn run_duet(spec: &ProbeSpec, steps: usize) -> Vec<crate::worker::Recording> {
+    let sets = spec.metric_sets.len();
+    let threads: Vec<_> = (0..2)
+        .map(|me| {
+            let mut w = spec.workload(me).unwrap();
+            std::thread::spawn(move || {
+                let mut rec = crate::worker::Recording::new(sets);
+                for _ in 0..steps {
+                    assert_eq!(w.step(&mut Samples { rec: &mut rec }), Step::Recorded);
+                }
+                w.finish();
+                rec
+            })
+        })
+        .collect();
+    threads.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
+/// A duet's sides run at the same time: each side marks a file and waits (up to 10 s) for the
+/// other's mark, so run one after the other the first would fail. No clock is asserted.
+#[test]
+fn a_duet_runs_both_sides_at_the_same_time() {
+    let dir = std::env::temp_dir().join(format!("qb-duet-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let side = |mine: &str, theirs: &str| {
+        format!(
+            "touch {d}/{mine}; i=0; while [ ! -e {d}/{theirs} ]; do i=$((i+1)); \
+             [ $i -gt 1000 ] && exit 1; sleep 0.01; done",
+            d = dir.display()
+        )
+    };
+    let spec = resolve(&params(&[
+        ("cmd", &side("a", "b")),
+        ("cmd_b", &side("b", "a")),
+        ("shell", "true"),
+        ("duet", "true"),
+    ]))
+    .unwrap();
+    let recs = run_duet(&spec, 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(recs[0].hists[4].len(), 1);
+}
+
+/// Each pair is recorded once, whichever thread ran which side: B sleeps 50 ms and A 10 ms,
+/// and with the sides swapped every pair each thread ran each side twice in four pairs.
+#[test]
+fn a_duet_records_each_side_where_it_ran_and_each_pair_once() {
+    let spec = resolve(&params(&[
+        ("cmd", "sleep 0.01"),
+        ("cmd_b", "sleep 0.05"),
+        ("duet", "true"),
+    ]))
+    .unwrap();
+    let recs = run_duet(&spec, 4);
+    for rec in &recs {
+        assert_eq!(rec.hists[0].len(), 2);
+        assert_eq!(rec.hists[2].len(), 2);
+        // B's side is B's command: never under its 50 ms sleep.
+        assert!(rec.hists[2].min() >= 50_000_000);
+    }
+    // Thread 0 alone records the ratios, one per pair.
+    assert_eq!(recs[0].hists[4].len(), 4);
+    assert_eq!(recs[0].hists[5].len(), 4);
+    assert_eq!(recs[1].hists[4].len(), 0);
+    assert!(
+        recs[0].hists[4].min() > 1_000_000,
+        "{}",
+        recs[0].hists[4].min()
+    );
+}
+
+#[test]
+fn a_duet_side_stops_when_the_other_has_left() {
+    let spec = resolve(&params(&[
+        ("cmd", "true"),
+        ("cmd_b", "true"),
+        ("duet", "true"),
+    ]))
+    .unwrap();
+    let mut zero = spec.workload(0).unwrap();
+    let mut one = spec.workload(1).unwrap();
+    one.finish();
+    let mut rec = crate::worker::Recording::new(spec.metric_sets.len());
+    assert_eq!(zero.step(&mut Samples { rec: &mut rec }), Step::Finished);
 }
