@@ -350,3 +350,141 @@ fn compare_says_when_a_change_differs_between_cpu_models() {
     assert_eq!(v["interaction"]["differs"], true, "{v:#}");
     assert!(v["interaction"]["low"].as_str().unwrap().contains("8259CL"));
 }
+
+/// CONTEXT.md §1's "5% faster on Tuesday" as a test: two runs standing for two days on two
+/// different sets of 8 hosts (4 of each model), each host with its own speed (±4%), every host
+/// 2% slower on the second day, and the workload 2% faster on the second day. Each host runs the
+/// workload and a control (`run --control`), interleaved. Without normalisation the instances
+/// and the day hide the change: `compare --runs` finds no difference and says how many hosts a
+/// run would need. Divided by each host's control (`--normalize-by control`), the change is
+/// detected on each CPU model, at about 2%. The models are compared each on its own.
+#[test]
+fn two_fleets_on_two_days_need_a_control_to_see_a_two_percent_change() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    const PER_DAY: usize = 8;
+    const SLEEP_S: f64 = 0.25;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("store.sqlite3");
+    // Host speed factors: day 1 spread evenly over ±4% per model, day 2 another spread.
+    let speed = |day: usize, i: usize| {
+        let k = (i / 2) as f64 / 3.0; // 0, 1/3, 2/3, 1 within each model
+        let model = if i.is_multiple_of(2) { MODEL_COST } else { 1.0 };
+        let host = if day == 1 {
+            1.0 - 0.04 + 0.08 * k
+        } else {
+            1.0 - 0.035 + 0.08 * (1.0 - k) // the other order, shifted
+        };
+        let day_effect = if day == 1 { 1.0 } else { 1.02 };
+        model * host * day_effect
+    };
+    let mut run_ids = Vec::new();
+    for day in [1, 2] {
+        let work = if day == 1 { 1.0 } else { 0.98 };
+        let day_dir = dir.path().join(format!("day{day}"));
+        std::fs::create_dir_all(&day_dir).unwrap();
+        let agents = agents_on_two_models(&day_dir, PER_DAY, |i| {
+            let s = speed(day, i) * SLEEP_S;
+            vec![
+                ("QB_WORK", format!("{:.6}", s * work)),
+                ("QB_CONTROL", format!("{s:.6}")),
+            ]
+        });
+        let json = dir.path().join(format!("day{day}.json"));
+        let mut command = common::quietbench();
+        command.args([
+            "run",
+            "--probe",
+            "exec",
+            "--param",
+            "cmd=exec sleep \"$QB_WORK\"",
+            "--param",
+            "shell=true",
+            "--control",
+            "exec shell=true cmd='exec sleep \"$QB_CONTROL\"'",
+            "--rounds",
+            "3",
+            "--duration",
+            "2",
+            "--json",
+        ]);
+        command.arg(&json).arg("--db").arg(&db);
+        for a in &agents {
+            command.arg("--agent").arg(a.addr.to_string());
+        }
+        common::succeed(&mut command);
+        let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        run_ids.push(report["run_id"].as_str().unwrap().to_string());
+    }
+
+    let compare = |normalize: bool| {
+        let out = dir.path().join(format!("runs-{normalize}.json"));
+        let mut command = common::quietbench();
+        command
+            .args(["compare", "--runs", &run_ids[0], &run_ids[1], "--db"])
+            .arg(&db)
+            .arg("--json")
+            .arg(&out);
+        if normalize {
+            command.args(["--normalize-by", "control"]);
+        }
+        let text = common::succeed(&mut command);
+        println!("{text}");
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        let workload: Vec<Value> = v["comparisons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["variant"] == "exec")
+            .cloned()
+            .collect();
+        (text, workload)
+    };
+
+    // Without the control: each model compared on its own, no difference, and the fleet a
+    // 2% change would need is named (far more than 4 hosts at ±4% between hosts).
+    let (text, raw) = compare(false);
+    assert_eq!(raw.len(), 2, "one comparison per CPU model: {raw:#?}");
+    for c in &raw {
+        assert_eq!(c["verdict"], "no_difference", "{c:#}");
+        assert!(c["mde"].as_f64().unwrap() > 0.02, "{c:#}");
+        assert!(c["hosts_needed"].as_u64().unwrap() > 4, "{c:#}");
+        assert_eq!(c["units"], "hosts");
+    }
+    assert!(text.contains("hosts for a 2.0% difference"), "{text}");
+
+    // With it: detected on each model, at about 2%.
+    let (text, normalised) = compare(true);
+    assert_eq!(normalised.len(), 2, "{normalised:#?}");
+    for c in &normalised {
+        assert_eq!(c["verdict"], "b_faster", "{c:#}");
+        let ratio = c["ratio"].as_f64().unwrap();
+        assert!((0.97..0.99).contains(&ratio), "{c:#}");
+        assert_eq!(c["normalized_by"], "control");
+    }
+    assert!(text.contains("faster than run"), "{text}");
+
+    // history shows the normalised figure per run, one series per model.
+    let mut command = common::quietbench();
+    command
+        .args([
+            "history",
+            "--probe",
+            "exec",
+            "--metric",
+            "invocations_per_sec",
+            "--normalize-by",
+            "control",
+            "--db",
+        ])
+        .arg(&db);
+    let history = common::succeed(&mut command);
+    println!("{history}");
+    assert_eq!(
+        history.matches("normalised by \"control\"").count(),
+        2,
+        "{history}"
+    );
+    for id in &run_ids {
+        assert_eq!(history.matches(&id[..8]).count(), 2, "{history}");
+    }
+}

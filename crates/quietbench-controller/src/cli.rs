@@ -164,6 +164,11 @@ pub struct HistoryArgs {
     /// How many of the most recent runs
     #[arg(long, default_value_t = 50)]
     limit: usize,
+    /// Divide each host's figures by its control's of the same rounds (the variant named here,
+    /// e.g. "control" from `run --control`) and print one normalised figure per run and CPU
+    /// model: what is left once the instance and the day are taken out
+    #[arg(long, value_name = "CONTROL")]
+    normalize_by: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -264,6 +269,20 @@ pub struct RunArgs {
     /// gets every parameter; the agent refuses one a probe does not have
     #[arg(long = "param", value_name = "KEY=VALUE", value_parser = parse_param)]
     params: Vec<(String, String)>,
+    /// A control: a fixed reference workload measured on every host beside the probes,
+    /// interleaved with them (its variant is called "control"), e.g. --control cpu.primes or
+    /// --control 'exec cmd=./baseline-build'. `history` and `compare --runs` can then
+    /// normalise each host's figures by it (--normalize-by control), which takes out most of
+    /// what differs between instances and days
+    #[arg(long, value_name = "PROBE [KEY=VALUE ...]", value_parser = crate::commands::run::parse_control,
+          conflicts_with = "plan")]
+    control: Option<(String, std::collections::BTreeMap<String, String>)>,
+    /// The figure exec trials are judged and spread on (as compare's --figure): median or
+    /// mean wall time, cpu time, or instructions (counted where the CPU's counters are
+    /// exposed). Overrides a plan's `figure`
+    #[arg(long, value_name = "median|mean|cpu|instructions",
+          value_parser = ["median", "wall", "mean", "cpu", "instructions"])]
+    figure: Option<String>,
     /// Rounds: each round runs every probe once on every host, in a fresh random order
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     rounds: u32,
@@ -394,13 +413,23 @@ pub fn execute(command: ControllerCommand) -> ExitCode {
         ControllerCommand::Show(args) => {
             stored::show(args.db.as_deref(), &args.run, args.json, args.html)
         }
-        ControllerCommand::History(args) => stored::history(
-            args.db.as_deref(),
-            &args.probe,
-            &args.metric,
-            args.cpu_model.as_deref(),
-            args.limit,
-        ),
+        ControllerCommand::History(args) => match &args.normalize_by {
+            Some(control) => crate::commands::history_normalized::history_normalized(
+                args.db.as_deref(),
+                &args.probe,
+                &args.metric,
+                args.cpu_model.as_deref(),
+                args.limit,
+                control,
+            ),
+            None => stored::history(
+                args.db.as_deref(),
+                &args.probe,
+                &args.metric,
+                args.cpu_model.as_deref(),
+                args.limit,
+            ),
+        },
         ControllerCommand::Release(args) => {
             release::release(&Ledger::default_location(), args.run.as_deref())
         }
@@ -432,6 +461,11 @@ fn run_request(args: RunArgs) -> RunRequest {
             .then(|| Duration::from_secs(args.reconnect_within)),
         probes: args.probes,
         params: args.params,
+        control: args.control,
+        figure: args
+            .figure
+            .as_deref()
+            .and_then(crate::record::figures::TrialFigure::parse),
         rounds: args.rounds,
         warmup: args.warmup,
         seed: args.seed,

@@ -72,7 +72,7 @@ pub use power::{
 pub use robust::{MAD_NORMAL_SCALE, mad, mean, median, quantile, quantiles, stdev, trimmed_mean};
 pub use stopping::{Decision, StopReason, StoppingRule};
 pub use summary::{Summary, summarize};
-pub use unpaired::{UnpairedRatio, unpaired_ratio};
+pub use unpaired::{UnpairedRatio, units_needed, unpaired_ratio};
 pub use verdict::{
     MIN_PAIRED_ROUNDS, Verdict, VerdictConfig, VerdictKind, advantage, estimate_noise, judge,
     judge_paired, pct,

@@ -33,6 +33,9 @@ pub struct UnpairedRatio {
     pub mde: f64,
     /// Standard error of the log-ratio.
     pub se_log: f64,
+    /// The pooled standard deviation of one unit's log value around its run's mean (for host
+    /// units, the between-host SD the interval used): what [`units_needed`] plans with.
+    pub unit_sd_log: f64,
     /// Welch–Satterthwaite degrees of freedom.
     pub df: f64,
     /// Baseline units.
@@ -94,6 +97,7 @@ pub fn unpaired_ratio(
         variance_unchecked(&y).unwrap_or(0.0) / ny,
     );
     let d = mean_unchecked(&y) - mean_unchecked(&x);
+    let pooled = (vx * nx * (nx - 1.0) + vy * ny * (ny - 1.0)) / (nx + ny - 2.0);
     let se = (vx + vy).sqrt();
     // Welch–Satterthwaite; with no scatter at all the interval is a point and df is moot.
     let df = if vx + vy > 0.0 {
@@ -109,11 +113,55 @@ pub fn unpaired_ratio(
         ci_high: (d + t_crit * se).exp(),
         mde: ((t_crit + t_power) * se).exp_m1(),
         se_log: se,
+        unit_sd_log: pooled.max(0.0).sqrt(),
         df,
         baseline_units: x.len(),
         candidate_units: y.len(),
         level,
     })
+}
+
+/// Units (hosts) each of two runs needs for a difference of `target` (relative, 0.02 = 2%)
+/// to be detected with `power`, when one unit's log value scatters with SD `unit_sd_log`:
+/// the smallest n with (t(1−α/2) + t(power)) · sd · √(2/n) ≤ ln(1 + target), df = 2n − 2.
+/// `None` when a million units do not suffice.
+pub fn units_needed(
+    unit_sd_log: f64,
+    target: f64,
+    level: ConfidenceLevel,
+    power: f64,
+) -> Result<Option<u32>, StatsError> {
+    if !(target > 0.0 && target.is_finite()) {
+        return Err(StatsError::InvalidParameter {
+            what: "target MDE",
+            value: target,
+            why: "a relative effect > 0, e.g. 0.02 for 2%",
+        });
+    }
+    if !(power > 0.0 && power < 1.0) {
+        return Err(StatsError::InvalidPower(power));
+    }
+    let goal = target.ln_1p();
+    let enough = |n: u32| {
+        let df = 2.0 * f64::from(n) - 2.0;
+        let t = student_t_quantile(1.0 - level.alpha() / 2.0, df) + student_t_quantile(power, df);
+        t * unit_sd_log * (2.0 / f64::from(n)).sqrt() <= goal
+    };
+    const CAP: u32 = 1_000_000;
+    if !enough(CAP) {
+        return Ok(None);
+    }
+    // The MDE only falls as n grows: bisect.
+    let (mut lo, mut hi) = (MIN_UNITS as u32, CAP);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if enough(mid) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    Ok(Some(lo))
 }
 
 #[cfg(test)]
@@ -133,6 +181,27 @@ mod tests {
         let t = student_t_quantile(0.975, 8.0);
         assert!((r.ci_low - (1.05f64.ln() - t * se).exp()).abs() < 1e-12);
         assert!(r.ci_low > 1.0 && r.mde > 0.0 && r.mde < 0.05, "{r:?}");
+        // Equal spreads: the pooled SD is each side's own.
+        assert!((r.unit_sd_log - variance_unchecked(&x).unwrap().sqrt()).abs() < 1e-12);
+    }
+
+    #[test]
+    fn units_needed_meets_the_target_and_one_fewer_does_not() {
+        let l = ConfidenceLevel::NINETY_FIVE;
+        let sd = 0.02;
+        let n = units_needed(sd, 0.02, l, 0.8).unwrap().unwrap();
+        // The textbook answer with normal quantiles is 2 · (1.96 + 0.84)² · (0.02 / ln 1.02)²
+        // ≈ 16.3; Student's t asks for a little more.
+        assert!((17..=19).contains(&n), "{n}");
+        let mde = |n: u32| {
+            let df = 2.0 * f64::from(n) - 2.0;
+            let t = student_t_quantile(0.975, df) + student_t_quantile(0.8, df);
+            (t * sd * (2.0 / f64::from(n)).sqrt()).exp_m1()
+        };
+        assert!(mde(n) <= 0.02 && mde(n - 1) > 0.02);
+        assert_eq!(units_needed(0.0, 0.02, l, 0.8).unwrap(), Some(3));
+        assert!(units_needed(sd, 0.0, l, 0.8).is_err());
+        assert_eq!(units_needed(10.0, 1e-6, l, 0.8).unwrap(), None);
     }
 
     #[test]

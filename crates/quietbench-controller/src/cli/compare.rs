@@ -32,6 +32,15 @@ pub struct CompareArgs {
     /// trials compare their time per invocation)
     #[arg(long, requires = "runs")]
     metric: Option<String>,
+    /// With --runs: divide each host's figures by its control's of the same rounds (the
+    /// variant named here, e.g. "control" from `run --control`) before comparing, which takes
+    /// out most of what differs between instances and days
+    #[arg(long, value_name = "CONTROL", requires = "runs")]
+    normalize_by: Option<String>,
+    /// With --runs: the difference the verdict plans the fleet size for ("each run needs N
+    /// hosts for a PCT% difference")
+    #[arg(long, value_name = "PCT", default_value_t = 2.0, requires = "runs")]
+    target_mde: f64,
     /// Measure on this machine
     #[arg(long)]
     local: bool,
@@ -70,13 +79,25 @@ pub struct CompareArgs {
     #[arg(long)]
     seed: Option<u64>,
     /// Each trial's figure: the median wall time of its invocations (robust to the odd
-    /// invocation a neighbour slowed) or the mean (every invocation counts)
-    #[arg(long, value_name = "median|mean", default_value = "median", value_parser = ["median", "mean"])]
+    /// invocation a neighbour slowed), the mean (every invocation counts), the median CPU time
+    /// (user + system: time a neighbour steals is not charged to the command, so steal does
+    /// not move it), or retired user-mode instructions (almost no machine noise; only where
+    /// the CPU's counters are exposed). The verdict states which it used and prints the others
+    #[arg(long, value_name = "median|mean|cpu|instructions", default_value = "median",
+          value_parser = ["median", "wall", "mean", "cpu", "instructions"])]
     figure: String,
     /// How A and B take turns: back to back in every trial, in a random order per pair
-    /// (cancels a host's fast and slow spells), or in separate trials in a random order per round
-    #[arg(long, value_name = "invocations|trials", default_value = "invocations", value_parser = ["invocations", "trials"])]
+    /// (cancels a host's fast and slow spells); at the same time on two CPUs, sides swapped
+    /// every pair (duet: an interference burst hits both); or in separate trials in a random
+    /// order per round
+    #[arg(long, value_name = "invocations|duet|trials", default_value = "invocations",
+          value_parser = ["invocations", "duet", "trials"])]
     interleave: String,
+    /// CPUs to pin the commands to, in the kernel's list format (a duet uses two). By default
+    /// the agent's placement chooses, and a duet's two sides go on separate physical cores
+    /// when the host has two; name SMT siblings here to put them on one core
+    #[arg(long, value_name = "LIST", value_parser = super::parse_cpus)]
+    cpus: Option<super::CpuList>,
     /// Write the verdict as JSON (schema quietbench.compare.v1)
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -98,6 +119,12 @@ pub struct CompareArgs {
 pub(super) fn compare_command(args: CompareArgs) -> anyhow::Result<ExitCode> {
     args.ec2.apply_run_options();
     let figure = TrialFigure::parse(&args.figure).unwrap_or_default();
+    if !(args.target_mde > 0.0 && args.target_mde < 100.0) {
+        anyhow::bail!(
+            "--target-mde {} must be a percentage between 0 and 100",
+            args.target_mde
+        );
+    }
     if let [baseline, candidate] = args.runs.as_slice() {
         return run_compare_runs(RunsRequest {
             baseline: baseline.clone(),
@@ -107,6 +134,8 @@ pub(super) fn compare_command(args: CompareArgs) -> anyhow::Result<ExitCode> {
             db: args.db,
             json: args.json,
             fail_if_slower: args.fail_if_slower,
+            normalize_by: args.normalize_by,
+            target_mde: args.target_mde / 100.0,
         });
     }
     let (Some(a), Some(b)) = (args.a, args.b) else {
@@ -120,6 +149,21 @@ pub(super) fn compare_command(args: CompareArgs) -> anyhow::Result<ExitCode> {
             "say where to measure: --local, --agent HOST:PORT for each host, or --ec2 with its \
              options"
         );
+    }
+    let interleave = Interleave::parse(&args.interleave).unwrap_or_default();
+    if interleave == Interleave::Duet {
+        if figure == TrialFigure::Mean {
+            anyhow::bail!(
+                "--figure mean needs A's and B's invocation rates, which a duet's two threads \
+                 share: use --figure median or cpu with --interleave duet"
+            );
+        }
+        if let Some(cpus) = args.cpus.as_ref().filter(|c| c.0.len() < 2) {
+            anyhow::bail!(
+                "--interleave duet runs A and B on two CPUs at once: --cpus names {} (give two)",
+                cpus.0.len()
+            );
+        }
     }
     if let Some(p) = args.precision.filter(|p| !(*p > 0.0 && *p < 100.0)) {
         anyhow::bail!("--precision {p} must be a percentage between 0 and 100");
@@ -140,7 +184,8 @@ pub(super) fn compare_command(args: CompareArgs) -> anyhow::Result<ExitCode> {
         duration_ms: args.duration.as_millis() as u64,
         seed: args.seed.unwrap_or_else(fresh_seed),
         figure,
-        interleave: Interleave::parse(&args.interleave).unwrap_or_default(),
+        interleave,
+        cpus: args.cpus.map(|c| c.0).unwrap_or_default(),
         precision: args.precision.map(|p| p / 100.0),
         budget: args.budget,
         fail_if_slower: args.fail_if_slower,

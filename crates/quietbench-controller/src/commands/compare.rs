@@ -13,7 +13,8 @@ use serde::Serialize;
 use crate::record::RunRecord;
 use crate::record::figures::{Interleave, PAIRED_VARIANT, TrialFigure};
 use crate::verdicts::compare::{
-    ByModel, cpu_model_lines, judge_by_model, judge_run, observations, verdict_config,
+    ByModel, OtherFigure, cpu_model_lines, judge_by_model, judge_run, observations,
+    other_figure_lines, other_figures, verdict_config,
 };
 
 /// Exit code when `--fail-if-slower` finds B slower beyond the given percentage.
@@ -89,6 +90,9 @@ pub struct VerdictJson {
     pub sentence: String,
     /// What to know before trusting it.
     pub warnings: Vec<String>,
+    /// The same run judged on the other figures (the CPU time beside a wall time, the wall
+    /// time beside the CPU time, both beside instructions).
+    pub other_figures: Vec<OtherFigureJson>,
     /// Commands compared.
     pub a: String,
     /// Commands compared.
@@ -101,6 +105,18 @@ pub struct VerdictJson {
     pub cpu_models: Vec<ModelVerdictJson>,
     /// Whether the change differs between CPU models (null with fewer than two judged models).
     pub interaction: Option<InteractionJson>,
+}
+
+/// One entry of `other_figures`.
+#[derive(Debug, Serialize)]
+pub struct OtherFigureJson {
+    /// "median", "cpu" or "instructions".
+    pub figure: &'static str,
+    /// Its verdict.
+    #[serde(flatten)]
+    pub estimate: RatioJson,
+    /// Its B/A lies outside the used verdict's interval.
+    pub disagrees: bool,
 }
 
 /// One CPU model's verdict in `cpu_models`.
@@ -183,7 +199,8 @@ fn by_model_json(by_model: Option<&ByModel>) -> (Vec<ModelVerdictJson>, Option<I
     (models, interaction)
 }
 
-/// The JSON form of a verdict.
+/// The JSON form of a verdict. `others` are the other figures and their warnings.
+#[allow(clippy::too_many_arguments)]
 pub fn verdict_json(
     v: &Verdict,
     a: &str,
@@ -192,8 +209,11 @@ pub fn verdict_json(
     (figure, interleave): (TrialFigure, Interleave),
     stopped: Option<String>,
     by_model: Option<&ByModel>,
+    (others, other_warnings): (&[OtherFigure], &[String]),
 ) -> VerdictJson {
     let (cpu_models, interaction) = by_model_json(by_model);
+    let mut warnings = v.warnings.clone();
+    warnings.extend(other_warnings.iter().cloned());
     VerdictJson {
         schema: "quietbench.compare.v1",
         estimate: ratio_json(v),
@@ -203,7 +223,15 @@ pub fn verdict_json(
         figure: figure.as_str(),
         interleave: interleave.as_str(),
         sentence: v.to_string(),
-        warnings: v.warnings.clone(),
+        warnings,
+        other_figures: others
+            .iter()
+            .map(|o| OtherFigureJson {
+                figure: o.figure.as_str(),
+                estimate: ratio_json(&o.verdict),
+                disagrees: o.disagrees,
+            })
+            .collect(),
         a: a.to_string(),
         b: b.to_string(),
         run_id: run_id.to_string(),
@@ -242,6 +270,8 @@ pub struct CompareRequest {
     pub figure: TrialFigure,
     /// How A and B take turns.
     pub interleave: Interleave,
+    /// CPUs to pin to (empty: placement chooses; a duet takes the first two).
+    pub cpus: Vec<u32>,
     /// Stop early once the interval's half-width is at most this fraction (0.005 = ±0.5%).
     pub precision: Option<f64>,
     /// Stop after this long, whatever the interval.
@@ -265,10 +295,20 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
     use crate::schedule::VariantSpec;
     use crate::session::{Outputs, Session};
 
+    let params_of = |cmd: &str| {
+        let mut params = exec_params(&req.options, cmd);
+        for (key, value) in req.figure.exec_params() {
+            params.insert(key.to_string(), value.to_string());
+        }
+        params
+    };
     let variants = match req.interleave {
-        Interleave::Invocations => {
-            let mut params = exec_params(&req.options, &req.options.a);
+        Interleave::Invocations | Interleave::Duet => {
+            let mut params = params_of(&req.options.a);
             params.insert("cmd_b".to_string(), req.options.b.clone());
+            if req.interleave == Interleave::Duet {
+                params.insert("duet".to_string(), "true".to_string());
+            }
             vec![VariantSpec {
                 name: PAIRED_VARIANT.into(),
                 probe: "exec".into(),
@@ -279,12 +319,12 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
             VariantSpec {
                 name: "A".into(),
                 probe: "exec".into(),
-                params: exec_params(&req.options, &req.options.a),
+                params: params_of(&req.options.a),
             },
             VariantSpec {
                 name: "B".into(),
                 probe: "exec".into(),
-                params: exec_params(&req.options, &req.options.b),
+                params: params_of(&req.options.b),
             },
         ],
     };
@@ -295,7 +335,7 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
         rounds: req.rounds,
         duration_ms: req.duration_ms,
         interval_ms: req.duration_ms.min(1000),
-        cpus: Vec::new(),
+        cpus: req.cpus.clone(),
         tune: false,
         unpinned: false,
         variants,
@@ -303,6 +343,7 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
         seed: req.seed,
         round_sync: true,
         compare_figure: Some(req.figure),
+        exec_figure: None,
     };
     let first_look = quietbench_stats::stopping::MIN_ROUNDS_BEFORE_FIRST_LOOK;
     let rule = match req.precision {
@@ -382,7 +423,19 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
     }
     let verdict = judge_run(&run, req.figure).map_err(|e| anyhow::anyhow!("no verdict: {e}"))?;
     println!("{verdict}");
-    println!("  compared: {}", req.figure.describe(req.interleave));
+    println!(
+        "  compared: {} ({} figure)",
+        req.figure.describe(req.interleave),
+        req.figure.as_str()
+    );
+    let others = other_figures(&run, req.figure, &verdict);
+    let (other_lines, other_warnings) = other_figure_lines(req.figure, &others);
+    for line in other_lines {
+        println!("{line}");
+    }
+    for w in &other_warnings {
+        println!("warning: {w}");
+    }
     let by_model = judge_by_model(&run, req.figure);
     for line in cpu_model_lines(&run, by_model.as_ref()) {
         println!("{line}");
@@ -399,6 +452,7 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
             (req.figure, req.interleave),
             stopped.clone(),
             by_model.as_ref(),
+            (&others, &other_warnings),
         );
         std::fs::write(path, serde_json::to_string_pretty(&body)? + "\n")
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;

@@ -1,6 +1,7 @@
 //! `quietbench run`: probes on this machine or on running agents, or a plan file's variants
 //! (`--plan`), with a plan's verdicts and its adaptive stopping.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -10,6 +11,7 @@ use crate::execute::{FailurePolicy, Flow};
 use crate::fleet::HostEntry;
 use crate::fleet::ec2::Ec2Spec;
 use crate::record::RunSettings;
+use crate::record::figures::TrialFigure;
 use crate::run::{needs_peer, new_record};
 use crate::schedule::{VariantSpec, fresh_seed};
 use crate::session::{Outputs, Session};
@@ -41,6 +43,11 @@ pub struct RunRequest {
     pub probes: Vec<String>,
     /// Probe parameters, KEY and VALUE.
     pub params: Vec<(String, String)>,
+    /// `--control`: a reference workload measured beside the probes on every host, as the
+    /// variant [`CONTROL_VARIANT`]: its probe and parameters.
+    pub control: Option<(String, BTreeMap<String, String>)>,
+    /// `--figure`: the figure exec trials are judged and spread on.
+    pub figure: Option<TrialFigure>,
     /// Measured rounds.
     pub rounds: u32,
     /// Warm-up rounds.
@@ -94,6 +101,7 @@ pub fn run(req: RunRequest) -> anyhow::Result<ExitCode> {
         seed: req.seed.unwrap_or_else(fresh_seed),
         round_sync: !req.no_round_sync,
         compare_figure: None,
+        exec_figure: req.figure,
     };
     settings.variants = settings
         .probes
@@ -104,6 +112,22 @@ pub fn run(req: RunRequest) -> anyhow::Result<ExitCode> {
             params: settings.params.clone(),
         })
         .collect();
+    if let Some((probe, params)) = req.control {
+        if settings.variants.iter().any(|v| v.name == CONTROL_VARIANT) {
+            anyhow::bail!(
+                "--control names its variant \"{CONTROL_VARIANT}\": no probe may be called that"
+            );
+        }
+        if !settings.probes.contains(&probe) {
+            settings.probes.push(probe.clone());
+        }
+        settings.variants.push(VariantSpec {
+            name: CONTROL_VARIANT.to_string(),
+            probe,
+            params,
+        });
+    }
+    add_figure_params(&mut settings.variants, settings.exec_figure);
     let wants_peer = settings.probes.iter().any(|p| needs_peer(p));
     let policy = FailurePolicy {
         fail_fast: req.fail_fast,
@@ -142,8 +166,70 @@ impl RunRequest {
     }
 }
 
+/// The variant name of `run --control`: what `history` and `compare --runs` normalise by
+/// (`--normalize-by control`).
+pub const CONTROL_VARIANT: &str = "control";
+
+/// Exec variants get what their figure needs measured (instructions counted).
+pub fn add_figure_params(variants: &mut [VariantSpec], figure: Option<TrialFigure>) {
+    let Some(figure) = figure else { return };
+    for v in variants.iter_mut().filter(|v| v.probe == "exec") {
+        for (key, value) in figure.exec_params() {
+            v.params.insert(key.to_string(), value.to_string());
+        }
+    }
+}
+
+/// Parses `--control "PROBE KEY=VALUE ..."`. Values with spaces are quoted as in a shell:
+/// `--control "exec cmd='./baseline --fast'"`.
+pub fn parse_control(text: &str) -> Result<(String, BTreeMap<String, String>), String> {
+    let words = quoted_words(text)?;
+    let Some((probe, rest)) = words.split_first() else {
+        return Err("give the control's probe, e.g. --control cpu.primes or \
+                    --control 'cpu.primes max_prime=20000'"
+            .into());
+    };
+    let mut params = BTreeMap::new();
+    for word in rest {
+        let (key, value) = word
+            .split_once('=')
+            .filter(|(k, _)| !k.is_empty())
+            .ok_or_else(|| format!("'{word}' in --control is not KEY=VALUE"))?;
+        params.insert(key.to_string(), value.to_string());
+    }
+    Ok((probe.clone(), params))
+}
+
+/// Words split at unquoted white space; single and double quotes group (and are removed).
+fn quoted_words(text: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut quote: Option<char> = None;
+    for c in text.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => word.get_or_insert_with(String::new).push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                word.get_or_insert_with(String::new);
+            }
+            (None, c) if c.is_whitespace() => words.extend(word.take()),
+            (None, c) => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    if let Some(q) = quote {
+        return Err(format!("--control has an unterminated {q} quote"));
+    }
+    words.extend(word);
+    Ok(words)
+}
+
 fn run_plan(req: RunRequest, path: &Path) -> anyhow::Result<ExitCode> {
     let mut plan = crate::plan::read_plan(path, req.seed.unwrap_or_else(fresh_seed))?;
+    if req.figure.is_some() {
+        plan.settings.exec_figure = req.figure;
+    }
+    add_figure_params(&mut plan.settings.variants, plan.settings.exec_figure);
     if let Some(policy) = plan.prewarm.filter(|_| !req.prewarm_given) {
         crate::prewarm::set_policy(policy);
     }
@@ -268,4 +354,35 @@ fn plan_entries(addresses: &[String], plan: &Path) -> Vec<HostEntry> {
             source: plan.display().to_string(),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_control_is_a_probe_and_its_parameters_with_quoted_values() {
+        let (probe, params) =
+            parse_control(r#"exec shell=true cmd='exec sleep "$QB_CONTROL"'"#).unwrap();
+        assert_eq!(probe, "exec");
+        assert_eq!(params["shell"], "true");
+        assert_eq!(params["cmd"], r#"exec sleep "$QB_CONTROL""#);
+        let (probe, params) = parse_control("cpu.primes").unwrap();
+        assert_eq!((probe.as_str(), params.len()), ("cpu.primes", 0));
+        assert!(
+            parse_control("  ")
+                .unwrap_err()
+                .contains("give the control's probe")
+        );
+        assert!(
+            parse_control("exec cmd")
+                .unwrap_err()
+                .contains("not KEY=VALUE")
+        );
+        assert!(
+            parse_control("exec cmd='x")
+                .unwrap_err()
+                .contains("unterminated")
+        );
+    }
 }

@@ -177,6 +177,14 @@ pub enum PlanError {
         /// Where the table is.
         at: Location,
     },
+    /// `figure` is not a figure exec trials have.
+    #[error("{at}: figure = {given:?}: use median, mean, cpu or instructions")]
+    BadFigure {
+        /// What the file says.
+        given: String,
+        /// Where.
+        at: Location,
+    },
     /// `prewarm` is not auto, always or never.
     #[error("{at}: {why}")]
     BadPrewarm {

@@ -29,6 +29,7 @@ pub use tls::{PlanTls, TokenSource};
 use values::{Hosts, Number, ParamValue, Seed};
 
 use crate::record::RunSettings;
+use crate::record::figures::TrialFigure;
 use crate::schedule::VariantSpec;
 
 /// A plan, decoded and checked: what to measure, where, and when to stop.
@@ -117,6 +118,7 @@ struct PlanFile {
     #[serde(default)]
     unpinned: bool,
     prewarm: Option<Spanned<String>>,
+    figure: Option<Spanned<String>>,
     #[serde(default)]
     variant: Vec<VariantFile>,
 }
@@ -258,6 +260,15 @@ pub fn parse_plan(text: &str, default_seed: u64) -> Result<Plan, PlanError> {
     };
 
     let variants = variants(&file.variant, text)?;
+    let exec_figure = match &file.figure {
+        Some(f) => Some(
+            TrialFigure::parse(f.get_ref()).ok_or_else(|| PlanError::BadFigure {
+                given: f.get_ref().clone(),
+                at: at(f.span()),
+            })?,
+        ),
+        None => None,
+    };
     let mut probes: Vec<String> = Vec::new();
     for v in &variants {
         if !probes.contains(&v.probe) {
@@ -281,6 +292,7 @@ pub fn parse_plan(text: &str, default_seed: u64) -> Result<Plan, PlanError> {
             seed: file.seed.map_or(default_seed, |s| s.0),
             round_sync: choice.round_sync,
             compare_figure: None,
+            exec_figure,
         },
         local,
         agents,

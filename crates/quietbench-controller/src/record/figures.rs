@@ -11,10 +11,6 @@ use super::{RunRecord, TrialRecord};
 /// The variant name of a trial that times A and B in pairs.
 pub const PAIRED_VARIANT: &str = "A+B";
 
-/// The exec probe's metric of per-pair B/A wall-time ratios, in parts per million (the
-/// controller knows probes by their metric names in the proto, as the agent streams them).
-const PAIR_RATIO_METRIC: &str = metrics::B_OVER_A_WALL_PPM;
-
 /// How A and B take turns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Interleave {
@@ -24,14 +20,18 @@ pub enum Interleave {
     Invocations,
     /// Separate trials of A and B, in a random order every round (RMIT).
     Trials,
+    /// Every trial runs A and B at the same time on two CPUs, sides swapped every pair (Bulej
+    /// et al.'s duet): an interference burst hits both at once.
+    Duet,
 }
 
 impl Interleave {
-    /// Parses `invocations` or `trials`.
+    /// Parses `invocations`, `trials` or `duet`.
     pub fn parse(text: &str) -> Option<Self> {
         match text {
             "invocations" => Some(Self::Invocations),
             "trials" => Some(Self::Trials),
+            "duet" => Some(Self::Duet),
             _ => None,
         }
     }
@@ -41,6 +41,7 @@ impl Interleave {
         match self {
             Self::Invocations => "invocations",
             Self::Trials => "trials",
+            Self::Duet => "duet",
         }
     }
 }
@@ -57,6 +58,15 @@ pub enum TrialFigure {
     Median,
     /// The exact mean wall time per invocation (every slow invocation counts).
     Mean,
+    /// The median CPU time (user + system, from wait4's rusage) of the trial's invocations.
+    /// Where the hypervisor accounts steal (KVM, Xen, Nitro), time a neighbour stole is not
+    /// charged to the process, so this figure ignores it; what it still sees is the command's
+    /// own work at the CPU's speed of the moment (frequency, caches, an SMT sibling).
+    Cpu,
+    /// The median count of retired user-mode instructions (perf_event_open): almost no machine
+    /// noise, but blind to what makes the same instructions slower (cache misses, frequency).
+    /// Only where the CPU's performance counters are exposed.
+    Instructions,
 }
 
 impl TrialFigure {
@@ -65,56 +75,99 @@ impl TrialFigure {
         match self {
             Self::Median => "median",
             Self::Mean => "mean",
+            Self::Cpu => "cpu",
+            Self::Instructions => "instructions",
         }
     }
 
-    /// Parses `median` or `mean`.
+    /// Parses `median` (or `wall`), `mean`, `cpu` or `instructions`.
     pub fn parse(text: &str) -> Option<Self> {
         match text {
-            "median" => Some(Self::Median),
+            "median" | "wall" => Some(Self::Median),
             "mean" => Some(Self::Mean),
+            "cpu" => Some(Self::Cpu),
+            "instructions" => Some(Self::Instructions),
             _ => None,
         }
     }
 
+    /// The exec parameters this figure needs (instructions must be counted).
+    pub fn exec_params(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Self::Instructions => &[("counters", "instructions")],
+            _ => &[],
+        }
+    }
+
+    /// The name and unit of the figure in reports and `compare --runs`.
+    pub fn name_and_unit(self) -> (&'static str, &'static str) {
+        match self {
+            Self::Median => ("median_wall_time_per_invocation", "ns"),
+            Self::Mean => ("mean_wall_time_per_invocation", "ns"),
+            Self::Cpu => ("median_cpu_time_per_invocation", "ns"),
+            Self::Instructions => ("median_instructions_per_invocation", "instructions"),
+        }
+    }
+
+    /// The per-invocation histogram of A and the per-pair B/A ratio histogram it reads.
+    fn histograms(self) -> (&'static str, &'static str) {
+        match self {
+            Self::Median | Self::Mean => (metrics::WALL_TIME, metrics::B_OVER_A_WALL_PPM),
+            Self::Cpu => (metrics::CPU_TIME, metrics::B_OVER_A_CPU_PPM),
+            Self::Instructions => (metrics::INSTRUCTIONS, metrics::B_OVER_A_INSTRUCTIONS_PPM),
+        }
+    }
+
     /// What the verdict compares, in words.
-    pub fn describe(self, interleave: Interleave) -> &'static str {
+    pub fn describe(self, interleave: Interleave) -> String {
+        // (the figure, and the figure as a ratio's adjective)
+        let (what, ratio) = match self {
+            Self::Median | Self::Mean => ("wall time", "wall-time"),
+            Self::Cpu => ("CPU time (user + system)", "CPU-time (user + system)"),
+            Self::Instructions => ("retired user-mode instructions", "retired-instructions"),
+        };
         match (self, interleave) {
-            (Self::Median, Interleave::Trials) => {
-                "the median wall time of each trial's invocations"
+            (Self::Mean, Interleave::Trials) => {
+                "the mean wall time per invocation of each trial".to_string()
             }
-            (Self::Mean, Interleave::Trials) => "the mean wall time per invocation of each trial",
-            (Self::Median, Interleave::Invocations) => {
-                "the median B/A wall-time ratio of each trial's pairs (A and B back to back, \
-                 in a random order per pair)"
-            }
-            (Self::Mean, Interleave::Invocations) => {
+            (Self::Mean, _) => {
                 "the mean wall times per invocation of A and of B over each trial's pairs"
+                    .to_string()
             }
+            (_, Interleave::Trials) => format!("the median {what} of each trial's invocations"),
+            (_, Interleave::Invocations) => format!(
+                "the median B/A {ratio} ratio of each trial's pairs (A and B back to back, in a \
+                 random order per pair)"
+            ),
+            (_, Interleave::Duet) => format!(
+                "the median B/A {ratio} ratio of each trial's pairs (A and B at the same time on \
+                 two CPUs, sides swapped every pair)"
+            ),
         }
     }
 }
 
-/// One trial's figure for the verdict, in ns.
+/// One trial's figure for the verdict, in ns (instructions: a count).
 ///
 /// - Mean: the exact mean wall time per invocation, 1e9 / invocations per second of the
 ///   trial's own invocation time (the histogram's mean is rounded to 3 significant digits,
 ///   too coarse for sub-percent verdicts).
-/// - Median: the median of the trial's `wall_time` histogram, at the middle of its bucket.
-///   The histogram keeps 3 significant digits: a bucket spans at most 0.1% of its value, and
-///   A and B are read the same way, so the ratio's error is well under that.
+/// - Median, Cpu, Instructions: the median of the trial's histogram of that figure, at the
+///   middle of its bucket. The histogram keeps 3 significant digits: a bucket spans at most
+///   0.1% of its value, and A and B are read the same way, so the ratio's error is well under
+///   that.
 pub fn trial_time_ns(t: &TrialRecord, figure: TrialFigure) -> Option<f64> {
     match figure {
         TrialFigure::Mean => mean_time_ns(t, metrics::INVOCATIONS_PER_SEC),
-        TrialFigure::Median => histogram_median(t, metrics::WALL_TIME),
+        _ => histogram_median(t, figure.histograms().0),
     }
 }
 
-/// A and B's figures of a trial that timed them in pairs, in ns.
+/// A and B's figures of a trial that timed them in pairs, in ns (instructions: a count).
 ///
-/// - Median: A's median wall time, and B's as A's times the median per-pair B/A ratio. The
-///   ratio of the two is then the median pair ratio, which a spell that slows one pair in
-///   twenty does not move; B's figure is an estimate of B's time at A's conditions.
+/// - Median, Cpu, Instructions: A's median, and B's as A's times the median per-pair B/A
+///   ratio. The ratio of the two is then the median pair ratio, which a spell that slows one
+///   pair in twenty does not move; B's figure is an estimate of B's at A's conditions.
 /// - Mean: the exact mean wall time per invocation of each.
 pub fn paired_times_ns(t: &TrialRecord, figure: TrialFigure) -> Option<(f64, f64)> {
     match figure {
@@ -122,9 +175,10 @@ pub fn paired_times_ns(t: &TrialRecord, figure: TrialFigure) -> Option<(f64, f64
             mean_time_ns(t, metrics::INVOCATIONS_PER_SEC)?,
             mean_time_ns(t, metrics::B_INVOCATIONS_PER_SEC)?,
         )),
-        TrialFigure::Median => {
-            let a = histogram_median(t, metrics::WALL_TIME)?;
-            let ratio = histogram_median(t, PAIR_RATIO_METRIC)? / 1e6;
+        _ => {
+            let (own, ratio) = figure.histograms();
+            let a = histogram_median(t, own)?;
+            let ratio = histogram_median(t, ratio)? / 1e6;
             Some((a, a * ratio))
         }
     }
@@ -198,9 +252,10 @@ pub struct TrialValue {
 
 /// Whether larger or smaller values of a metric are better, from its unit: rates ("events/s",
 /// "MB/s", "invocations/CPU-s", "IOPS") are higher-is-better, times ("ns") lower-is-better;
-/// anything else (ppm ratios, counts) has no direction to judge.
+/// and instruction counts lower-is-better; anything else (ppm ratios, other counts) has no
+/// direction to judge.
 pub fn direction_of_unit(unit: &str) -> Option<Direction> {
-    if unit == "ns" {
+    if unit == "ns" || unit == "instructions" {
         Some(Direction::LowerIsBetter)
     } else if unit.contains("/s") || unit.ends_with("-s") || unit.eq_ignore_ascii_case("iops") {
         Some(Direction::HigherIsBetter)
@@ -237,15 +292,15 @@ pub fn trial_values(run: &RunRecord, metric: Option<&str>, figure: TrialFigure) 
             unit: unit.to_string(),
             value,
         };
-        let exec_figure = format!("{}_wall_time_per_invocation", figure.as_str());
+        let (exec_figure, exec_unit) = figure.name_and_unit();
         if t.probe == "exec" && metric.is_none() {
             if t.variant == PAIRED_VARIANT {
                 if let Some((a, b)) = paired_times_ns(t, figure) {
-                    out.push(value("A", &exec_figure, "ns", a));
-                    out.push(value("B", &exec_figure, "ns", b));
+                    out.push(value("A", exec_figure, exec_unit, a));
+                    out.push(value("B", exec_figure, exec_unit, b));
                 }
             } else if let Some(v) = trial_time_ns(t, figure) {
-                out.push(value(&t.variant, &exec_figure, "ns", v));
+                out.push(value(&t.variant, exec_figure, exec_unit, v));
             }
             continue;
         }
@@ -343,7 +398,12 @@ mod tests {
             trial_time_ns(&trial_with_invocations(&[]), TrialFigure::Median),
             None
         );
-        for f in [TrialFigure::Median, TrialFigure::Mean] {
+        for f in [
+            TrialFigure::Median,
+            TrialFigure::Mean,
+            TrialFigure::Cpu,
+            TrialFigure::Instructions,
+        ] {
             assert_eq!(TrialFigure::parse(f.as_str()), Some(f));
         }
         assert_eq!(TrialFigure::parse("p99"), None);

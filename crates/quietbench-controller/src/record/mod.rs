@@ -84,6 +84,9 @@ pub struct RunSettings {
     /// (`--figure`), so a stored compare run is judged again exactly as it was. `None` for
     /// other runs.
     pub compare_figure: Option<figures::TrialFigure>,
+    /// `run --figure` or a plan's `figure`: the figure exec trials are judged and spread on
+    /// (`None`: the default, the median wall time).
+    pub exec_figure: Option<figures::TrialFigure>,
 }
 
 /// One decoded histogram with its bookkeeping.

@@ -90,6 +90,7 @@ pub fn empty_run(
         seed: 7,
         round_sync: true,
         compare_figure,
+        exec_figure: None,
     };
     RunRecord::new(
         "test-run".into(),

@@ -59,6 +59,9 @@ pub struct SettingsDoc {
     /// kept, and for other runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     compare_figure: Option<String>,
+    /// `run --figure` or a plan's `figure`; absent for the default and in older runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    exec_figure: Option<String>,
 }
 
 fn round_sync_default() -> bool {
@@ -97,6 +100,7 @@ impl From<&RunSettings> for SettingsDoc {
             seed: s.seed,
             round_sync: s.round_sync,
             compare_figure: s.compare_figure.map(|f| f.as_str().to_string()),
+            exec_figure: s.exec_figure.map(|f| f.as_str().to_string()),
         }
     }
 }
@@ -127,6 +131,7 @@ impl From<SettingsDoc> for RunSettings {
             // A figure this build does not know is dropped: the run then reads as judged on
             // the default figure, which beats refusing to load it.
             compare_figure: d.compare_figure.as_deref().and_then(TrialFigure::parse),
+            exec_figure: d.exec_figure.as_deref().and_then(TrialFigure::parse),
         }
     }
 }

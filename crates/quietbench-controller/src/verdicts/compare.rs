@@ -19,18 +19,107 @@ pub fn compare_figure(run: &RunRecord) -> Option<TrialFigure> {
     })
 }
 
+/// The figure a run's exec trials are judged and spread on: a compare run's own, else the
+/// run's `--figure` (a plan's `figure`), else the median wall time.
+pub fn exec_figure(run: &RunRecord) -> TrialFigure {
+    compare_figure(run)
+        .or(run.settings.exec_figure)
+        .unwrap_or_default()
+}
+
 /// How a compare run's A and B took turns: in pairs within every trial when its one variant is
-/// [`PAIRED_VARIANT`], else in separate trials.
+/// [`PAIRED_VARIANT`] (at the same time when its parameters say `duet=true`), else in separate
+/// trials.
 pub fn interleave_of(run: &RunRecord) -> Interleave {
-    if run
+    match run
         .settings
         .variants
         .iter()
-        .any(|v| v.name == PAIRED_VARIANT)
+        .find(|v| v.name == PAIRED_VARIANT)
     {
-        Interleave::Invocations
+        Some(v) if v.params.get("duet").is_some_and(|d| d == "true") => Interleave::Duet,
+        Some(_) => Interleave::Invocations,
+        None => Interleave::Trials,
+    }
+}
+
+/// The same run judged on another figure, beside the one the verdict used.
+#[derive(Debug, Clone)]
+pub struct OtherFigure {
+    /// The figure.
+    pub figure: TrialFigure,
+    /// Its verdict.
+    pub verdict: Verdict,
+    /// Its B/A lies further from the used verdict's B/A than that verdict's interval reaches.
+    pub disagrees: bool,
+}
+
+/// The figures a verdict is checked against: the CPU time beside a wall time (and the wall
+/// time beside the CPU time) and both beside instructions. A figure the run did not record
+/// (instructions, where no counter was asked for) is left out.
+pub fn other_figures(run: &RunRecord, used: TrialFigure, verdict: &Verdict) -> Vec<OtherFigure> {
+    let others: &[TrialFigure] = match used {
+        TrialFigure::Median | TrialFigure::Mean => &[TrialFigure::Cpu],
+        TrialFigure::Cpu => &[TrialFigure::Median],
+        TrialFigure::Instructions => &[TrialFigure::Median, TrialFigure::Cpu],
+    };
+    others
+        .iter()
+        .filter_map(|&figure| {
+            let other = judge_run(run, figure).ok()?;
+            Some(OtherFigure {
+                figure,
+                disagrees: disagree(verdict, &other),
+                verdict: other,
+            })
+        })
+        .collect()
+}
+
+/// Whether `other`'s B/A lies outside `used`'s interval around its own B/A: on the log scale,
+/// further from it than the interval's half-width.
+pub fn disagree(used: &Verdict, other: &Verdict) -> bool {
+    let half_width = (used.ci_high.ln() - used.ci_low.ln()) / 2.0;
+    (used.ratio.ln() - other.ratio.ln()).abs() > half_width
+}
+
+/// The line `compare` prints for another figure, and its warning when they disagree.
+pub fn other_figure_lines(used: TrialFigure, others: &[OtherFigure]) -> (Vec<String>, Vec<String>) {
+    let mut lines = Vec::new();
+    let mut warnings = Vec::new();
+    for o in others {
+        let v = &o.verdict;
+        lines.push(format!(
+            "  {} figure: B/A {:.4}, 95% CI [{:.4}, {:.4}]",
+            o.figure.as_str(),
+            v.ratio,
+            v.ci_low,
+            v.ci_high
+        ));
+        if o.disagrees {
+            warnings.push(format!(
+                "the {} figure (B/A {:.4}) and the {} figure the verdict used disagree by more \
+                 than its interval: {}",
+                o.figure.as_str(),
+                v.ratio,
+                used.as_str(),
+                why_figures_differ(used, o.figure)
+            ));
+        }
+    }
+    (lines, warnings)
+}
+
+fn why_figures_differ(used: TrialFigure, other: TrialFigure) -> &'static str {
+    let wall = |f: TrialFigure| matches!(f, TrialFigure::Median | TrialFigure::Mean);
+    if (wall(used) && other == TrialFigure::Cpu) || (used == TrialFigure::Cpu && wall(other)) {
+        "A and B lost different shares of their wall time outside their own CPU time (time a \
+         neighbour stole, waits for I/O, sleeps, or children not waited for). Trust the CPU \
+         figure for a CPU-bound change on a shared host; the wall figure when waiting is part \
+         of what changed"
     } else {
-        Interleave::Trials
+        "A and B retire different instruction counts than their times suggest: the change \
+         moves cache misses or stalls, not only work. The time figures are what users feel"
     }
 }
 

@@ -5,5 +5,6 @@
 
 pub mod bottleneck;
 pub mod compare;
+pub mod normalize;
 pub mod plan;
 pub mod spread;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use quietbench_stats::{Decision, StoppingRule, Verdict, VerdictConfig};
 
 use crate::record::RunRecord;
-use crate::record::figures::{TrialFigure, direction_of_unit, stats_observations, trial_values};
+use crate::record::figures::{direction_of_unit, stats_observations, trial_values};
 
 /// One variant judged against the baseline.
 #[derive(Debug, Clone)]
@@ -61,7 +61,7 @@ fn comparisons(
     let Some((baseline, candidates)) = names.split_first() else {
         return Vec::new();
     };
-    let values = trial_values(run, None, TrialFigure::Median);
+    let values = trial_values(run, None, super::compare::exec_figure(run));
     let metric_of = |name: &str| {
         values
             .iter()

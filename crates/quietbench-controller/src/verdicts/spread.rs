@@ -133,7 +133,7 @@ pub struct OutlierHost {
 /// invocation a neighbour causes moves a trial's mean, not its median; a paired compare run
 /// gives A's and B's figures as two variants).
 pub fn fleet_spread(run: &RunRecord) -> Vec<FleetSpread> {
-    let figure = super::compare::compare_figure(run).unwrap_or_default();
+    let figure = super::compare::exec_figure(run);
     let values = trial_values(run, None, figure);
     let mut variants: Vec<&str> = Vec::new();
     for v in &values {

@@ -136,6 +136,7 @@ fn build() -> RunRecord {
         seed: 42,
         round_sync: true,
         compare_figure: None,
+        exec_figure: None,
     };
     let mut rng = Lcg(7);
     let mut trials = Vec::new();
@@ -289,6 +290,7 @@ pub fn sample_compare_run() -> RunRecord {
         seed: 7,
         round_sync: true,
         compare_figure: Some(super::qb::record::figures::TrialFigure::Median),
+        exec_figure: None,
     };
     let mut rng = Lcg(11);
     let histogram = |values: &[u64]| {

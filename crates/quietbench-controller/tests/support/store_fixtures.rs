@@ -139,6 +139,7 @@ pub fn settings() -> RunSettings {
         round_sync: false,
         // Kept for compare runs; round-tripped here like every other setting.
         compare_figure: Some(TrialFigure::Mean),
+        exec_figure: None,
     }
 }
 

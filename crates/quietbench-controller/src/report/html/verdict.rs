@@ -142,7 +142,7 @@ fn compare_verdict(page: &Page<'_>, figure: TrialFigure, out: &mut String) {
             let _ = write!(
                 out,
                 r#"<p class="note">Compared: {}. Interval: {}.</p>"#,
-                esc(figure.describe(compare::interleave_of(run))),
+                esc(&figure.describe(compare::interleave_of(run))),
                 esc(&v.method)
             );
             warning_list(&v, out);
