@@ -368,3 +368,190 @@ fn a_killed_fleet_controller_resumes_every_host_without_losing_or_repeating_tria
     assert!(kept.len() < 12, "the run finished before the kill");
     resume_and_check(&db, &run_id, &kept, 3, 4);
 }
+
+/// `compare --interleave duet --figure cpu` end to end: the verdict used the CPU figure, says
+/// so, and reports the wall-time figure beside it; the trials ran A and B as a duet on two
+/// CPUs (the probe's duet, two threads). Whether the figures agree is the machine's business,
+/// so only their shape and consistency are asserted.
+#[test]
+fn a_duet_judged_on_cpu_time_reports_the_wall_figure_beside_it() {
+    let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("duet.json");
+    let stdout = common::succeed(
+        common::quietbench()
+            .args([
+                "compare",
+                "--local",
+                "--shell",
+                "--no-store",
+                "--rounds",
+                "5",
+                "--warmup",
+                "0",
+                "--duration",
+                "0.4",
+                "--interleave",
+                "duet",
+                "--figure",
+                "cpu",
+                "--a",
+                &spin(20000),
+                "--b",
+                &spin(20000),
+                "--json",
+            ])
+            .arg(&json),
+    );
+    assert!(stdout.contains("(cpu figure)"), "{stdout}");
+    assert!(stdout.contains("at the same time on two CPUs"), "{stdout}");
+    assert!(stdout.contains("  median figure: B/A"), "{stdout}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["figure"], "cpu");
+    assert_eq!(v["interleave"], "duet");
+    assert_verdict_matches_its_interval(&v);
+    let others = v["other_figures"].as_array().unwrap();
+    assert_eq!(others.len(), 1, "{v:#}");
+    assert_eq!(others[0]["figure"], "median");
+    // `disagrees` is exactly "the wall ratio lies outside the CPU verdict's interval".
+    let wall = others[0]["ratio"].as_f64().unwrap();
+    let (lo, hi) = (
+        v["ci_low"].as_f64().unwrap(),
+        v["ci_high"].as_f64().unwrap(),
+    );
+    let half = (hi.ln() - lo.ln()) / 2.0;
+    let outside = (v["ratio"].as_f64().unwrap().ln() - wall.ln()).abs() > half;
+    assert_eq!(others[0]["disagrees"], outside, "{v:#}");
+    let warned = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w.as_str().unwrap().contains("disagree"));
+    assert_eq!(warned, outside, "{v:#}");
+}
+
+/// Retired instructions: counted where the CPU's counters are exposed; where they are not
+/// (this project's VM: no /sys/bus/event_source/devices/cpu), the run fails with the reason
+/// and the fix, never with a made-up figure. Either branch asserts, and the one taken is
+/// printed.
+#[test]
+fn instructions_are_counted_or_refused_with_the_reason() {
+    let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("instructions.json");
+    let out = common::quietbench()
+        .args([
+            "compare",
+            "--local",
+            "--shell",
+            "--no-store",
+            "--rounds",
+            "5",
+            "--warmup",
+            "0",
+            "--duration",
+            "0.3",
+            "--figure",
+            "instructions",
+            "--a",
+            &spin(20000),
+            "--b",
+            &spin(21000),
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if std::path::Path::new("/sys/bus/event_source/devices/cpu").exists() && out.status.success() {
+        println!("counted here");
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(v["figure"], "instructions");
+        // 5% more loop iterations retire more instructions, with almost no noise.
+        assert_eq!(v["verdict"], "a_faster", "{v:#}");
+    } else {
+        println!("refused here: {text}");
+        assert!(!out.status.success(), "{text}");
+        assert!(
+            text.contains("retired instructions are not available on this machine"),
+            "{text}"
+        );
+        assert!(!json.exists(), "no verdict may be written: {text}");
+    }
+}
+
+#[test]
+fn a_duet_refuses_what_it_cannot_measure() {
+    for (args, words) in [
+        (vec!["--figure", "mean"], "--figure mean needs"),
+        (vec!["--cpus", "1"], "--cpus names 1"),
+    ] {
+        let out = common::quietbench()
+            .args([
+                "compare",
+                "--local",
+                "--a",
+                "true",
+                "--b",
+                "true",
+                "--interleave",
+                "duet",
+            ])
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(words), "{err}");
+    }
+}
+
+/// Time a command spends off the CPU moves the wall figure and not the CPU figure, and the
+/// verdict says they disagree: B sleeps 50 ms before the same loop as A (sleeping stands in for
+/// time a neighbour steals, which the hypervisor does not charge to the process either).
+#[test]
+fn waiting_moves_the_wall_figure_and_not_the_cpu_figure_and_the_verdict_warns() {
+    let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("cpu.json");
+    let stdout = common::succeed(
+        common::quietbench()
+            .args([
+                "compare",
+                "--local",
+                "--shell",
+                "--no-store",
+                "--rounds",
+                "5",
+                "--warmup",
+                "0",
+                "--duration",
+                "0.5",
+                "--figure",
+                "cpu",
+                "--a",
+                &spin(10000),
+                "--b",
+                &format!("sleep 0.05; {}", spin(10000)),
+                "--json",
+            ])
+            .arg(&json),
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let wall = &v["other_figures"][0];
+    assert_eq!(wall["figure"], "median", "{v:#}");
+    // 50 ms of sleep on a loop of a few ms to a few tens of ms: the wall figure at least
+    // doubles whatever the machine's speed; the CPU figure grows only by starting `sleep`.
+    assert!(wall["ratio"].as_f64().unwrap() > 2.0, "{v:#}");
+    assert!(v["ratio"].as_f64().unwrap() < 1.5, "{v:#}");
+    assert_eq!(wall["disagrees"], true, "{v:#}");
+    assert!(stdout.contains("warning: the median figure"), "{stdout}");
+    assert!(
+        stdout.contains("disagree by more than its interval"),
+        "{stdout}"
+    );
+}

@@ -479,3 +479,103 @@ pub fn run_compare_runs(req: RunsRequest) -> anyhow::Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::test_records::{empty_run, host, value_trial};
+
+    /// A run of `work` and `control` on hosts of these models, `rounds` rounds; host h's speed
+    /// is `speed(h)`, the workload's rate `work` times its control's.
+    fn run(models: &[&str], speed: impl Fn(usize) -> f64, work: f64) -> RunRecord {
+        let mut run = empty_run("cpu.primes", &["work", "control"], 3, None);
+        run.run_id = format!("run-{work}");
+        for (h, model) in models.iter().enumerate() {
+            run.hosts.push(host(h, model));
+            for round in 0..3 {
+                for (variant, rate) in [("work", 100.0 * work), ("control", 100.0)] {
+                    run.trials.push(value_trial(
+                        ("cpu.primes", variant),
+                        h,
+                        round,
+                        ("events_per_sec", "events/s", rate * speed(h)),
+                    ));
+                }
+            }
+        }
+        run
+    }
+
+    fn basis(normalize_by: Option<&str>) -> Basis<'_> {
+        Basis {
+            metric: None,
+            figure: TrialFigure::Median,
+            normalize_by,
+            target_mde: 0.02,
+        }
+    }
+
+    #[test]
+    fn models_are_compared_each_on_its_own_and_one_only_one_run_drew_is_named() {
+        let a = run(
+            &["x", "y", "x", "y", "x", "y"],
+            |h| 1.0 + 0.01 * h as f64,
+            1.0,
+        );
+        let b = run(
+            &["x", "z", "x", "z", "x", "z"],
+            |h| 1.0 + 0.01 * h as f64,
+            1.02,
+        );
+        let c = compare_records(&a, &b, basis(Some("control"))).unwrap();
+        // Only "x" is in both; the workload on it, 2% faster once normalised.
+        assert_eq!(c.comparisons.len(), 1, "{:#?}", c.comparisons);
+        let x = &c.comparisons[0];
+        assert_eq!((x.variant.as_str(), x.cpu_model.as_str()), ("work", "x"));
+        assert!((x.estimate.ratio - 1.02).abs() < 1e-9, "{x:#?}");
+        assert!(x.sentence.contains(" on x:"), "{}", x.sentence);
+        assert_eq!(
+            c.not_compared,
+            [
+                "work: only run run-1 drew y",
+                "work: only run run-1.02 drew z"
+            ]
+        );
+
+        let none = run(&["z", "z", "z"], |_| 1.0, 1.0);
+        let err = compare_records(&a, &none, basis(None)).unwrap_err();
+        assert!(
+            err.to_string().contains("no comparison is possible"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_verdict_states_the_between_host_scatter_and_the_fleet_it_would_need() {
+        // Hosts ±5% apart, the same on both days: unnormalised, the scatter hides 2%.
+        let speed = |h: usize| 0.95 + 0.02 * h as f64;
+        let models = ["x"; 6];
+        let (a, b) = (run(&models, speed, 1.0), run(&models, speed, 1.02));
+        let raw = compare_records(&a, &b, basis(None)).unwrap();
+        let work = raw
+            .comparisons
+            .iter()
+            .find(|c| c.variant == "work")
+            .unwrap();
+        assert_eq!(work.estimate.verdict, "no_difference", "{work:#?}");
+        let sd = work.between_host_sd.unwrap();
+        assert!(sd > 0.03 && sd < 0.05, "{sd}");
+        let needed = work.hosts_needed.unwrap();
+        assert!(needed > 6, "{needed}");
+        assert!(
+            work.sentence
+                .contains(&format!("each run needs {needed} hosts"))
+        );
+        // Normalised, the hosts' speeds cancel exactly.
+        let norm = compare_records(&a, &b, basis(Some("control"))).unwrap();
+        let work = &norm.comparisons[0];
+        assert_eq!(work.estimate.verdict, "b_faster", "{work:#?}");
+        assert!(work.between_host_sd.unwrap() < 1e-9);
+        assert_eq!(work.normalized_by.as_deref(), Some("control"));
+    }
+}

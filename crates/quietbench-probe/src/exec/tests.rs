@@ -1,5 +1,7 @@
 use super::*;
+use crate::ProbeSpec;
 use crate::test_params as params;
+use std::path::PathBuf;
 
 #[test]
 fn splits_words_like_a_shell_without_expanding() {
