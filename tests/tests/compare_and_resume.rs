@@ -369,6 +369,39 @@ fn a_killed_fleet_controller_resumes_every_host_without_losing_or_repeating_tria
     resume_and_check(&db, &run_id, &kept, 3, 4);
 }
 
+/// `compare --local --shell --no-store` of A and B, 5 rounds of SECS-second trials without
+/// warm-up, with `extra` options and the verdict to `json`: the short comparisons below.
+fn short_compare(
+    a: &str,
+    b: &str,
+    secs: &str,
+    extra: &[&str],
+    json: &std::path::Path,
+) -> std::process::Command {
+    let mut command = common::quietbench();
+    command
+        .args([
+            "compare",
+            "--local",
+            "--shell",
+            "--no-store",
+            "--rounds",
+            "5",
+            "--warmup",
+            "0",
+            "--duration",
+            secs,
+            "--a",
+            a,
+            "--b",
+            b,
+        ])
+        .args(extra)
+        .arg("--json")
+        .arg(json);
+    command
+}
+
 /// `compare --interleave duet --figure cpu` end to end: the verdict used the CPU figure, says
 /// so, and reports the wall-time figure beside it; the trials ran A and B as a duet on two
 /// CPUs (the probe's duet, two threads). Whether the figures agree is the machine's business,
@@ -378,31 +411,13 @@ fn a_duet_judged_on_cpu_time_reports_the_wall_figure_beside_it() {
     let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("duet.json");
-    let stdout = common::succeed(
-        common::quietbench()
-            .args([
-                "compare",
-                "--local",
-                "--shell",
-                "--no-store",
-                "--rounds",
-                "5",
-                "--warmup",
-                "0",
-                "--duration",
-                "0.4",
-                "--interleave",
-                "duet",
-                "--figure",
-                "cpu",
-                "--a",
-                &spin(20000),
-                "--b",
-                &spin(20000),
-                "--json",
-            ])
-            .arg(&json),
-    );
+    let stdout = common::succeed(&mut short_compare(
+        &spin(20000),
+        &spin(20000),
+        "0.4",
+        &["--interleave", "duet", "--figure", "cpu"],
+        &json,
+    ));
     assert!(stdout.contains("(cpu figure)"), "{stdout}");
     assert!(stdout.contains("at the same time on two CPUs"), "{stdout}");
     assert!(stdout.contains("  median figure: B/A"), "{stdout}");
@@ -439,29 +454,15 @@ fn instructions_are_counted_or_refused_with_the_reason() {
     let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("instructions.json");
-    let out = common::quietbench()
-        .args([
-            "compare",
-            "--local",
-            "--shell",
-            "--no-store",
-            "--rounds",
-            "5",
-            "--warmup",
-            "0",
-            "--duration",
-            "0.3",
-            "--figure",
-            "instructions",
-            "--a",
-            &spin(20000),
-            "--b",
-            &spin(21000),
-            "--json",
-        ])
-        .arg(&json)
-        .output()
-        .unwrap();
+    let out = short_compare(
+        &spin(20000),
+        &spin(21000),
+        "0.3",
+        &["--figure", "instructions"],
+        &json,
+    )
+    .output()
+    .unwrap();
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -518,29 +519,13 @@ fn waiting_moves_the_wall_figure_and_not_the_cpu_figure_and_the_verdict_warns() 
     let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("cpu.json");
-    let stdout = common::succeed(
-        common::quietbench()
-            .args([
-                "compare",
-                "--local",
-                "--shell",
-                "--no-store",
-                "--rounds",
-                "5",
-                "--warmup",
-                "0",
-                "--duration",
-                "0.5",
-                "--figure",
-                "cpu",
-                "--a",
-                &spin(10000),
-                "--b",
-                &format!("sleep 0.05; {}", spin(10000)),
-                "--json",
-            ])
-            .arg(&json),
-    );
+    let stdout = common::succeed(&mut short_compare(
+        &spin(10000),
+        &format!("sleep 0.05; {}", spin(10000)),
+        "0.5",
+        &["--figure", "cpu"],
+        &json,
+    ));
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let wall = &v["other_figures"][0];
     assert_eq!(wall["figure"], "median", "{v:#}");
