@@ -29,7 +29,7 @@ use crate::{MetricSet, Samples, Step, Workload};
 mod duet;
 mod metric_sets;
 mod resolve;
-use duet::{Published, Rendezvous, runs_b};
+use duet::{Rendezvous, runs_b};
 pub use metric_sets::{
     COUNTED_METRIC_SETS, METRIC_SETS, PAIRED_COUNTED_METRIC_SETS, PAIRED_METRIC_SETS,
 };
@@ -75,7 +75,7 @@ pub struct ExecWorkload {
     pairs: u64,
 }
 
-/// One invocation's figures.
+/// One invocation's figures (also what a duet side publishes to the other).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Invocation {
     wall_ns: u64,
@@ -336,14 +336,7 @@ impl ExecWorkload {
             return Ok(false);
         }
         let mine = self.run_once(usize::from(b))?;
-        rendezvous.publish(
-            me,
-            Published {
-                wall_ns: mine.wall_ns,
-                cpu_ns: mine.cpu_ns,
-                instructions: mine.instructions,
-            },
-        );
+        rendezvous.publish(me, mine);
         if !rendezvous.meet(me, 2 * pair + 1) {
             return Ok(false);
         }
@@ -351,12 +344,7 @@ impl ExecWorkload {
         record_side(samples, b, mine);
         // One thread records the pair's ratios, so each pair counts once.
         if me == 0 {
-            let other = rendezvous.other(me);
-            let theirs = Invocation {
-                wall_ns: other.wall_ns,
-                cpu_ns: other.cpu_ns,
-                instructions: other.instructions,
-            };
+            let theirs = rendezvous.other(me);
             let (a, b) = if b { (theirs, mine) } else { (mine, theirs) };
             record_ratios(samples, a, b);
         }
@@ -433,11 +421,13 @@ impl Workload for ExecWorkload {
     }
 
     fn step(&mut self, samples: &mut Samples<'_>) -> Step {
-        let outcome = if let Some((me, rendezvous)) = self.duet.clone() {
+        // The duet's side is taken out for the pair and put back (no Arc clone per sample).
+        let outcome = if let Some((me, rendezvous)) = self.duet.take() {
             let outcome = self.run_duet_pair(me, &rendezvous, samples);
             if !matches!(outcome, Ok(true)) {
                 rendezvous.leave();
             }
+            self.duet = Some((me, rendezvous));
             outcome
         } else if self.commands.len() == 1 {
             self.run_once(0).map(|one| {

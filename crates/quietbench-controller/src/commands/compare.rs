@@ -199,7 +199,7 @@ fn by_model_json(by_model: Option<&ByModel>) -> (Vec<ModelVerdictJson>, Option<I
     (models, interaction)
 }
 
-/// The JSON form of a verdict. `others` are the other figures and their warnings.
+/// The JSON form of a verdict. `others` are the same run judged on the other figures.
 #[allow(clippy::too_many_arguments)]
 pub fn verdict_json(
     v: &Verdict,
@@ -209,11 +209,11 @@ pub fn verdict_json(
     (figure, interleave): (TrialFigure, Interleave),
     stopped: Option<String>,
     by_model: Option<&ByModel>,
-    (others, other_warnings): (&[OtherFigure], &[String]),
+    others: &[OtherFigure],
 ) -> VerdictJson {
     let (cpu_models, interaction) = by_model_json(by_model);
     let mut warnings = v.warnings.clone();
-    warnings.extend(other_warnings.iter().cloned());
+    warnings.extend(other_figure_lines(figure, others).1);
     VerdictJson {
         schema: "quietbench.compare.v1",
         estimate: ratio_json(v),
@@ -295,16 +295,9 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
     use crate::schedule::VariantSpec;
     use crate::session::{Outputs, Session};
 
-    let params_of = |cmd: &str| {
-        let mut params = exec_params(&req.options, cmd);
-        for (key, value) in req.figure.exec_params() {
-            params.insert(key.to_string(), value.to_string());
-        }
-        params
-    };
-    let variants = match req.interleave {
+    let mut variants = match req.interleave {
         Interleave::Invocations | Interleave::Duet => {
-            let mut params = params_of(&req.options.a);
+            let mut params = exec_params(&req.options, &req.options.a);
             params.insert("cmd_b".to_string(), req.options.b.clone());
             if req.interleave == Interleave::Duet {
                 params.insert("duet".to_string(), "true".to_string());
@@ -319,15 +312,16 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
             VariantSpec {
                 name: "A".into(),
                 probe: "exec".into(),
-                params: params_of(&req.options.a),
+                params: exec_params(&req.options, &req.options.a),
             },
             VariantSpec {
                 name: "B".into(),
                 probe: "exec".into(),
-                params: params_of(&req.options.b),
+                params: exec_params(&req.options, &req.options.b),
             },
         ],
     };
+    super::run::add_figure_params(&mut variants, Some(req.figure));
     let trials_per_round = variants.len();
     let settings = crate::record::RunSettings {
         probes: vec!["exec".into()],
@@ -452,7 +446,7 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
             (req.figure, req.interleave),
             stopped.clone(),
             by_model.as_ref(),
-            (&others, &other_warnings),
+            &others,
         );
         std::fs::write(path, serde_json::to_string_pretty(&body)? + "\n")
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;

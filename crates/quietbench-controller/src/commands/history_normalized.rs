@@ -67,11 +67,7 @@ pub fn normalised_points(
                 .collect();
             let values: Vec<f64> = logs.iter().map(|l| l.exp()).collect();
             let median = quietbench_stats::robust::median(&values).ok()?;
-            let between_host_sd = (logs.len() > 1).then(|| {
-                let mean = logs.iter().sum::<f64>() / logs.len() as f64;
-                (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (logs.len() - 1) as f64)
-                    .sqrt()
-            });
+            let between_host_sd = quietbench_stats::stdev(&logs).ok().flatten();
             Some(NormalisedPoint {
                 cpu_model: model,
                 metric,

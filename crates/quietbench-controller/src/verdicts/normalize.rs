@@ -11,8 +11,6 @@
 
 use std::collections::BTreeMap;
 
-use quietbench_stats::Direction;
-
 use crate::record::RunRecord;
 use crate::record::figures::{TrialFigure, TrialValue, direction_of_unit, trial_values};
 
@@ -126,11 +124,6 @@ pub fn normalised_values(
         });
     }
     Ok(out)
-}
-
-/// Whether a normalised figure is better higher or lower: the workload's own direction.
-pub fn direction(unit: &str) -> Option<Direction> {
-    direction_of_unit(unit)
 }
 
 #[cfg(test)]

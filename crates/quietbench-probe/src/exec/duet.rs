@@ -14,6 +14,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use super::Invocation;
+
 /// How long a waiting thread spins before it starts sleeping between looks. The start
 /// meeting follows both threads' recording, so it is reached within microseconds and met
 /// spinning; the end meeting waits for the slower command, and sleeping there keeps the
@@ -22,14 +24,6 @@ const SPIN: Duration = Duration::from_micros(200);
 const NAP: Duration = Duration::from_micros(50);
 /// A slot's "no value" (a figure the mode does not count).
 const NONE: u64 = u64::MAX;
-
-/// One side's figures of one invocation, as published to the other thread.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Published {
-    pub wall_ns: u64,
-    pub cpu_ns: u64,
-    pub instructions: Option<u64>,
-}
 
 #[derive(Default)]
 struct Slot {
@@ -69,7 +63,7 @@ impl Rendezvous {
     }
 
     /// Publishes this side's figures; the other reads them after the next meeting.
-    pub(super) fn publish(&self, me: usize, figures: Published) {
+    pub(super) fn publish(&self, me: usize, figures: Invocation) {
         let slot = &self.slots[me];
         slot.wall_ns.store(figures.wall_ns, Ordering::Relaxed);
         slot.cpu_ns.store(figures.cpu_ns, Ordering::Relaxed);
@@ -78,10 +72,10 @@ impl Rendezvous {
     }
 
     /// The other side's figures, published before the meeting both have since passed.
-    pub(super) fn other(&self, me: usize) -> Published {
+    pub(super) fn other(&self, me: usize) -> Invocation {
         let slot = &self.slots[1 - me];
         let instructions = slot.instructions.load(Ordering::Relaxed);
-        Published {
+        Invocation {
             wall_ns: slot.wall_ns.load(Ordering::Relaxed),
             cpu_ns: slot.cpu_ns.load(Ordering::Relaxed),
             instructions: (instructions != NONE).then_some(instructions),
@@ -120,7 +114,7 @@ mod tests {
             assert!(other.meet(1, 0));
             other.publish(
                 1,
-                Published {
+                Invocation {
                     wall_ns: 7,
                     cpu_ns: 5,
                     instructions: None,
@@ -133,7 +127,7 @@ mod tests {
         assert!(r.meet(0, 0));
         r.publish(
             0,
-            Published {
+            Invocation {
                 wall_ns: 1,
                 cpu_ns: 1,
                 instructions: Some(3),
@@ -142,7 +136,7 @@ mod tests {
         assert!(r.meet(0, 1));
         assert_eq!(
             r.other(0),
-            Published {
+            Invocation {
                 wall_ns: 7,
                 cpu_ns: 5,
                 instructions: None
