@@ -18,7 +18,8 @@
 //! - [`power`](mod@power): minimum detectable effect, power, rounds and hosts needed;
 //! - [`verdict`]: the A/B [`Verdict`] and the sentence it prints;
 //! - [`stopping`]: the adaptive stopping rule;
-//! - [`unpaired`]: Welch's interval for two runs that were not interleaved.
+//! - [`unpaired`]: Welch's interval for two runs that were not interleaved;
+//! - [`changepoint`]: E-divisive change points in a history of runs, with a permutation test.
 //!
 //! Modules depend on each other one way only, from the bottom up: each imports only modules
 //! listed before it here, never one after it.
@@ -28,8 +29,8 @@
 //!    it;
 //! 3. [`robust`], `summary`, [`bootstrap`]: numbers in, numbers out;
 //! 4. [`paired`]: the data model ([`Observation`], [`PairedRounds`]), re-exporting [`Arm`];
-//! 5. [`components`], [`outliers`], [`power`](mod@power), [`unpaired`], [`interaction`]: each on
-//!    the layers below;
+//! 5. [`components`], [`outliers`], [`power`](mod@power), [`unpaired`], [`interaction`],
+//!    [`changepoint`]: each on the layers below;
 //! 6. [`hierarchical`]: the bootstrap interval, and the one computation of the within- and
 //!    between-host variances (`noise_split`);
 //! 7. [`verdict`]: the judgement, on [`hierarchical`] (its interval and its noise split) and
@@ -38,6 +39,7 @@
 
 mod arm;
 pub mod bootstrap;
+pub mod changepoint;
 pub mod components;
 pub mod dist;
 mod error;
@@ -56,6 +58,7 @@ pub use bootstrap::{
     BootstrapMethod, ConfidenceLevel, Interval, Resamples, Seed, bca_interval, bootstrap_interval,
     mean_statistic, percentile_interval,
 };
+pub use changepoint::{ChangePoint, ChangePointConfig, change_points};
 pub use components::{HostMean, ModelGroup, Shares, VarianceComponents, variance_components};
 pub use dist::{normal_cdf, normal_quantile, student_t_cdf, student_t_quantile};
 pub use error::StatsError;
