@@ -4,6 +4,7 @@
 
 pub mod compare;
 pub mod compare_runs;
+pub mod history_changes;
 pub mod history_normalized;
 pub mod host;
 pub mod limits;

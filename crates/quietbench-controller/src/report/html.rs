@@ -27,10 +27,14 @@ use crate::record::{HostRecord, RunRecord};
 
 mod by_host;
 mod charts;
+mod history;
 mod spread;
 mod svg;
 mod tables;
 mod verdict;
+
+pub use history::render_history_html;
+pub(crate) use svg::value_label;
 
 /// Colours of CPU models, in the order of their sorted names: Okabe–Ito, told apart with the
 /// common colour-vision deficiencies; its yellow comes last, being faint on white.
@@ -306,7 +310,7 @@ fn bottlenecks(run: &RunRecord, out: &mut String) {
     }
 }
 
-const STYLE: &str = r#"
+pub(crate) const STYLE: &str = r#"
 body{font:14px/1.45 "Liberation Sans",Arial,Helvetica,sans-serif;color:#1b1b1b;background:#fff;margin:0}
 main{max-width:1160px;margin:0 auto;padding:18px 24px 40px}
 h1{font-size:22px;margin:0 0 2px}

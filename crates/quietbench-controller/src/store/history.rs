@@ -13,6 +13,7 @@ struct HistoryRow {
     params: String,
     round: u32,
     seq: i64,
+    unit: String,
     value: f64,
 }
 
@@ -34,7 +35,8 @@ impl Store {
             .prepare_cached(
                 "WITH points AS (
                      SELECT r.id AS run_id, r.started_at_unix_ns AS started, h.address,
-                            h.cpu_model_name, t.variant, t.params_json, t.round, t.seq, m.value
+                            h.cpu_model_name, t.variant, t.params_json, t.round, t.seq, m.unit,
+                            m.value
                      FROM metrics m
                      JOIN trials t ON t.id = m.trial
                      JOIN runs r ON r.id = t.run_id
@@ -48,7 +50,7 @@ impl Store {
                      ORDER BY started DESC, run_id DESC LIMIT ?4
                  )
                  SELECT p.run_id, p.started, p.address, p.cpu_model_name, p.variant,
-                        p.params_json, p.round, p.seq, p.value
+                        p.params_json, p.round, p.seq, p.unit, p.value
                  FROM points p JOIN recent USING (run_id)
                  ORDER BY p.started, p.run_id, p.seq",
             )
@@ -70,7 +72,8 @@ impl Store {
                             params: r.get(5)?,
                             round: r.get(6)?,
                             seq: r.get(7)?,
-                            value: r.get(8)?,
+                            unit: r.get(8)?,
+                            value: r.get(9)?,
                         })
                     },
                 )?
@@ -90,6 +93,7 @@ impl Store {
                     cpu_model: row.cpu_model,
                     variant: row.variant,
                     round: row.round,
+                    unit: row.unit,
                     value: row.value,
                 })
             })

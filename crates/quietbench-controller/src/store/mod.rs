@@ -159,6 +159,8 @@ pub struct HistoryPoint {
     pub round: u32,
     /// The trial's sequence number in its run.
     pub seq: usize,
+    /// The metric's unit.
+    pub unit: String,
     /// The metric's value.
     pub value: f64,
 }

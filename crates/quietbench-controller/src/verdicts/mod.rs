@@ -1,9 +1,10 @@
 //! Verdicts, judged from a run's record alone so that a stored run is judged again exactly as
 //! it was: [`compare`] judges B against A in a `compare` run, [`plan`] every variant of a run
 //! against the first; [`spread`] says where a multi-host run's spread comes from (CPU models,
-//! hosts, rounds) and names outlier hosts. Reports draw them; commands print them and act on them.
+//! hosts, rounds) and names outlier hosts; [`changes`] finds change points in a metric's history of runs. Reports draw them; commands print them and act on them.
 
 pub mod bottleneck;
+pub mod changes;
 pub mod compare;
 pub mod normalize;
 pub mod plan;

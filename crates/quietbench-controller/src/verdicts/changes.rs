@@ -1,0 +1,376 @@
+//! Change points over a metric's history: one point per run (the median of its counted trials),
+//! one series per CPU model and variant, and E-divisive change points in each
+//! ([`quietbench_stats::change_points`]).
+//!
+//! Why per CPU model: a fleet that drew another CPU model moves a metric by several percent
+//! (CONTEXT.md §1), and a detector fed both models would report the lottery as a code change.
+//! Why per run and not per trial: trials of one run share a host and a day, so they are not
+//! independent draws of the level; a run is the unit that changes when the code does.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use quietbench_stats::{ChangePoint, ChangePointConfig, Direction, StatsError};
+use serde::Serialize;
+
+use crate::record::figures::direction_of_unit;
+use crate::store::HistoryPoint;
+
+/// One run's point in a series.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunPoint {
+    /// The run.
+    pub run_id: String,
+    /// When it started.
+    #[serde(serialize_with = "crate::report::json::serialize_rfc3339")]
+    pub started_at: SystemTime,
+    /// The median of its counted trials' values of this series' model and variant.
+    pub value: f64,
+    /// How many trials that median is of.
+    pub trials: usize,
+}
+
+/// A change point placed in its series: the run that starts the new level.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunChange {
+    /// The run at which the level moved (the first run of the new level).
+    pub run_id: String,
+    /// When that run started.
+    #[serde(serialize_with = "crate::report::json::serialize_rfc3339")]
+    pub started_at: SystemTime,
+    /// "regression", "improvement", or "change" for a metric with no better direction.
+    pub kind: ChangeKind,
+    /// Index, medians, change and p-value.
+    #[serde(flatten)]
+    pub point: ChangePoint,
+}
+
+/// Whether a change is for the worse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// The metric moved the worse way (a time up, a rate down).
+    Regression,
+    /// The metric moved the better way.
+    Improvement,
+    /// The metric has no better direction (a count, a ratio).
+    Change,
+}
+
+/// One series and its change points.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SeriesChanges {
+    /// The CPU model of every point's hosts.
+    pub cpu_model: String,
+    /// The variant.
+    pub variant: String,
+    /// The metric's unit.
+    pub unit: String,
+    /// One point per run, oldest first.
+    pub points: Vec<RunPoint>,
+    /// The change points, oldest first.
+    pub change_points: Vec<RunChange>,
+    /// A regression the newest run of all brought to light in this series (see
+    /// [`new_regression`]), for `--fail-on-change`.
+    pub new_regression: Option<RunChange>,
+}
+
+/// `history --change-points` as a document: what `--json` prints and the HTML page draws.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HistoryChanges {
+    /// The probe.
+    pub probe: String,
+    /// The metric.
+    pub metric: String,
+    /// The `--cpu-model` filter, if any.
+    pub cpu_model_filter: Option<String>,
+    /// How change points were found.
+    pub method: Method,
+    /// The most recently started run with this metric.
+    pub newest_run: Option<String>,
+    /// One series per CPU model and variant.
+    pub series: Vec<SeriesChanges>,
+}
+
+/// The detector and its settings, so a reader can reproduce the result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Method {
+    /// "e-divisive means".
+    pub name: &'static str,
+    /// The permutation p-value a change point must reach.
+    pub significance: f64,
+    /// Shuffles per candidate.
+    pub permutations: u32,
+    /// The fewest runs in a segment.
+    pub min_segment: usize,
+    /// The shuffles' seed.
+    pub seed: u64,
+}
+
+impl HistoryChanges {
+    /// Detects change points in `points` (the store's history, oldest run first).
+    pub fn detect(
+        probe: &str,
+        metric: &str,
+        cpu_model_filter: Option<&str>,
+        points: &[HistoryPoint],
+        config: &ChangePointConfig,
+    ) -> Result<Self, StatsError> {
+        Ok(HistoryChanges {
+            probe: probe.to_string(),
+            metric: metric.to_string(),
+            cpu_model_filter: cpu_model_filter.map(str::to_string),
+            method: Method {
+                name: "e-divisive means",
+                significance: config.significance,
+                permutations: config.permutations,
+                min_segment: config.min_segment,
+                seed: config.seed.0,
+            },
+            newest_run: points.last().map(|p| p.run_id.clone()),
+            series: detect(points, config)?,
+        })
+    }
+
+    /// The regressions the newest run brought to light, with their series.
+    pub fn new_regressions(&self) -> impl Iterator<Item = (&SeriesChanges, &RunChange)> {
+        self.series
+            .iter()
+            .filter_map(|s| s.new_regression.as_ref().map(|r| (s, r)))
+    }
+}
+
+/// A run's id, start and values in one series.
+type RunValues = (String, SystemTime, Vec<f64>);
+
+/// Builds one series per CPU model and variant from `points` (in the store's order: oldest run
+/// first), each run's value the median of its trials there.
+pub fn series(points: &[HistoryPoint]) -> Vec<(String, String, String, Vec<RunPoint>)> {
+    // (model, variant) → (unit, each run's values), runs in first-seen order.
+    let mut by_key: BTreeMap<(String, String), (String, Vec<RunValues>)> = BTreeMap::new();
+    for p in points {
+        let (_, runs) = by_key
+            .entry((p.cpu_model.clone(), p.variant.clone()))
+            .or_insert_with(|| (p.unit.clone(), Vec::new()));
+        match runs.last_mut() {
+            Some(last) if last.0 == p.run_id => last.2.push(p.value),
+            _ => runs.push((p.run_id.clone(), p.started_at, vec![p.value])),
+        }
+    }
+    by_key
+        .into_iter()
+        .map(|((model, variant), (unit, runs))| {
+            let points = runs
+                .into_iter()
+                .filter_map(|(run_id, started_at, values)| {
+                    Some(RunPoint {
+                        value: quietbench_stats::median(&values).ok()?,
+                        trials: values.len(),
+                        run_id,
+                        started_at,
+                    })
+                })
+                .collect();
+            (model, variant, unit, points)
+        })
+        .collect()
+}
+
+/// Change points of every series, and the regressions the newest run (`newest_run`, the most
+/// recently started run of all series) brings to light.
+pub fn detect(
+    points: &[HistoryPoint],
+    config: &ChangePointConfig,
+) -> Result<Vec<SeriesChanges>, StatsError> {
+    let newest_run = points.last().map(|p| p.run_id.as_str());
+    series(points)
+        .into_iter()
+        .map(|(cpu_model, variant, unit, points)| {
+            let direction = direction_of_unit(&unit);
+            let values: Vec<f64> = points.iter().map(|p| p.value).collect();
+            let found = quietbench_stats::change_points(&values, config)?;
+            let place = |c: ChangePoint| RunChange {
+                run_id: points[c.index].run_id.clone(),
+                started_at: points[c.index].started_at,
+                kind: kind(c, direction),
+                point: c,
+            };
+            let ends_with_newest = points.last().map(|p| p.run_id.as_str()) == newest_run;
+            let new_regression = if ends_with_newest {
+                new_regression(&values, &found, direction, config)?.map(place)
+            } else {
+                None
+            };
+            Ok(SeriesChanges {
+                cpu_model,
+                variant,
+                unit,
+                change_points: found.into_iter().map(place).collect(),
+                new_regression,
+                points,
+            })
+        })
+        .collect()
+}
+
+fn kind(c: ChangePoint, direction: Option<Direction>) -> ChangeKind {
+    let up = c.after_median > c.before_median;
+    match direction {
+        None => ChangeKind::Change,
+        Some(Direction::LowerIsBetter) if up => ChangeKind::Regression,
+        Some(Direction::HigherIsBetter) if !up => ChangeKind::Regression,
+        Some(_) => ChangeKind::Improvement,
+    }
+}
+
+/// The regression that the newest point brings to light: the series' last change point, when
+/// it is for the worse (any change, for a metric with no better direction) and the series
+/// without its newest point shows no change point of the same kind near it (within a minimum
+/// segment). A small step needs several runs after it before it is significant, so "the newest
+/// run starts a regression" means the newest run is the one that makes it visible; a regression
+/// found on an earlier night fails that night only, not every night after.
+pub fn new_regression(
+    values: &[f64],
+    found: &[ChangePoint],
+    direction: Option<Direction>,
+    config: &ChangePointConfig,
+) -> Result<Option<ChangePoint>, StatsError> {
+    let Some(&last) = found.last() else {
+        return Ok(None);
+    };
+    let worse = |c: ChangePoint| {
+        matches!(
+            kind(c, direction),
+            ChangeKind::Regression | ChangeKind::Change
+        )
+    };
+    if !worse(last) {
+        return Ok(None);
+    }
+    let before = quietbench_stats::change_points(&values[..values.len() - 1], config)?;
+    let seen = before
+        .iter()
+        .any(|&c| worse(c) && c.index.abs_diff(last.index) <= config.min_segment);
+    Ok((!seen).then_some(last))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn point(run: usize, model: &str, variant: &str, unit: &str, value: f64) -> HistoryPoint {
+        HistoryPoint {
+            run_id: format!("run{run:03}"),
+            started_at: SystemTime::UNIX_EPOCH + Duration::from_secs(86_400 * run as u64),
+            host: "127.0.0.1:1".into(),
+            cpu_model: model.into(),
+            variant: variant.into(),
+            params: BTreeMap::new(),
+            round: 1,
+            seq: 0,
+            unit: unit.into(),
+            value,
+        }
+    }
+
+    /// A deterministic ±0.5% wobble, so the series has noise without a generator.
+    fn wobble(i: usize) -> f64 {
+        1.0 + 0.005 * ((i * 7919 % 13) as f64 / 6.0 - 1.0)
+    }
+
+    /// `runs` runs of a rate on two CPU models, two trials each; model B is 6% faster, and
+    /// model A's rate drops `step` from run `at`.
+    fn history(runs: usize, at: usize, step: f64) -> Vec<HistoryPoint> {
+        let mut out = Vec::new();
+        for r in 0..runs {
+            let level = if r >= at {
+                1000.0 * (1.0 - step)
+            } else {
+                1000.0
+            };
+            for t in 0..2 {
+                out.push(point(
+                    r,
+                    "model A",
+                    "cpu",
+                    "events/s",
+                    level * wobble(r * 2 + t),
+                ));
+                out.push(point(
+                    r,
+                    "model B",
+                    "cpu",
+                    "events/s",
+                    1060.0 * wobble(r * 3 + t),
+                ));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn one_point_per_run_and_model_the_median_of_its_trials() {
+        let s = series(&history(4, 99, 0.0));
+        assert_eq!(s.len(), 2);
+        let (model, variant, unit, points) = &s[0];
+        assert_eq!(
+            (model.as_str(), variant.as_str(), unit.as_str()),
+            ("model A", "cpu", "events/s")
+        );
+        assert_eq!(points.len(), 4);
+        assert_eq!(points[0].trials, 2);
+        let expected = 1000.0 * (wobble(0) + wobble(1)) / 2.0;
+        assert!((points[0].value - expected).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_drop_on_one_model_is_a_regression_there_and_nothing_on_the_other() {
+        let found = detect(&history(30, 18, 0.03), &ChangePointConfig::default()).unwrap();
+        let a = &found[0];
+        assert_eq!(a.cpu_model, "model A");
+        assert_eq!(a.change_points.len(), 1, "{:?}", a.change_points);
+        let c = &a.change_points[0];
+        assert_eq!(c.run_id, "run018");
+        assert_eq!(c.kind, ChangeKind::Regression);
+        assert!((c.point.change.unwrap() + 0.03).abs() < 0.005);
+        assert!(found[1].change_points.is_empty(), "{:?}", found[1]);
+        // Found 12 runs ago: not the newest run's doing.
+        assert!(a.new_regression.is_none());
+    }
+
+    #[test]
+    fn the_run_that_makes_a_regression_visible_trips_fail_on_change_once() {
+        // A 5% drop after 20 runs, checked as each later run arrives.
+        let config = ChangePointConfig::default();
+        let mut reported = Vec::new();
+        for runs in 21..30 {
+            let found = detect(&history(runs, 20, 0.05), &config).unwrap();
+            if let Some(r) = &found[0].new_regression {
+                assert_eq!(r.run_id, "run020");
+                reported.push(runs);
+            }
+        }
+        // Once, and not before a second run confirms the first (segments of two runs).
+        assert_eq!(reported.len(), 1, "{reported:?}");
+        assert!((22..=25).contains(&reported[0]), "{reported:?}");
+    }
+
+    #[test]
+    fn an_improvement_never_trips_fail_on_change() {
+        let found = detect(&history(26, 20, -0.05), &ChangePointConfig::default()).unwrap();
+        assert_eq!(found[0].change_points[0].kind, ChangeKind::Improvement);
+        assert!(found[0].new_regression.is_none());
+    }
+
+    #[test]
+    fn a_time_going_up_is_a_regression() {
+        let mut pts = Vec::new();
+        for r in 0..24 {
+            let level = if r >= 12 { 1.04e6 } else { 1e6 };
+            pts.push(point(r, "m", "v", "ns", level * wobble(r)));
+        }
+        let found = detect(&pts, &ChangePointConfig::default()).unwrap();
+        assert_eq!(found[0].change_points[0].kind, ChangeKind::Regression);
+    }
+}
