@@ -487,4 +487,28 @@ fn two_fleets_on_two_days_need_a_control_to_see_a_two_percent_change() {
     for id in &run_ids {
         assert_eq!(history.matches(&id[..8]).count(), 2, "{history}");
     }
+
+    // The change-point search takes the same normalised series: per model, one point per run
+    // with each run's median normalised figure (two runs are too few for a change point).
+    command.args(["--change-points", "--json"]);
+    let found: serde_json::Value = serde_json::from_str(&common::succeed(&mut command)).unwrap();
+    let series = found["series"].as_array().unwrap();
+    assert_eq!(series.len(), 2, "{found}");
+    for s in series {
+        // The rate against the control's time: multiplied (docs/statistics.md §9b).
+        assert_eq!(s["variant"], "invocations_per_sec × control", "{s}");
+        let points = s["points"].as_array().unwrap();
+        let ids: Vec<&str> = points
+            .iter()
+            .map(|p| p["run_id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, run_ids.iter().map(String::as_str).collect::<Vec<_>>());
+        // Day 2's workload is 2% faster against its control: its normalised rate is higher.
+        let v: Vec<f64> = points
+            .iter()
+            .map(|p| p["value"].as_f64().unwrap())
+            .collect();
+        assert!(v[1] > v[0] * 1.01, "{v:?}");
+        assert!(s["change_points"].as_array().unwrap().is_empty());
+    }
 }

@@ -166,8 +166,9 @@ pub struct HistoryArgs {
     limit: usize,
     /// Divide each host's figures by its control's of the same rounds (the variant named here,
     /// e.g. "control" from `run --control`) and print one normalised figure per run and CPU
-    /// model: what is left once the instance and the day are taken out
-    #[arg(long, value_name = "CONTROL", conflicts_with_all = ["change_points", "fail_on_change", "json", "html"])]
+    /// model: what is left once the instance and the day are taken out; with --change-points,
+    /// the change points of that normalised series
+    #[arg(long, value_name = "CONTROL")]
     normalize_by: Option<String>,
     /// Find where the metric's level moved: one point per run (the median of its trials), one
     /// series per CPU model and variant, change points by E-divisive means with a permutation
@@ -427,11 +428,31 @@ fn parse_cpus(text: &str) -> Result<CpuList, String> {
     Ok(CpuList(cpus))
 }
 
+/// For the commands that only read the store and print: `quietbench runs | head` must end
+/// quietly when `head` has read enough, as `ls | head` does, rather than panic in `println!`
+/// (Rust ignores SIGPIPE, so the write fails with EPIPE and `println!` panics). Not for the
+/// commands that talk to agents: a socket an agent closes must be an error the run handles,
+/// never a signal that kills the controller mid-run with hosts still tuned.
+fn stop_quietly_on_a_closed_pipe() {
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    // SAFETY: SIG_DFL installs no handler of ours, so nothing runs in signal context; this runs
+    // on the main thread before any other thread exists.
+    if let Err(e) = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) } {
+        tracing::debug!("cannot restore SIGPIPE's default: {e}");
+    }
+}
+
 /// Runs a parsed command and maps the outcome to an exit code.
 pub fn execute(command: ControllerCommand) -> ExitCode {
     if let Some(Err(err)) = command.tls_args().map(TlsArgs::apply) {
         eprintln!("quietbench: error: {err:#}");
         return ExitCode::FAILURE;
+    }
+    if matches!(
+        command,
+        ControllerCommand::Runs(_) | ControllerCommand::Show(_) | ControllerCommand::History(_)
+    ) {
+        stop_quietly_on_a_closed_pipe();
     }
     let outcome = match command {
         ControllerCommand::Certs(args) => tls::certs_command(args),
@@ -458,6 +479,7 @@ pub fn execute(command: ControllerCommand) -> ExitCode {
                 metric: &args.metric,
                 cpu_model: args.cpu_model.as_deref(),
                 limit: args.limit,
+                normalize_by: args.normalize_by.as_deref(),
                 config: quietbench_stats::ChangePointConfig {
                     significance: args.significance,
                     permutations: args.permutations,

@@ -358,6 +358,7 @@ mod tests {
                 !change_points(&x, &config).unwrap().is_empty()
             })
             .count();
+        println!("{alarmed} of 200 noise series alarmed");
         assert!(
             (2..=22).contains(&alarmed),
             "{alarmed} of 200 noise series alarmed"

@@ -28,6 +28,8 @@ pub struct ChangePointRequest<'a> {
     pub cpu_model: Option<&'a str>,
     /// How many of the most recent runs.
     pub limit: usize,
+    /// Search each run's figure normalised by this control variant's, per CPU model.
+    pub normalize_by: Option<&'a str>,
     /// The detector's settings.
     pub config: ChangePointConfig,
     /// Print JSON instead of text.
@@ -41,11 +43,33 @@ pub struct ChangePointRequest<'a> {
 /// Runs `history --change-points`.
 pub fn history_change_points(req: &ChangePointRequest<'_>) -> anyhow::Result<ExitCode> {
     let store = super::stored::open(req.db)?;
-    let points = store.history(req.probe, req.metric, req.cpu_model, req.limit)?;
+    let (points, skipped) = match req.normalize_by {
+        None => (
+            store.history(req.probe, req.metric, req.cpu_model, req.limit)?,
+            Vec::new(),
+        ),
+        Some(control) => super::history_normalized::normalised_history(
+            &store,
+            req.probe,
+            req.metric,
+            req.cpu_model,
+            req.limit,
+            control,
+        )?,
+    };
+    for s in &skipped {
+        eprintln!("quietbench: left out: {s}");
+    }
     let found = HistoryChanges::detect(req.probe, req.metric, req.cpu_model, &points, &req.config)
         .context("cannot search the history for change points")?;
     if req.json {
         println!("{}", serde_json::to_string_pretty(&found)?);
+    } else if points.is_empty() && !skipped.is_empty() {
+        println!(
+            "no stored run of {} could be normalised by \"{}\"",
+            req.probe,
+            req.normalize_by.unwrap_or_default()
+        );
     } else if points.is_empty() {
         println!(
             "no stored trial of {} has the metric {}{}",

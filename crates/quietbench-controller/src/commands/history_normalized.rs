@@ -79,6 +79,49 @@ pub fn normalised_points(
         .collect())
 }
 
+/// The normalised history as points the change-point search takes: per run and CPU model, one
+/// point whose value is the median normalised figure over that model's hosts, in the store's
+/// order (oldest run first), the variant named as the normalised metric ("METRIC / CONTROL",
+/// or "METRIC × CONTROL" for a rate against a time). Runs that cannot be
+/// normalised (no control) are returned as reasons.
+pub fn normalised_history(
+    store: &crate::store::Store,
+    probe: &str,
+    metric: &str,
+    cpu_model: Option<&str>,
+    limit: usize,
+    control: &str,
+) -> anyhow::Result<(Vec<crate::store::HistoryPoint>, Vec<String>)> {
+    let points = store.history(probe, metric, cpu_model, limit)?;
+    let mut out = Vec::new();
+    let mut skipped = Vec::new();
+    let mut done: Vec<&str> = Vec::new();
+    for p in &points {
+        if done.contains(&p.run_id.as_str()) {
+            continue;
+        }
+        done.push(&p.run_id);
+        let run = store.load_stored_run(&p.run_id)?.record;
+        match normalised_points(&run, probe, metric, cpu_model, control) {
+            Err(e) => skipped.push(e.to_string()),
+            Ok(found) => out.extend(found.into_iter().map(|n| crate::store::HistoryPoint {
+                run_id: p.run_id.clone(),
+                started_at: p.started_at,
+                host: format!("{} hosts", n.hosts),
+                cpu_model: n.cpu_model,
+                variant: n.metric,
+                params: Default::default(),
+                round: 0,
+                seq: 0,
+                // A figure over its control keeps the figure's better direction.
+                unit: p.unit.clone(),
+                value: n.median,
+            })),
+        }
+    }
+    Ok((out, skipped))
+}
+
 /// Prints the normalised history of `probe`'s `metric`: the runs that have it, oldest first.
 pub fn history_normalized(
     db: Option<&Path>,

@@ -78,6 +78,8 @@ pub struct SeriesChanges {
 /// `history --change-points` as a document: what `--json` prints and the HTML page draws.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HistoryChanges {
+    /// "quietbench.history-changes.v1".
+    pub schema: &'static str,
     /// The probe.
     pub probe: String,
     /// The metric.
@@ -117,6 +119,7 @@ impl HistoryChanges {
         config: &ChangePointConfig,
     ) -> Result<Self, StatsError> {
         Ok(HistoryChanges {
+            schema: "quietbench.history-changes.v1",
             probe: probe.to_string(),
             metric: metric.to_string(),
             cpu_model_filter: cpu_model_filter.map(str::to_string),
