@@ -234,10 +234,9 @@ impl<'a> Page<'a> {
     }
 }
 
-/// Renders the run as one self-contained HTML page.
-pub fn render_html(run: &RunRecord) -> String {
-    let page = Page::new(run);
-    let mut out = String::with_capacity(256 * 1024);
+/// A page's head, up to the opened `<main>`: the Content-Security-Policy that forbids scripts
+/// and fetches, the title (escaped here), and the shared style plus `extra_style`.
+fn page_head(title: &str, extra_style: &str, out: &mut String) {
     let _ = write!(
         out,
         r#"<!DOCTYPE html>
@@ -247,17 +246,30 @@ pub fn render_html(run: &RunRecord) -> String {
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="generator" content="quietbench {version}">
-<title>quietbench run {id}</title>
-<style>{STYLE}p.sentence.no_difference{{border-color:{nd}}}p.sentence.a_faster{{border-color:{af}}}p.sentence.b_faster{{border-color:{bf}}}svg .ci{{fill:{INTERVAL_COLOUR}}}</style>
+<title>{title}</title>
+<style>{STYLE}{extra_style}</style>
 </head>
 <body>
 <main>
 "#,
         version = env!("CARGO_PKG_VERSION"),
-        id = esc(&run.run_id),
-        nd = VERDICT_COLOURS[0],
-        af = VERDICT_COLOURS[1],
-        bf = VERDICT_COLOURS[2],
+        title = esc(title),
+    );
+}
+
+/// Renders the run as one self-contained HTML page.
+pub fn render_html(run: &RunRecord) -> String {
+    let page = Page::new(run);
+    let mut out = String::with_capacity(256 * 1024);
+    let verdict_style = format!(
+        "p.sentence.no_difference{{border-color:{}}}p.sentence.a_faster{{border-color:{}}}\
+         p.sentence.b_faster{{border-color:{}}}svg .ci{{fill:{INTERVAL_COLOUR}}}",
+        VERDICT_COLOURS[0], VERDICT_COLOURS[1], VERDICT_COLOURS[2],
+    );
+    page_head(
+        &format!("quietbench run {}", run.run_id),
+        &verdict_style,
+        &mut out,
     );
     tables::title(&page, &mut out);
     verdict::verdicts(&page, &mut out);
@@ -310,7 +322,7 @@ fn bottlenecks(run: &RunRecord, out: &mut String) {
     }
 }
 
-pub(crate) const STYLE: &str = r#"
+const STYLE: &str = r#"
 body{font:14px/1.45 "Liberation Sans",Arial,Helvetica,sans-serif;color:#1b1b1b;background:#fff;margin:0}
 main{max-width:1160px;margin:0 auto;padding:18px 24px 40px}
 h1{font-size:22px;margin:0 0 2px}

@@ -6,7 +6,7 @@
 use std::fmt::Write;
 
 use super::svg::{Plot, Scale, linear_labels, linear_ticks, value_label};
-use super::{CPU_MODEL_COLOURS, STYLE, VERDICT_COLOURS, esc};
+use super::{CPU_MODEL_COLOURS, VERDICT_COLOURS, esc};
 use crate::report::json::rfc3339;
 use crate::verdicts::changes::{ChangeKind, HistoryChanges, SeriesChanges};
 
@@ -14,24 +14,12 @@ use crate::verdicts::changes::{ChangeKind, HistoryChanges, SeriesChanges};
 pub fn render_history_html(found: &HistoryChanges) -> String {
     let mut out = String::with_capacity(64 * 1024);
     let title = format!("quietbench history of {} {}", found.probe, found.metric);
+    super::page_head(&title, "", &mut out);
     let _ = write!(
         out,
-        r#"<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="generator" content="quietbench {version}">
-<title>{t}</title>
-<style>{STYLE}</style>
-</head>
-<body>
-<main>
-<h1>{t}</h1>
+        r#"<h1>{t}</h1>
 <p class="meta">{filter}change points by E-divisive means with a permutation test (p ≤ {sig} over {perms} shuffles, segments of at least {min} runs, seed {seed}); one series per CPU model and variant, one point per run (the median of its trials).</p>
 "#,
-        version = env!("CARGO_PKG_VERSION"),
         t = esc(&title),
         filter = found
             .cpu_model_filter
