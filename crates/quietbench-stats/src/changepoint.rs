@@ -125,6 +125,12 @@ pub fn change_points(
     while let Some((index, q)) =
         best_over_segments(values, &bounds, config.min_segment, &mut scratch)
     {
+        // Values near ±f64::MAX overflow their distances; no split of them means anything.
+        if !q.is_finite() {
+            return Err(StatsError::Overflow {
+                what: "change-point statistic",
+            });
+        }
         // Stop shuffling as soon as the count makes the candidate insignificant.
         let limit = (config.significance * f64::from(config.permutations + 1)).floor() as u64;
         let mut reached = 0u64;

@@ -1,11 +1,13 @@
 //! Properties over arbitrary inputs: nothing panics; NaN and infinities are refused with an
-//! error; intervals always contain their point estimate; shares sum to 1.
+//! error; intervals always contain their point estimate; shares sum to 1; change points are
+//! ordered, inside the series and significant.
 
 use proptest::prelude::*;
 use quietbench_stats::{
-    Arm, BootstrapMethod, ConfidenceLevel, IGLEWICZ_HOAGLIN_THRESHOLD, Observation, Resamples,
-    Seed, StatsError, VerdictConfig, bootstrap_interval, judge, mad, mean, mean_statistic, median,
-    outlier_hosts, quantile, quantiles, stdev, summarize, trimmed_mean, variance_components,
+    Arm, BootstrapMethod, ChangePointConfig, ConfidenceLevel, IGLEWICZ_HOAGLIN_THRESHOLD,
+    Observation, Resamples, Seed, StatsError, VerdictConfig, bootstrap_interval, change_points,
+    judge, mad, mean, mean_statistic, median, outlier_hosts, quantile, quantiles, stdev, summarize,
+    trimmed_mean, variance_components,
 };
 
 /// Any finite f64: normal, subnormal or zero, of either sign, near 0 or near f64::MAX.
@@ -207,5 +209,41 @@ proptest! {
     #[test]
     fn summarize_tolerates_anything(x in prop::collection::vec(any::<f64>(), 0..30)) {
         let _ = summarize(&x);
+    }
+
+    #[test]
+    fn change_points_are_ordered_significant_and_inside_or_an_overflow(
+        x in prop::collection::vec(finite(), 0..40),
+    ) {
+        let config = ChangePointConfig { permutations: 49, significance: 0.1, ..ChangePointConfig::default() };
+        match change_points(&x, &config) {
+            Ok(found) => {
+                let at: Vec<usize> = found.iter().map(|c| c.index).collect();
+                prop_assert!(at.windows(2).all(|w| w[0] < w[1]), "{at:?}");
+                for c in &found {
+                    prop_assert!(c.index >= config.min_segment);
+                    prop_assert!(c.index + config.min_segment <= x.len());
+                    prop_assert!(c.p_value <= config.significance);
+                    prop_assert!(c.q.is_finite());
+                    prop_assert!(c.before_median.is_finite() && c.after_median.is_finite());
+                }
+            }
+            Err(e) => prop_assert!(matches!(e, StatsError::Overflow { .. }), "{e}"),
+        }
+    }
+
+    #[test]
+    fn change_points_refuse_non_finite_values(
+        mut x in prop::collection::vec(-1e3..1e3f64, 1..30),
+        bad in non_finite(),
+        at in any::<prop::sample::Index>(),
+    ) {
+        let i = at.index(x.len());
+        x[i] = bad;
+        let refused = matches!(
+            change_points(&x, &ChangePointConfig::default()),
+            Err(StatsError::NonFinite { index, .. }) if index == i
+        );
+        prop_assert!(refused);
     }
 }
