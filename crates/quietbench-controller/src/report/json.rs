@@ -87,11 +87,6 @@ pub fn rfc3339(at: SystemTime) -> String {
     humantime::format_rfc3339_millis(at).to_string()
 }
 
-/// Serde's writer of a time as [`rfc3339`], for `#[serde(serialize_with)]`.
-pub fn serialize_rfc3339<S: serde::Serializer>(at: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&rfc3339(*at))
-}
-
 fn rfc3339_unix_ns(ns: u64) -> String {
     humantime::format_rfc3339_nanos(UNIX_EPOCH + Duration::from_nanos(ns)).to_string()
 }

@@ -22,7 +22,7 @@ pub struct RunPoint {
     /// The run.
     pub run_id: String,
     /// When it started.
-    #[serde(serialize_with = "crate::report::json::serialize_rfc3339")]
+    #[serde(serialize_with = "rfc3339")]
     pub started_at: SystemTime,
     /// The median of its counted trials' values of this series' model and variant.
     pub value: f64,
@@ -36,7 +36,7 @@ pub struct RunChange {
     /// The run at which the level moved (the first run of the new level).
     pub run_id: String,
     /// When that run started.
-    #[serde(serialize_with = "crate::report::json::serialize_rfc3339")]
+    #[serde(serialize_with = "rfc3339")]
     pub started_at: SystemTime,
     /// "regression", "improvement", or "change" for a metric with no better direction.
     pub kind: ChangeKind,
@@ -73,6 +73,12 @@ pub struct SeriesChanges {
     /// A regression the newest run of all brought to light in this series (see
     /// [`new_regression`]), for `--fail-on-change`.
     pub new_regression: Option<RunChange>,
+}
+
+/// Writes a time as the reports do (RFC 3339, milliseconds). Here rather than taken from
+/// `report::json`, because reports draw verdicts and verdicts must not import reports.
+fn rfc3339<S: serde::Serializer>(at: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&humantime::format_rfc3339_millis(*at).to_string())
 }
 
 /// `history --change-points` as a document: what `--json` prints and the HTML page draws.

@@ -1,0 +1,110 @@
+//! The command line of `quietbench history`: one metric across stored runs, normalised by a
+//! control, and its change points.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+
+use crate::commands::history_changes::{ChangePointRequest, history_change_points};
+use crate::commands::{history_normalized, stored};
+
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// The probe, e.g. cpu.primes
+    #[arg(long)]
+    probe: String,
+    /// The metric, e.g. events_per_sec
+    #[arg(long)]
+    metric: String,
+    /// Only hosts whose CPU model contains this text (case-insensitive), e.g. 8275CL
+    #[arg(long, value_name = "TEXT")]
+    cpu_model: Option<String>,
+    /// The result store
+    #[arg(long, value_name = "FILE")]
+    db: Option<PathBuf>,
+    /// How many of the most recent runs
+    #[arg(long, default_value_t = 50)]
+    limit: usize,
+    /// Divide each host's figures by its control's of the same rounds (the variant named here,
+    /// e.g. "control" from `run --control`) and print one normalised figure per run and CPU
+    /// model: what is left once the instance and the day are taken out; with --change-points,
+    /// the change points of that normalised series
+    #[arg(long, value_name = "CONTROL")]
+    normalize_by: Option<String>,
+    /// Find where the metric's level moved: one point per run (the median of its trials), one
+    /// series per CPU model and variant, change points by E-divisive means with a permutation
+    /// test
+    #[arg(long)]
+    change_points: bool,
+    /// The p-value a change point must reach (with --change-points)
+    #[arg(long, value_name = "P", default_value_t = 0.01, value_parser = parse_significance)]
+    significance: f64,
+    /// Shuffles of the permutation test; the smallest p-value is 1/(N+1) (with --change-points)
+    #[arg(long, value_name = "N", default_value_t = 199, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    permutations: u32,
+    /// Exit with code 3 when the newest run brings a regression to light (implies
+    /// --change-points): for CI after each nightly run
+    #[arg(long)]
+    fail_on_change: bool,
+    /// Print the change points as JSON (implies --change-points)
+    #[arg(long)]
+    json: bool,
+    /// Also write an HTML page with each series' chart and its change points (implies
+    /// --change-points)
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+}
+
+fn parse_significance(s: &str) -> Result<f64, String> {
+    let p: f64 = s
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number; write a p-value such as 0.01"))?;
+    if p > 0.0 && p < 1.0 {
+        Ok(p)
+    } else {
+        Err(format!(
+            "{p} is not a p-value in (0, 1); 0.01 is the default"
+        ))
+    }
+}
+
+/// Runs `history`: its change points (with any of the flags that imply them), the normalised
+/// series, or the plain one.
+pub(super) fn history_command(args: &HistoryArgs) -> anyhow::Result<ExitCode> {
+    if args.change_points || args.fail_on_change || args.json || args.html.is_some() {
+        return history_change_points(&ChangePointRequest {
+            db: args.db.as_deref(),
+            probe: &args.probe,
+            metric: &args.metric,
+            cpu_model: args.cpu_model.as_deref(),
+            limit: args.limit,
+            normalize_by: args.normalize_by.as_deref(),
+            config: quietbench_stats::ChangePointConfig {
+                significance: args.significance,
+                permutations: args.permutations,
+                ..quietbench_stats::ChangePointConfig::default()
+            },
+            json: args.json,
+            html: args.html.as_deref(),
+            fail_on_change: args.fail_on_change,
+        });
+    }
+    match &args.normalize_by {
+        Some(control) => history_normalized::history_normalized(
+            args.db.as_deref(),
+            &args.probe,
+            &args.metric,
+            args.cpu_model.as_deref(),
+            args.limit,
+            control,
+        ),
+        None => stored::history(
+            args.db.as_deref(),
+            &args.probe,
+            &args.metric,
+            args.cpu_model.as_deref(),
+            args.limit,
+        ),
+    }
+}
