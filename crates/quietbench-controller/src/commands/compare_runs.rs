@@ -173,10 +173,6 @@ struct RunsJson<'a> {
     not_compared: &'a [String],
 }
 
-fn short(id: &str) -> &str {
-    &id[..id.len().min(8)]
-}
-
 /// How two runs are compared: what `compare --runs` was asked, less the store.
 #[derive(Debug, Clone, Copy)]
 struct Basis<'a> {
@@ -205,9 +201,9 @@ fn compare_records(a: &RunRecord, b: &RunRecord, basis: Basis<'_>) -> anyhow::Re
             basis
                 .metric
                 .map_or("a value".to_string(), |m| format!("the metric {m}")),
-            short(&a.run_id),
+            super::short_id(&a.run_id),
             sa.keys().cloned().collect::<Vec<_>>().join(", "),
-            short(&b.run_id),
+            super::short_id(&b.run_id),
             sb.keys().cloned().collect::<Vec<_>>().join(", ")
         );
     }
@@ -220,12 +216,16 @@ fn compare_records(a: &RunRecord, b: &RunRecord, basis: Basis<'_>) -> anyhow::Re
         let (mx, my) = (models_of(x), models_of(y));
         let shared: Vec<&String> = mx.iter().filter(|m| my.contains(m)).collect();
         for m in mx.iter().filter(|m| !my.contains(m)) {
-            out.not_compared
-                .push(format!("{variant}: only run {} drew {m}", short(&a.run_id)));
+            out.not_compared.push(format!(
+                "{variant}: only run {} drew {m}",
+                super::short_id(&a.run_id)
+            ));
         }
         for m in my.iter().filter(|m| !mx.contains(m)) {
-            out.not_compared
-                .push(format!("{variant}: only run {} drew {m}", short(&b.run_id)));
+            out.not_compared.push(format!(
+                "{variant}: only run {} drew {m}",
+                super::short_id(&b.run_id)
+            ));
         }
         if shared.is_empty() {
             continue;
@@ -267,10 +267,10 @@ fn compare_one(
     if x.metric != y.metric || x.unit != y.unit {
         anyhow::bail!(
             "{variant}: run {} reports {} ({}) and run {} reports {} ({}); name one with --metric",
-            short(&a.run_id),
+            super::short_id(&a.run_id),
             x.metric,
             x.unit,
-            short(&b.run_id),
+            super::short_id(&b.run_id),
             y.metric,
             y.unit
         );
@@ -310,7 +310,7 @@ fn compare_one(
         Direction::HigherIsBetter => r.ci_low > 1.0,
         Direction::LowerIsBetter => r.ci_high < 1.0,
     };
-    let (first, second) = (short(&a.run_id), short(&b.run_id));
+    let (first, second) = (super::short_id(&a.run_id), super::short_id(&b.run_id));
     let what = match label {
         Some(model) => format!("{variant} {} on {model}", x.metric),
         None => format!("{variant} {}", x.metric),
@@ -469,8 +469,8 @@ pub fn run_compare_runs(req: RunsRequest) -> anyhow::Result<ExitCode> {
                      (ratio {:.4}): failing",
                     c.variant,
                     c.metric,
-                    short(&b.run_id),
-                    short(&a.run_id),
+                    super::short_id(&b.run_id),
+                    super::short_id(&a.run_id),
                     c.estimate.ratio
                 );
             }

@@ -10,7 +10,7 @@ use quietbench_stats::ChangePointConfig;
 
 use crate::report::html::value_label;
 use crate::report::json;
-use crate::verdicts::changes::{ChangeKind, HistoryChanges, RunChange, SeriesChanges};
+use crate::verdicts::changes::{HistoryChanges, RunChange, SeriesChanges};
 
 /// Exit code when `--fail-on-change` finds a regression the newest run brought to light: the
 /// same as `compare --fail-if-slower`'s, so CI scripts treat both alike.
@@ -103,26 +103,15 @@ pub fn history_change_points(req: &ChangePointRequest<'_>) -> anyhow::Result<Exi
 
 /// "regression −3.0% (1000 events/s → 970 events/s), p = 0.005".
 fn change_text(c: &RunChange, unit: &str) -> String {
-    let kind = match c.kind {
-        ChangeKind::Regression => "regression",
-        ChangeKind::Improvement => "improvement",
-        ChangeKind::Change => "change",
-    };
-    let pct = c
-        .point
-        .change
-        .map_or("-".to_string(), |x| format!("{:+.1}%", x * 100.0));
     format!(
-        "{kind} {pct} ({} → {}) at run {}, p = {:.3}",
+        "{} {} ({} → {}) at run {}, p = {:.3}",
+        c.kind.name(),
+        c.percent(),
         value_label(c.point.before_median, unit),
         value_label(c.point.after_median, unit),
-        short(&c.run_id),
+        super::short_id(&c.run_id),
         c.point.p_value
     )
-}
-
-fn short(id: &str) -> &str {
-    &id[..id.len().min(8)]
 }
 
 fn print_text(found: &HistoryChanges) {
@@ -182,7 +171,7 @@ fn print_series(found: &HistoryChanges, s: &SeriesChanges) {
         println!(
             "  {:<24}  {:<8}  {:>6}  {:>16.3}  {change}",
             json::rfc3339(p.started_at),
-            short(&p.run_id),
+            super::short_id(&p.run_id),
             p.trials,
             p.value,
         );

@@ -158,7 +158,7 @@ pub fn history_normalized(
                     series.entry(p.cpu_model.clone()).or_default().push(format!(
                         "  {:<24}  {:<8}  {:>5}  {:>14.6}  {:>10}",
                         json::rfc3339(run.started_at),
-                        &run.run_id[..run.run_id.len().min(8)],
+                        super::short_id(&run.run_id),
                         p.hosts,
                         p.median,
                         p.between_host_sd

@@ -25,3 +25,9 @@ pub fn agent_entries(addresses: &[String]) -> Vec<HostEntry> {
         })
         .collect()
 }
+
+/// A run id as the tables print it: its first 8 characters, enough to tell runs apart and to
+/// pass back as a prefix.
+pub(crate) fn short_id(id: &str) -> &str {
+    &id[..id.len().min(8)]
+}

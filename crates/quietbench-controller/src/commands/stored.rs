@@ -148,7 +148,7 @@ pub fn history(
             println!(
                 "  {:<24}  {:<8}  {:<22}  {:<8}  {:>5}  {:>14.3}",
                 json::rfc3339(p.started_at),
-                &p.run_id[..p.run_id.len().min(8)],
+                super::short_id(&p.run_id),
                 p.host,
                 p.variant,
                 p.round,

@@ -57,6 +57,26 @@ pub enum ChangeKind {
     Change,
 }
 
+impl ChangeKind {
+    /// "regression", "improvement" or "change", as the JSON writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ChangeKind::Regression => "regression",
+            ChangeKind::Improvement => "improvement",
+            ChangeKind::Change => "change",
+        }
+    }
+}
+
+impl RunChange {
+    /// The change as a signed percentage, "+2.0%", or "-" when the level before was 0.
+    pub fn percent(&self) -> String {
+        self.point
+            .change
+            .map_or("-".to_string(), |x| format!("{:+.1}%", x * 100.0))
+    }
+}
+
 /// One series and its change points.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SeriesChanges {
@@ -73,6 +93,28 @@ pub struct SeriesChanges {
     /// A regression the newest run of all brought to light in this series (see
     /// [`new_regression`]), for `--fail-on-change`.
     pub new_regression: Option<RunChange>,
+}
+
+impl SeriesChanges {
+    /// Each segment between change points as (first point, end, median), from the medians the
+    /// change points carry; the median of all points when there is no change point.
+    pub fn segments(&self) -> Vec<(usize, usize, f64)> {
+        let n = self.points.len();
+        let Some(last) = self.change_points.last() else {
+            let values: Vec<f64> = self.points.iter().map(|p| p.value).collect();
+            return quietbench_stats::median(&values)
+                .map(|m| vec![(0, n, m)])
+                .unwrap_or_default();
+        };
+        let mut out = Vec::with_capacity(self.change_points.len() + 1);
+        let mut start = 0;
+        for c in &self.change_points {
+            out.push((start, c.point.index, c.point.before_median));
+            start = c.point.index;
+        }
+        out.push((start, n, last.point.after_median));
+        out
+    }
 }
 
 /// Writes a time as the reports do (RFC 3339, milliseconds). Here rather than taken from
@@ -363,6 +405,22 @@ mod tests {
         // Once, and not before a second run confirms the first (segments of two runs).
         assert_eq!(reported.len(), 1, "{reported:?}");
         assert!((22..=25).contains(&reported[0]), "{reported:?}");
+    }
+
+    #[test]
+    fn segments_take_their_medians_from_the_change_points() {
+        let found = detect(&history(30, 18, 0.03), &ChangePointConfig::default()).unwrap();
+        let a = &found[0];
+        let segments = a.segments();
+        assert_eq!(segments.len(), 2);
+        let c = &a.change_points[0].point;
+        assert_eq!(segments[0], (0, 18, c.before_median));
+        assert_eq!(segments[1], (18, 30, c.after_median));
+        // No change point: one segment, the median of every run.
+        let b = &found[1];
+        let values: Vec<f64> = b.points.iter().map(|p| p.value).collect();
+        let all = quietbench_stats::median(&values).unwrap();
+        assert_eq!(b.segments(), vec![(0, 30, all)]);
     }
 
     #[test]

@@ -81,40 +81,26 @@ fn chart(found: &HistoryChanges, s: &SeriesChanges, i: usize, out: &mut String) 
         .map(|r| (r as f64, (r + 1).to_string()))
         .collect();
     plot.x_axis(&x, &xticks, "run, oldest first");
-    // Segment medians between change points.
-    let mut starts: Vec<usize> = vec![0];
-    starts.extend(s.change_points.iter().map(|c| c.point.index));
-    starts.push(n);
-    for w in starts.windows(2) {
-        let (a, b) = (w[0], w[1]);
-        if b <= a {
-            continue;
-        }
-        let values: Vec<f64> = s.points[a..b].iter().map(|p| p.value).collect();
-        if let Ok(m) = quietbench_stats::median(&values) {
-            plot.line(
-                &[
-                    (x.at(a as f64 - 0.4), y.at(m)),
-                    (x.at(b as f64 - 0.6), y.at(m)),
-                ],
-                "#555555",
-                1.5,
-                false,
-                &format!(
-                    "median of runs {}–{}: {}",
-                    a + 1,
-                    b,
-                    value_label(m, &s.unit)
-                ),
-            );
-        }
+    for (a, b, m) in s.segments() {
+        plot.line(
+            &[
+                (x.at(a as f64 - 0.4), y.at(m)),
+                (x.at(b as f64 - 0.6), y.at(m)),
+            ],
+            "#555555",
+            1.5,
+            false,
+            &format!(
+                "median of runs {}–{}: {}",
+                a + 1,
+                b,
+                value_label(m, &s.unit)
+            ),
+        );
     }
     for c in &s.change_points {
         let px = x.at(c.point.index as f64 - 0.5);
-        let pct = c
-            .point
-            .change
-            .map_or(String::new(), |v| format!("{:+.1}%", v * 100.0));
+        let pct = c.percent();
         let mark = format!(
             r##"<line class="change" x1="{px:.1}" y1="{:.1}" x2="{px:.1}" y2="{:.1}" stroke="{}" stroke-width="1.5" stroke-dasharray="5 3"><title>{}</title></line><text class="label" x="{:.1}" y="{:.1}" fill="{}">{}</text>"##,
             plot.top,
