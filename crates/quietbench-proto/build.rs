@@ -7,7 +7,10 @@ use prost::Message;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let proto_root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
-    let files = [proto_root.join("quietbench/v1/agent.proto")];
+    let files = [
+        proto_root.join("quietbench/v1/agent.proto"),
+        proto_root.join("quietbench/v1/controller.proto"),
+    ];
     for file in &files {
         println!("cargo:rerun-if-changed={}", file.display());
     }

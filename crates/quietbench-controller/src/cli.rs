@@ -14,12 +14,14 @@ use crate::fleet::Ledger;
 mod compare;
 mod ec2;
 mod history;
+mod serve;
 mod tls;
 pub use compare::CompareArgs;
 use compare::compare_command;
 pub use ec2::{AwsArgs, Ec2Args};
 use history::HistoryArgs;
 use quietbench_proto::v1 as pb;
+pub use serve::{RemoteArgs, ServeArgs};
 pub use tls::{CertsArgs, TlsArgs};
 
 /// Hosts named with `--agent`, in order (kept here for the binary; defined with the commands).
@@ -70,6 +72,9 @@ pub enum ControllerCommand {
     /// Make a fleet's certificate authority and the certificates agents and controllers
     /// present to each other (mutual TLS)
     Certs(CertsArgs),
+    /// Serve the controller as a service (gRPC quietbench.v1.Controller): runs submitted by
+    /// CI, dashboards or `--controller`, queued, kept across restarts, watched as they go
+    Serve(ServeArgs),
 }
 
 #[derive(Debug, Args)]
@@ -132,6 +137,8 @@ pub struct RunsArgs {
     /// How many runs, newest first
     #[arg(long, default_value_t = 20)]
     limit: usize,
+    #[command(flatten)]
+    remote: RemoteArgs,
 }
 
 #[derive(Debug, Args)]
@@ -147,6 +154,8 @@ pub struct ShowArgs {
     /// Write its HTML report to FILE
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
+    #[command(flatten)]
+    remote: RemoteArgs,
 }
 
 #[derive(Debug, Args)]
@@ -305,6 +314,12 @@ pub struct RunArgs {
     /// Keep no record in the result store
     #[arg(long, conflicts_with = "db")]
     no_store: bool,
+    /// The run's id, chosen by the caller: `quietbench serve` knows its runs' ids before they
+    /// start
+    #[arg(long, value_name = "UUID", hide = true, value_parser = parse_run_id)]
+    run_id: Option<String>,
+    #[command(flatten)]
+    remote: RemoteArgs,
     #[command(flatten)]
     tls: TlsArgs,
     #[command(flatten)]
@@ -354,6 +369,12 @@ fn parse_seconds(text: &str, min: f64, max: f64) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+fn parse_run_id(text: &str) -> Result<String, String> {
+    uuid::Uuid::parse_str(text)
+        .map(|id| id.to_string())
+        .map_err(|e| format!("'{text}' is not a run id (a UUID): {e}"))
+}
+
 fn parse_duration(text: &str) -> Result<Duration, String> {
     parse_seconds(text, 0.01, 3600.0)
 }
@@ -390,27 +411,44 @@ pub fn execute(command: ControllerCommand) -> ExitCode {
         eprintln!("quietbench: error: {err:#}");
         return ExitCode::FAILURE;
     }
-    if matches!(
-        command,
-        ControllerCommand::Runs(_) | ControllerCommand::Show(_) | ControllerCommand::History(_)
-    ) {
+    // Store-only commands; with --controller they talk to a service over a socket.
+    let reads_the_store = match &command {
+        ControllerCommand::Runs(a) => !a.remote.is_given(),
+        ControllerCommand::Show(a) => !a.remote.is_given(),
+        ControllerCommand::History(a) => !a.remote_is_given(),
+        _ => false,
+    };
+    if reads_the_store {
         stop_quietly_on_a_closed_pipe();
     }
     let outcome = match command {
         ControllerCommand::Certs(args) => tls::certs_command(args),
-        ControllerCommand::Run(args) => {
-            args.ec2.apply_run_options();
-            run::run(run_request(args))
-        }
+        ControllerCommand::Run(args) => match args.remote.remote() {
+            Some(remote) => serve::run_remote(&remote, args),
+            None => {
+                args.ec2.apply_run_options();
+                run::run(run_request(args))
+            }
+        },
+        ControllerCommand::Serve(args) => serve::serve_command(args),
         ControllerCommand::Limits(args) => crate::commands::limits::limits(args.request()),
         ControllerCommand::Host(args) => host::host(args.local, args.agent, args.json),
         ControllerCommand::Prepare(args) => prepare_command(args),
         ControllerCommand::Restore(args) => host::restore(&args.agent),
         ControllerCommand::Compare(args) => compare_command(args),
-        ControllerCommand::Runs(args) => stored::list(args.db.as_deref(), args.limit),
-        ControllerCommand::Show(args) => {
-            stored::show(args.db.as_deref(), &args.run, args.json, args.html)
-        }
+        ControllerCommand::Runs(args) => match args.remote.remote() {
+            Some(remote) => crate::service::client::runs(&remote, args.limit),
+            None => stored::list(args.db.as_deref(), args.limit),
+        },
+        ControllerCommand::Show(args) => match args.remote.remote() {
+            Some(remote) => crate::service::client::show(
+                &remote,
+                &args.run,
+                args.json.as_deref(),
+                args.html.as_deref(),
+            ),
+            None => stored::show(args.db.as_deref(), &args.run, args.json, args.html),
+        },
         ControllerCommand::History(args) => history::history_command(&args),
         ControllerCommand::Release(args) => {
             release::release(&Ledger::default_location(), args.run.as_deref())
@@ -461,6 +499,7 @@ fn run_request(args: RunArgs) -> RunRequest {
         hdr_log: args.hdr_log,
         db: args.db,
         no_store: args.no_store,
+        run_id: args.run_id,
     }
 }
 

@@ -22,8 +22,9 @@
 //!    (agents), `fleet` (where hosts come from),
 //!    `execute` (the schedule on every host), `run` and `restore` (a run's set-up and
 //!    tear-down), `session` (all of it, for one run).
-//! 5. `commands`, one module per command, and `cli`, which parses the command line and
-//!    dispatches to them.
+//! 5. `commands`, one module per command; `service`, the controller as a gRPC service
+//!    (`quietbench serve`) and its client (`--controller`); and `cli`, which parses the command
+//!    line and dispatches to them.
 
 // The data model.
 pub mod limits;
@@ -54,3 +55,4 @@ pub mod tls;
 // Commands.
 pub mod cli;
 pub mod commands;
+pub mod service;

@@ -15,10 +15,10 @@ pub fn needs_peer(probe: &str) -> bool {
     probe.starts_with("net.")
 }
 
-/// A new, empty record for a run with these settings.
-pub fn new_record(settings: RunSettings) -> RunRecord {
+/// A new, empty record for a run with these settings, with the id `run_id` or a new one.
+pub fn new_record(settings: RunSettings, run_id: Option<String>) -> RunRecord {
     RunRecord::new(
-        uuid::Uuid::new_v4().to_string(),
+        run_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
         SystemTime::now(),
         settings,
     )

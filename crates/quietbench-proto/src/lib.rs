@@ -18,4 +18,7 @@ pub mod v1 {
 
     /// The fully qualified gRPC service name of the agent.
     pub const AGENT_SERVICE_NAME: &str = "quietbench.v1.AgentService";
+
+    /// The fully qualified gRPC service name of the controller service (`quietbench serve`).
+    pub const CONTROLLER_SERVICE_NAME: &str = "quietbench.v1.Controller";
 }

@@ -111,6 +111,8 @@ pub struct CompareArgs {
     #[arg(long, conflicts_with = "db")]
     no_store: bool,
     #[command(flatten)]
+    remote: super::RemoteArgs,
+    #[command(flatten)]
     pub(super) tls: TlsArgs,
     #[command(flatten)]
     ec2: Ec2Args,
@@ -124,6 +126,27 @@ pub(super) fn compare_command(args: CompareArgs) -> anyhow::Result<ExitCode> {
             "--target-mde {} must be a percentage between 0 and 100",
             args.target_mde
         );
+    }
+    if let Some(remote) = args.remote.remote() {
+        let [baseline, candidate] = args.runs.as_slice() else {
+            anyhow::bail!(
+                "--controller compares stored runs (--runs RUN_A RUN_B); to measure two \
+                 commands on the service, submit a plan with two [[variant]]s (run --plan)"
+            );
+        };
+        if args.db.is_some() {
+            anyhow::bail!("--controller asks the service's store: --db is not for it");
+        }
+        let request = quietbench_proto::v1::CompareRunsRequest {
+            baseline: baseline.clone(),
+            candidate: candidate.clone(),
+            metric: args.metric.unwrap_or_default(),
+            normalize_by: args.normalize_by.unwrap_or_default(),
+            target_mde_pct: Some(args.target_mde),
+            fail_if_slower_pct: args.fail_if_slower,
+            json: args.json.is_some(),
+        };
+        return crate::service::client::compare_runs(&remote, request, args.json.as_deref());
     }
     if let [baseline, candidate] = args.runs.as_slice() {
         return run_compare_runs(RunsRequest {

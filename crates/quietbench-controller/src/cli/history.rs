@@ -54,6 +54,8 @@ pub struct HistoryArgs {
     /// --change-points)
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
+    #[command(flatten)]
+    remote: super::RemoteArgs,
 }
 
 fn parse_significance(s: &str) -> Result<f64, String> {
@@ -71,7 +73,33 @@ fn parse_significance(s: &str) -> Result<f64, String> {
 
 /// Runs `history`: its change points (with any of the flags that imply them), the normalised
 /// series, or the plain one.
+impl HistoryArgs {
+    /// `--controller` was given: history comes from a service, over a socket.
+    pub(super) fn remote_is_given(&self) -> bool {
+        self.remote.is_given()
+    }
+}
+
 pub(super) fn history_command(args: &HistoryArgs) -> anyhow::Result<ExitCode> {
+    if let Some(remote) = args.remote.remote() {
+        if args.db.is_some() {
+            anyhow::bail!("--controller asks the service's store: --db is not for it");
+        }
+        let request = quietbench_proto::v1::QueryHistoryRequest {
+            probe: args.probe.clone(),
+            metric: args.metric.clone(),
+            cpu_model: args.cpu_model.clone().unwrap_or_default(),
+            limit: u32::try_from(args.limit).unwrap_or(u32::MAX),
+            change_points: args.change_points,
+            significance: args.significance,
+            permutations: args.permutations,
+            fail_on_change: args.fail_on_change,
+            normalize_by: args.normalize_by.clone().unwrap_or_default(),
+            json: args.json,
+            html: args.html.is_some(),
+        };
+        return crate::service::client::history(&remote, request, args.html.as_deref());
+    }
     if args.change_points || args.fail_on_change || args.json || args.html.is_some() {
         return history_change_points(&ChangePointRequest {
             db: args.db.as_deref(),

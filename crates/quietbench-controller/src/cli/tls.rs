@@ -20,6 +20,7 @@ impl ControllerCommand {
             Self::Compare(a) => Some(&a.tls),
             Self::Resume(a) => Some(&a.tls),
             Self::Release(a) => Some(&a.tls),
+            Self::Serve(a) => Some(&a.tls),
             Self::Runs(_) | Self::Show(_) | Self::History(_) | Self::Certs(_) | Self::Limits(_) => {
                 None
             }
@@ -81,8 +82,10 @@ enum CertsCommand {
         dir: PathBuf,
     },
     /// Issue an agent's (TLS server) or a controller's (TLS client) certificate from the CA in
-    /// DIR: DIR/agent-NAME.pem and .key, or DIR/controller-NAME.pem and .key (keys 0600)
-    #[command(group(ArgGroup::new("role").required(true).args(["agent", "controller"])))]
+    /// DIR: DIR/agent-NAME.pem and .key, or DIR/controller-NAME.pem and .key (keys 0600); or
+    /// the controller service's (`quietbench serve`) and its clients' (service-NAME, client-NAME)
+    #[command(group(ArgGroup::new("role").required(true).args(["agent", "controller", "service", "client"])))]
+    #[command(group(ArgGroup::new("server").multiple(false).args(["agent", "service"])))]
     Issue {
         /// Directory holding the CA
         #[arg(long, value_name = "DIR")]
@@ -93,8 +96,16 @@ enum CertsCommand {
         /// A controller's certificate, known by NAME
         #[arg(long, value_name = "NAME")]
         controller: Option<String>,
-        /// Another name the agent is dialled by: a DNS name or an IP address (repeat)
-        #[arg(long, value_name = "DNS|IP", requires = "agent")]
+        /// The controller service's certificate (`quietbench serve`), valid for NAME and every
+        /// --san
+        #[arg(long, value_name = "NAME")]
+        service: Option<String>,
+        /// A certificate for a client of the controller service (`--controller`, CI, dashboards),
+        /// known by NAME; the service accepts no other role
+        #[arg(long, value_name = "NAME")]
+        client: Option<String>,
+        /// Another name the agent or service is dialled by: a DNS name or an IP address (repeat)
+        #[arg(long, value_name = "DNS|IP", requires = "server")]
         san: Vec<String>,
         /// Days the certificate is valid
         #[arg(long, default_value_t = DEFAULT_DAYS, value_parser = clap::value_parser!(u32).range(1..=3650))]
@@ -119,14 +130,22 @@ pub fn certs_command(args: CertsArgs) -> anyhow::Result<ExitCode> {
             dir,
             agent,
             controller,
+            service,
+            client,
             san,
             days,
         } => {
-            let (role, name) = match (agent, controller) {
-                (Some(name), _) => (Role::Agent, name),
-                (None, Some(name)) => (Role::Controller, name),
-                (None, None) => anyhow::bail!("give --agent NAME or --controller NAME"),
-            };
+            let (role, name) = [
+                (Role::Agent, agent),
+                (Role::Controller, controller),
+                (Role::Service, service),
+                (Role::Client, client),
+            ]
+            .into_iter()
+            .find_map(|(role, name)| Some((role, name?)))
+            .ok_or_else(|| {
+                anyhow::anyhow!("give --agent, --controller, --service or --client NAME")
+            })?;
             let issued = certs::issue(&dir, role, &name, &san, days, now)?;
             println!(
                 "certificate {} and key {} (0600), valid until {}{}",

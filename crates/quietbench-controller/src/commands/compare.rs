@@ -411,7 +411,12 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
         req.db.as_deref(),
         req.no_store,
     )?;
-    let (run, code) = session.drive(crate::run::new_record(settings), outputs, &[], &mut stop)?;
+    let (run, code) = session.drive(
+        crate::run::new_record(settings, None),
+        outputs,
+        &[],
+        &mut stop,
+    )?;
     if code != std::process::ExitCode::SUCCESS {
         return Ok(code);
     }

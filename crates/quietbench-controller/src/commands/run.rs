@@ -74,6 +74,8 @@ pub struct RunRequest {
     pub db: Option<PathBuf>,
     /// Keep no record in the result store.
     pub no_store: bool,
+    /// The run's id, when the caller chose it (`quietbench serve`); a new one otherwise.
+    pub run_id: Option<String>,
 }
 
 /// `quietbench run`: measures the probes (or the plan's variants, with `--plan`) on the hosts
@@ -147,9 +149,12 @@ pub fn run(req: RunRequest) -> anyhow::Result<ExitCode> {
         };
         Session::for_hosts(req.local, hosts, &req.peers, wants_peer, policy)?
     };
-    let (_run, code) = session.drive(new_record(settings), outputs, &[], &mut |_, _| {
-        Flow::Continue
-    })?;
+    let (_run, code) = session.drive(
+        new_record(settings, req.run_id),
+        outputs,
+        &[],
+        &mut |_, _| Flow::Continue,
+    )?;
     Ok(code)
 }
 
@@ -302,7 +307,7 @@ fn run_plan(req: RunRequest, path: &Path) -> anyhow::Result<ExitCode> {
     let started = std::time::Instant::now();
     let budget = plan.budget;
     let (run, code) = session.drive(
-        new_record(plan.settings),
+        new_record(plan.settings, req.run_id.clone()),
         outputs,
         &[],
         &mut |run, planned| {

@@ -18,6 +18,7 @@ mod error;
 mod find;
 mod history;
 pub mod holder;
+mod progress;
 mod read;
 mod schema;
 mod write;
@@ -29,6 +30,7 @@ use std::time::{Duration, SystemTime};
 use rusqlite::Connection;
 
 pub use error::StoreError;
+pub use progress::{HostBrief, TrialBrief};
 pub use schema::SCHEMA_VERSION;
 
 use crate::record::RunRecord;

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use prost::Message;
 use quietbench_proto::histogram::decode_bounded;
 use quietbench_proto::v1 as pb;
-use rusqlite::Transaction;
+use rusqlite::{Transaction, params};
 
 use quietbench_host::HostRoot;
 
@@ -101,6 +101,15 @@ impl Store {
 
     /// The `limit` most recently started runs, newest first.
     pub fn list_runs(&self, limit: usize) -> Result<Vec<RunSummary>, StoreError> {
+        self.summaries(None, limit)
+    }
+
+    /// One run's summary by its full id; `None` when the store has no such run.
+    pub fn run_summary(&self, run_id: &str) -> Result<Option<RunSummary>, StoreError> {
+        Ok(self.summaries(Some(run_id), 1)?.pop())
+    }
+
+    fn summaries(&self, only: Option<&str>, limit: usize) -> Result<Vec<RunSummary>, StoreError> {
         let action = "listing runs";
         let tx = self.read_tx(action)?;
         let mut stmt = tx
@@ -111,28 +120,32 @@ impl Store {
                             (SELECT count(*) FROM trials t WHERE t.run_id = r.id),
                             {HOLDER_COLUMNS}
                      FROM runs r
+                     WHERE ?2 IS NULL OR r.id = ?2
                      ORDER BY r.started_at_unix_ns DESC, r.id DESC
                      LIMIT ?1"
             ))
             .map_err(|e| self.sql_error(action, e))?;
         let here = Machine::read(&HostRoot::live());
         let rows = stmt
-            .query_map([i64::try_from(limit).unwrap_or(i64::MAX)], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    RunRow {
-                        started: r.get(1)?,
-                        finished: r.get(2)?,
-                        status: r.get(3)?,
-                        error: r.get(4)?,
-                        settings: r.get(5)?,
-                        plan: None,
-                        holder: holder_of(r.get(8)?, r.get(9)?, r.get(10)?, r.get(11)?),
-                    },
-                    r.get::<_, i64>(6)?,
-                    r.get::<_, i64>(7)?,
-                ))
-            })
+            .query_map(
+                params![i64::try_from(limit).unwrap_or(i64::MAX), only],
+                |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        RunRow {
+                            started: r.get(1)?,
+                            finished: r.get(2)?,
+                            status: r.get(3)?,
+                            error: r.get(4)?,
+                            settings: r.get(5)?,
+                            plan: None,
+                            holder: holder_of(r.get(8)?, r.get(9)?, r.get(10)?, r.get(11)?),
+                        },
+                        r.get::<_, i64>(6)?,
+                        r.get::<_, i64>(7)?,
+                    ))
+                },
+            )
             .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
             .map_err(|e| self.sql_error(action, e))?;
         rows.into_iter()

@@ -31,14 +31,34 @@ pub enum Role {
     Agent,
     /// A controller: a TLS client (extended key usage clientAuth).
     Controller,
+    /// The controller service, `quietbench serve`: a TLS server, like an agent.
+    Service,
+    /// A client of the controller service (CI, dashboards, `--controller`): a TLS client the
+    /// service tells from a controller by its role ([`ROLE_OU`]).
+    Client,
 }
+
+/// The subject's organizational unit that names a certificate's role, e.g. "quietbench client":
+/// every certificate of one CA chains to it, so the service checks the role, not just the chain.
+pub const ROLE_OU: &str = "quietbench ";
 
 impl Role {
     fn prefix(self) -> &'static str {
         match self {
             Self::Agent => "agent",
             Self::Controller => "controller",
+            Self::Service => "service",
+            Self::Client => "client",
         }
+    }
+
+    /// The organizational unit certificates of this role carry.
+    pub fn unit(self) -> String {
+        format!("{ROLE_OU}{}", self.prefix())
+    }
+
+    fn is_server(self) -> bool {
+        matches!(self, Self::Agent | Self::Service)
     }
 }
 
@@ -186,7 +206,7 @@ pub fn issue(
     let issuer = Issuer::from_ca_cert_pem(&read("ca.pem")?, ca_key)?;
 
     let mut names: Vec<String> = Vec::new();
-    if role == Role::Agent {
+    if role.is_server() {
         names.push(name.to_string());
         for san in sans {
             if san.parse::<IpAddr>().is_err()
@@ -202,19 +222,21 @@ pub fn issue(
         }
     } else if !sans.is_empty() {
         return Err(CertsError::BadInput(
-            "--san is for agents (the names a controller dials); a controller is known by its name"
+            "--san is for agents and services (the names a client dials); a client is known by its name"
                 .into(),
         ));
     }
     let mut params = CertificateParams::new(names.clone())?;
     let mut dn = DistinguishedName::new();
     dn.push(DnType::CommonName, name);
+    dn.push(DnType::OrganizationalUnitName, role.unit());
     params.distinguished_name = dn;
     params.is_ca = IsCa::ExplicitNoCa;
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    params.extended_key_usages = vec![match role {
-        Role::Agent => ExtendedKeyUsagePurpose::ServerAuth,
-        Role::Controller => ExtendedKeyUsagePurpose::ClientAuth,
+    params.extended_key_usages = vec![if role.is_server() {
+        ExtendedKeyUsagePurpose::ServerAuth
+    } else {
+        ExtendedKeyUsagePurpose::ClientAuth
     }];
     validity(&mut params, now, days);
     let key = KeyPair::generate()?;

@@ -1,0 +1,229 @@
+//! The command line of `quietbench serve`, and `--controller ADDR`: the options that send
+//! run, compare, runs, show and history to a service instead of doing them here.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, Parser};
+use quietbench_proto::v1 as pb;
+
+use super::{RunArgs, TlsArgs};
+use crate::service::client::{self, Remote};
+use crate::service::{ServeSettings, ServeTls};
+use crate::store::Store;
+
+/// The port `quietbench serve` listens on by default (the agent's is 7700).
+pub const DEFAULT_SERVE_PORT: u16 = 7710;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on; a non-loopback address needs mutual TLS (or --insecure)
+    #[arg(long, value_name = "ADDR:PORT", default_value_t = SocketAddr::from(([127, 0, 0, 1], DEFAULT_SERVE_PORT)))]
+    listen: SocketAddr,
+    /// Where the service keeps the runs it accepted (queued ones, and each run's output)
+    /// [default: beside the result store, service/]
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    /// The result store every run is kept in [default: $XDG_DATA_HOME/quietbench/results.sqlite3]
+    #[arg(long, value_name = "FILE")]
+    db: Option<PathBuf>,
+    /// Runs measuring at once; more wait in the queue (a run also waits while another
+    /// measures on one of its hosts)
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    max_runs: u16,
+    /// The service's certificate (PEM, `quietbench certs issue --service NAME`): serve mutual
+    /// TLS; only client certificates (`certs issue --client NAME`) are let in
+    #[arg(long, value_name = "FILE", requires_all = ["tls_key", "client_ca"])]
+    tls_cert: Option<PathBuf>,
+    /// The service's private key (PEM)
+    #[arg(long, value_name = "FILE", requires_all = ["tls_cert", "client_ca"])]
+    tls_key: Option<PathBuf>,
+    /// The CA clients' certificates must chain to (PEM)
+    #[arg(long, value_name = "FILE", requires_all = ["tls_cert", "tls_key"])]
+    client_ca: Option<PathBuf>,
+    /// Serve plain gRPC on a non-loopback address: anyone who reaches the port can run
+    /// commands on your agents
+    #[arg(long)]
+    insecure: bool,
+    /// How the service's runs reach agents (--ca, --cert, --key, --token-file)
+    #[command(flatten)]
+    pub(super) tls: TlsArgs,
+}
+
+/// `--controller ADDR` and the client certificate it is reached with.
+#[derive(Debug, Args, Default)]
+pub struct RemoteArgs {
+    /// Ask a quietbench service (`quietbench serve`) at HOST:PORT instead of doing it here:
+    /// the same output and exit code, from the service's machine and store
+    #[arg(long, value_name = "HOST:PORT")]
+    controller: Option<String>,
+    /// The CA the service's certificate chains to: reach it over mutual TLS
+    #[arg(long, value_name = "FILE", requires_all = ["controller", "controller_cert", "controller_key"])]
+    controller_ca: Option<PathBuf>,
+    /// This client's certificate (PEM, `quietbench certs issue --client NAME`)
+    #[arg(long, value_name = "FILE", requires = "controller_ca")]
+    controller_cert: Option<PathBuf>,
+    /// This client's private key (PEM)
+    #[arg(long, value_name = "FILE", requires = "controller_ca")]
+    controller_key: Option<PathBuf>,
+}
+
+impl RemoteArgs {
+    /// `--controller` was given.
+    pub fn is_given(&self) -> bool {
+        self.controller.is_some()
+    }
+
+    /// The service to ask, when `--controller` was given.
+    pub fn remote(&self) -> Option<Remote> {
+        let address = self.controller.clone()?;
+        let tls = match (
+            &self.controller_ca,
+            &self.controller_cert,
+            &self.controller_key,
+        ) {
+            (Some(ca), Some(cert), Some(key)) => Some((ca.clone(), cert.clone(), key.clone())),
+            _ => None,
+        };
+        Some(Remote { address, tls })
+    }
+}
+
+/// An absolute path: a run's process works in its own folder.
+fn absolute(path: &Path) -> anyhow::Result<PathBuf> {
+    std::path::absolute(path).map_err(|e| anyhow::anyhow!("cannot resolve {}: {e}", path.display()))
+}
+
+/// `quietbench serve`.
+pub fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let db = absolute(&args.db.unwrap_or_else(Store::default_path))?;
+    let state_dir = match args.state_dir {
+        Some(dir) => absolute(&dir)?,
+        None => db.parent().unwrap_or(Path::new(".")).join("service"),
+    };
+    let mut agent_tls_args = Vec::new();
+    for (flag, path) in [
+        ("ca", &args.tls.ca),
+        ("cert", &args.tls.cert),
+        ("key", &args.tls.key),
+        ("token-file", &args.tls.token_file),
+    ] {
+        if let Some(path) = path {
+            agent_tls_args.push(format!("--{flag}={}", absolute(path)?.display()));
+        }
+    }
+    let tls = match (args.tls_cert, args.tls_key, args.client_ca) {
+        (Some(cert), Some(key), Some(client_ca)) => Some(ServeTls {
+            cert,
+            key,
+            client_ca,
+        }),
+        _ => None,
+    };
+    crate::service::serve(ServeSettings {
+        listen: args.listen,
+        state_dir,
+        db,
+        max_runs: usize::from(args.max_runs),
+        tls,
+        insecure: args.insecure,
+        agent_tls_args,
+        check_run_args,
+    })
+}
+
+/// `run`'s own parser over a submitted run's arguments.
+fn check_run_args(args: &[String]) -> Result<(), String> {
+    #[derive(Debug, Parser)]
+    struct Run {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+    Run::try_parse_from(std::iter::once("run").chain(args.iter().map(String::as_str)))
+        .map(|_| ())
+        .map_err(|e| e.render().to_string().trim().to_string())
+}
+
+/// `run --controller`: the run's options, or its plan, submitted to the service.
+pub(super) fn run_remote(remote: &Remote, args: RunArgs) -> anyhow::Result<ExitCode> {
+    let refused = [
+        (
+            args.hosts_file.is_some(),
+            "--hosts (list the agents with --agent)",
+        ),
+        (args.ec2.spec().is_some(), "--ec2"),
+        (args.hdr_log.is_some(), "--hdr-log"),
+        (
+            args.db.is_some() || args.no_store,
+            "--db and --no-store (the service keeps its own store)",
+        ),
+    ];
+    if let Some((_, what)) = refused.iter().find(|(given, _)| *given) {
+        anyhow::bail!("--controller runs cannot take {what}");
+    }
+    let what = if let Some(plan) = &args.plan {
+        let text = std::fs::read_to_string(plan)
+            .map_err(|e| anyhow::anyhow!("cannot read the plan {}: {e}", plan.display()))?;
+        pb::submit_run_request::What::PlanToml(text)
+    } else {
+        pb::submit_run_request::What::Options(pb::RunOptions {
+            local: args.local,
+            agents: args.agents,
+            peers: args.peers,
+            probes: args.probes,
+            params: args.params.into_iter().collect(),
+            control: args.control.map(control_text).unwrap_or_default(),
+            figure: args.figure.unwrap_or_default(),
+            rounds: args.rounds,
+            warmup: Some(args.warmup),
+            seed: args.seed,
+            duration_ms: u64::try_from(args.duration.as_millis()).unwrap_or(u64::MAX),
+            interval_ms: u64::try_from(args.interval.as_millis()).unwrap_or(u64::MAX),
+            cpus: args.cpus.map(|c| c.0).unwrap_or_default(),
+            unpinned: args.unpinned,
+            tune: args.tune,
+            fail_fast: args.fail_fast,
+            no_round_sync: args.no_round_sync,
+        })
+    };
+    client::run(
+        remote,
+        pb::SubmitRunRequest { what: Some(what) },
+        args.json.as_deref(),
+        args.html.as_deref(),
+    )
+}
+
+/// `--control`'s text back from its parsed form (values with blanks quoted).
+fn control_text((probe, params): (String, std::collections::BTreeMap<String, String>)) -> String {
+    let mut text = probe;
+    for (key, value) in params {
+        if value.contains(char::is_whitespace) {
+            text.push_str(&format!(" {key}=\"{value}\""));
+        } else {
+            text.push_str(&format!(" {key}={value}"));
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_control_goes_back_to_the_text_that_parses_to_it() {
+        let parsed = crate::commands::run::parse_control("exec cmd='./build --fast' n=2").unwrap();
+        let text = control_text(parsed.clone());
+        assert_eq!(crate::commands::run::parse_control(&text).unwrap(), parsed);
+    }
+
+    #[test]
+    fn submitted_run_arguments_are_checked_by_run_own_parser() {
+        assert!(check_run_args(&["--local".into(), "--rounds=2".into()]).is_ok());
+        let err = check_run_args(&["--local".into(), "--rounds=0".into()]).unwrap_err();
+        assert!(err.contains("--rounds"), "{err}");
+        assert!(check_run_args(&["--rounds=2".into()]).is_err());
+    }
+}

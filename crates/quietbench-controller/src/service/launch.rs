@@ -1,0 +1,284 @@
+//! What a submitted run becomes: the arguments of `quietbench run` (from structured options or
+//! a plan), checked and bounded, and the hosts it measures on. The service never passes a
+//! client's path to a command: reports come back through the API, the store is the service's.
+
+use quietbench_proto::v1 as pb;
+use tonic::Status;
+
+/// The longest plan accepted, bytes.
+pub const MAX_PLAN_BYTES: usize = 256 * 1024;
+/// The longest string field accepted, bytes.
+pub const MAX_FIELD_BYTES: usize = 4096;
+/// The most entries a repeated field or map may have.
+pub const MAX_ENTRIES: usize = 1024;
+
+/// The host key of a run on the service's own machine.
+pub const LOCAL_HOST: &str = "local";
+
+/// A run ready to queue: `quietbench run`'s arguments, the plan's text when there is one
+/// (written beside them as plan.toml, which `--plan` then names), and its hosts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launch {
+    /// Arguments after `run`, without `--plan`, the store, the run id or TLS.
+    pub run_args: Vec<String>,
+    /// The plan's TOML.
+    pub plan_toml: Option<String>,
+    /// Host keys: "local" or agent addresses (peers included).
+    pub hosts: Vec<String>,
+}
+
+fn field(what: &str, text: &str) -> Result<(), Status> {
+    if text.len() > MAX_FIELD_BYTES {
+        return Err(Status::invalid_argument(format!(
+            "{what} is {} bytes long; at most {MAX_FIELD_BYTES} are accepted",
+            text.len()
+        )));
+    }
+    if text.chars().any(char::is_control) {
+        return Err(Status::invalid_argument(format!(
+            "{what} holds a control character"
+        )));
+    }
+    Ok(())
+}
+
+fn entries(what: &str, n: usize) -> Result<(), Status> {
+    if n > MAX_ENTRIES {
+        return Err(Status::invalid_argument(format!(
+            "{what} has {n} entries; at most {MAX_ENTRIES} are accepted"
+        )));
+    }
+    Ok(())
+}
+
+/// `--flag=value` as one argument: a value that starts with '-' stays a value.
+fn opt(args: &mut Vec<String>, flag: &str, value: impl std::fmt::Display) {
+    args.push(format!("--{flag}={value}"));
+}
+
+/// The arguments of `quietbench run` for structured options.
+pub fn from_options(o: &pb::RunOptions) -> Result<Launch, Status> {
+    entries("agents", o.agents.len())?;
+    entries("peers", o.peers.len())?;
+    entries("probes", o.probes.len())?;
+    entries("params", o.params.len())?;
+    entries("cpus", o.cpus.len())?;
+    let mut args = Vec::new();
+    let mut hosts = Vec::new();
+    if o.local {
+        if !o.agents.is_empty() {
+            return Err(Status::invalid_argument("give local or agents, not both"));
+        }
+        args.push("--local".to_string());
+        hosts.push(LOCAL_HOST.to_string());
+    } else if o.agents.is_empty() {
+        return Err(Status::invalid_argument(
+            "no hosts: set local, or give agents (HOST:PORT)",
+        ));
+    }
+    for agent in &o.agents {
+        field("an agent address", agent)?;
+        opt(&mut args, "agent", agent);
+        hosts.push(agent.clone());
+    }
+    for peer in &o.peers {
+        field("a peer address", peer)?;
+        opt(&mut args, "peer", peer);
+        hosts.push(peer.clone());
+    }
+    for probe in &o.probes {
+        field("a probe", probe)?;
+        opt(&mut args, "probe", probe);
+    }
+    for (key, value) in &o.params {
+        field("a parameter name", key)?;
+        field("a parameter value", value)?;
+        opt(&mut args, "param", format!("{key}={value}"));
+    }
+    if !o.control.is_empty() {
+        field("control", &o.control)?;
+        opt(&mut args, "control", &o.control);
+    }
+    if !o.figure.is_empty() {
+        field("figure", &o.figure)?;
+        opt(&mut args, "figure", &o.figure);
+    }
+    if o.rounds > 0 {
+        opt(&mut args, "rounds", o.rounds);
+    }
+    if let Some(warmup) = o.warmup {
+        opt(&mut args, "warmup", warmup);
+    }
+    if let Some(seed) = o.seed {
+        opt(&mut args, "seed", seed);
+    }
+    if o.duration_ms > 0 {
+        opt(&mut args, "duration", seconds(o.duration_ms));
+    }
+    if o.interval_ms > 0 {
+        opt(&mut args, "interval", seconds(o.interval_ms));
+    }
+    if !o.cpus.is_empty() {
+        let list: Vec<String> = o.cpus.iter().map(u32::to_string).collect();
+        opt(&mut args, "cpus", list.join(","));
+    }
+    for (set, flag) in [
+        (o.unpinned, "--unpinned"),
+        (o.tune, "--tune"),
+        (o.fail_fast, "--fail-fast"),
+        (o.no_round_sync, "--no-round-sync"),
+    ] {
+        if set {
+            args.push(flag.to_string());
+        }
+    }
+    hosts.dedup();
+    Ok(Launch {
+        run_args: args,
+        plan_toml: None,
+        hosts,
+    })
+}
+
+/// Milliseconds as `run`'s seconds (exact: three decimals at most).
+fn seconds(ms: u64) -> String {
+    format!("{}.{:03}", ms / 1000, ms % 1000)
+}
+
+/// A plan's launch: checked as `run --plan` checks it, and refused when it names files on the
+/// client's machine (`hosts_file`, `[tls]`).
+pub fn from_plan(toml: &str) -> Result<Launch, Status> {
+    if toml.len() > MAX_PLAN_BYTES {
+        return Err(Status::invalid_argument(format!(
+            "the plan is {} bytes long; at most {MAX_PLAN_BYTES} are accepted",
+            toml.len()
+        )));
+    }
+    let plan = crate::plan::parse_plan(toml, 0)
+        .map_err(|e| Status::invalid_argument(format!("the plan: {e}")))?;
+    if plan.hosts_file.is_some() {
+        return Err(Status::invalid_argument(
+            "the plan names a hosts_file, a file on your machine: list its agents in the plan \
+             (agents = [...]) instead",
+        ));
+    }
+    if plan.tls.is_some() {
+        return Err(Status::invalid_argument(
+            "the plan has a [tls] table: the service talks to agents with its own identity \
+             (quietbench serve --ca --cert --key); remove the table",
+        ));
+    }
+    let mut hosts: Vec<String> = Vec::new();
+    if plan.local {
+        hosts.push(LOCAL_HOST.to_string());
+    }
+    hosts.extend(plan.agents.iter().cloned());
+    hosts.extend(plan.peers.iter().cloned());
+    hosts.dedup();
+    if hosts.is_empty() {
+        return Err(Status::invalid_argument(
+            "the plan names no host: set local = true or agents = [...]",
+        ));
+    }
+    Ok(Launch {
+        run_args: Vec::new(),
+        plan_toml: Some(toml.to_string()),
+        hosts,
+    })
+}
+
+/// The launch of a submit request.
+pub fn from_request(request: &pb::SubmitRunRequest) -> Result<Launch, Status> {
+    match &request.what {
+        Some(pb::submit_run_request::What::PlanToml(toml)) => from_plan(toml),
+        Some(pb::submit_run_request::What::Options(options)) => from_options(options),
+        None => Err(Status::invalid_argument(
+            "nothing to run: give plan_toml or options",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_become_one_argument_per_value_and_name_their_hosts() {
+        let launch = from_options(&pb::RunOptions {
+            agents: vec!["10.0.0.1:7000".into(), "10.0.0.2:7000".into()],
+            probes: vec!["cpu.primes".into()],
+            params: [("max_prime".to_string(), "--json=/etc/x".to_string())].into(),
+            rounds: 5,
+            warmup: Some(0),
+            duration_ms: 1500,
+            cpus: vec![1, 3],
+            tune: true,
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(
+            launch.run_args,
+            [
+                "--agent=10.0.0.1:7000",
+                "--agent=10.0.0.2:7000",
+                "--probe=cpu.primes",
+                "--param=max_prime=--json=/etc/x",
+                "--rounds=5",
+                "--warmup=0",
+                "--duration=1.500",
+                "--cpus=1,3",
+                "--tune",
+            ]
+        );
+        assert_eq!(launch.hosts, ["10.0.0.1:7000", "10.0.0.2:7000"]);
+    }
+
+    #[test]
+    fn bad_options_are_refused_with_the_reason() {
+        let none = from_options(&pb::RunOptions::default()).unwrap_err();
+        assert!(none.message().contains("no hosts"), "{}", none.message());
+        let both = from_options(&pb::RunOptions {
+            local: true,
+            agents: vec!["a:1".into()],
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(both.message().contains("not both"));
+        let long = from_options(&pb::RunOptions {
+            local: true,
+            probes: vec!["x".repeat(MAX_FIELD_BYTES + 1)],
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert_eq!(long.code(), tonic::Code::InvalidArgument);
+        let newline = from_options(&pb::RunOptions {
+            local: true,
+            probes: vec!["cpu.primes\n--json".into()],
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(newline.message().contains("control character"));
+    }
+
+    #[test]
+    fn plans_naming_client_files_are_refused() {
+        let ok = from_plan(
+            "hosts = \"local\"\nrounds = 3\n[[variant]]\nname = \"a\"\nprobe = \"cpu.primes\"\n",
+        )
+        .unwrap();
+        assert_eq!(ok.hosts, [LOCAL_HOST]);
+        let hosts_file = from_plan(
+            "hosts_file = \"hosts.txt\"\n[[variant]]\nname = \"a\"\nprobe = \"cpu.primes\"\n",
+        )
+        .unwrap_err();
+        assert!(
+            hosts_file.message().contains("hosts_file"),
+            "{}",
+            hosts_file.message()
+        );
+        let broken = from_plan("rounds = ").unwrap_err();
+        assert!(broken.message().starts_with("the plan: "));
+        let big = from_plan(&"#".repeat(MAX_PLAN_BYTES + 1)).unwrap_err();
+        assert!(big.message().contains("at most"));
+    }
+}

@@ -1,0 +1,128 @@
+//! A run's progress as the store has it, read cheaply while the run goes on: its hosts, and the
+//! trials committed after a given one with their figures. What `quietbench serve` streams to a
+//! run's watchers; it decodes no histogram.
+
+use rusqlite::params;
+
+use super::{Store, StoreError, sql_int};
+
+/// A stored host, briefly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostBrief {
+    /// Its index in the run.
+    pub index: usize,
+    /// The agent's address.
+    pub address: String,
+    /// Its CPU model name.
+    pub cpu_model: String,
+    /// Its EC2 instance type, off EC2 `None`.
+    pub instance_type: Option<String>,
+}
+
+/// A stored trial with its figures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrialBrief {
+    /// Its position among the run's stored trials.
+    pub seq: usize,
+    /// Its host's index.
+    pub host: usize,
+    /// Variant name.
+    pub variant: String,
+    /// Round, from 1.
+    pub round: u32,
+    /// A warm-up trial.
+    pub warmup: bool,
+    /// Cancelled before its end.
+    pub cancelled: bool,
+    /// Each metric: name, unit and value (`None`: not measured).
+    pub figures: Vec<(String, String, Option<f64>)>,
+}
+
+impl Store {
+    /// The run's hosts from index `from` on, in order.
+    pub fn hosts_from(&self, run_id: &str, from: usize) -> Result<Vec<HostBrief>, StoreError> {
+        let action = "reading a run's hosts";
+        let from = sql_int("a host index", from)?;
+        let tx = self.read_tx(action)?;
+        let rows: Vec<(i64, String, String, Option<String>)> = tx
+            .prepare_cached(
+                "SELECT idx, address, cpu_model_name, instance_type FROM hosts
+                 WHERE run_id = ?1 AND idx >= ?2 ORDER BY idx",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map(params![run_id, from], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                })?
+                .collect()
+            })
+            .map_err(|e| self.sql_error(action, e))?;
+        rows.into_iter()
+            .map(|(idx, address, cpu_model, instance_type)| {
+                Ok(HostBrief {
+                    index: usize::try_from(idx)
+                        .map_err(|_| self.corrupt(run_id, "host indexes", idx))?,
+                    address,
+                    cpu_model,
+                    instance_type,
+                })
+            })
+            .collect()
+    }
+
+    /// The run's trials whose sequence number is `from` or more, in order, at most `limit`.
+    pub fn trials_from(
+        &self,
+        run_id: &str,
+        from: usize,
+        limit: usize,
+    ) -> Result<Vec<TrialBrief>, StoreError> {
+        let action = "reading a run's trials";
+        let (from, limit) = (sql_int("a trial index", from)?, sql_int("a limit", limit)?);
+        let tx = self.read_tx(action)?;
+        type Row = (i64, i64, i64, String, u32, bool, bool);
+        let rows: Vec<Row> = tx
+            .prepare_cached(
+                "SELECT id, seq, host_idx, variant, round, warmup, cancelled FROM trials
+                 WHERE run_id = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map(params![run_id, from, limit], |r| {
+                    Ok((
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                        r.get(5)?,
+                        r.get(6)?,
+                    ))
+                })?
+                .collect()
+            })
+            .map_err(|e| self.sql_error(action, e))?;
+        let mut trials = Vec::with_capacity(rows.len());
+        for (id, seq, host, variant, round, warmup, cancelled) in rows {
+            let figures: Vec<(String, String, Option<f64>)> = tx
+                .prepare_cached(
+                    "SELECT name, unit, value FROM metrics WHERE trial = ?1 ORDER BY idx",
+                )
+                .and_then(|mut stmt| {
+                    stmt.query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                        .collect()
+                })
+                .map_err(|e| self.sql_error(action, e))?;
+            let index =
+                |v: i64| usize::try_from(v).map_err(|_| self.corrupt(run_id, "trial indexes", v));
+            trials.push(TrialBrief {
+                seq: index(seq)?,
+                host: index(host)?,
+                variant,
+                round,
+                warmup,
+                cancelled,
+                figures,
+            });
+        }
+        Ok(trials)
+    }
+}

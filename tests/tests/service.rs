@@ -1,0 +1,322 @@
+//! `quietbench serve` and `--controller`, end to end: real service processes on loopback, runs
+//! on real local agents, the CLI and the Python grpcio client (examples/python, generated from
+//! the proto) as clients. What is checked: the same output as the CLI gives locally; a run that
+//! waits for its host and is cancelled; a service killed mid-run that resumes the run when it
+//! starts again; mutual TLS that lets in client certificates and no other role.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `quietbench serve`; killed (SIGKILL) when dropped.
+struct Service {
+    child: Child,
+    address: String,
+}
+
+impl Service {
+    fn start(db: &Path, state: &Path, extra: &[&str]) -> Self {
+        let mut child = common::quietbench()
+            .args(["serve", "--listen", "127.0.0.1:0", "--db"])
+            .arg(db)
+            .arg("--state-dir")
+            .arg(state)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start quietbench serve");
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let first = lines.next().expect("serve says where it listens").unwrap();
+        // Keep reading its stderr so it never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        let address = first
+            .split("listening on ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no address in {first:?}"))
+            .to_string();
+        Self { child, address }
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn output(command: &mut Command) -> (i32, String, String) {
+    let out = command.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn run_id_in(stderr: &str) -> String {
+    stderr
+        .split("quietbench: run ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no run id in {stderr}"))
+        .to_string()
+}
+
+#[test]
+fn the_cli_gets_the_same_output_from_a_service_as_from_its_own_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("store.sqlite3");
+    let service = Service::start(&db, &dir.path().join("state"), &[]);
+    let json = dir.path().join("run.json");
+    let (code, stdout, stderr) = output(
+        common::quietbench()
+            .args(["run", "--controller", &service.address, "--local"])
+            .args([
+                "--probe",
+                "cpu.primes",
+                "--rounds",
+                "2",
+                "--duration",
+                "0.2",
+            ])
+            .arg("--json")
+            .arg(&json),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("cpu.primes  events_per_sec"), "{stdout}");
+    assert!(stderr.contains("quietbench: started"), "{stderr}");
+    let run_id = run_id_in(&stderr);
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["run_id"], run_id.as_str());
+    assert_eq!(report["trials"].as_array().unwrap().len(), 2);
+
+    // show, runs and history: what the service prints is what the store's own CLI prints.
+    let local = |args: &[&str]| {
+        let mut command = common::quietbench();
+        command.args(args).arg("--db").arg(&db);
+        output(&mut command)
+    };
+    let remote = |args: &[&str]| {
+        output(
+            common::quietbench()
+                .args(args)
+                .args(["--controller", &service.address]),
+        )
+    };
+    for args in [
+        vec!["show", &run_id[..8]],
+        vec!["runs"],
+        vec![
+            "history",
+            "--probe",
+            "cpu.primes",
+            "--metric",
+            "events_per_sec",
+        ],
+    ] {
+        let (local_code, local_out, _) = local(&args);
+        let (remote_code, remote_out, remote_err) = remote(&args);
+        assert_eq!(
+            (remote_code, &remote_out),
+            (local_code, &local_out),
+            "{args:?}: {remote_err}"
+        );
+    }
+    // compare --runs keeps compare's exit code and message (too few trials here).
+    let (code, _, stderr) = remote(&["compare", "--runs", &run_id, &run_id]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("need at least 3 trials"), "{stderr}");
+    // Bad input is refused by the service with its reason.
+    let (code, _, stderr) = remote(&["show", "../etc/passwd"]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("is not a run id"), "{stderr}");
+    let (code, _, stderr) = remote(&["run", "--local", "--probe", "no.such", "--rounds", "1"]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("no.such"), "{stderr}");
+}
+
+#[test]
+fn the_python_client_submits_a_plan_and_follows_its_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let service = Service::start(
+        &dir.path().join("store.sqlite3"),
+        &dir.path().join("state"),
+        &[],
+    );
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        "hosts = \"local\"\nrounds = 2\nduration_s = 0.2\n\n[[variant]]\nname = \"small\"\n\
+         probe = \"cpu.primes\"\nparams = { max_prime = \"5000\" }\n\n[[variant]]\n\
+         name = \"large\"\nprobe = \"cpu.primes\"\nparams = { max_prime = \"10000\" }\n",
+    )
+    .unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/python/submit_plan.py");
+    let (code, stdout, stderr) = output(
+        Command::new("python3")
+            .arg(script)
+            .args(["--controller", &service.address])
+            .arg(&plan),
+    );
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    for expected in [
+        "submitted run ",
+        "queued: ",
+        "started",
+        "host 0: 127.0.0.1:",
+        "trial 0: host 0 ",
+        "trial 3: host 0 ",
+        "events_per_sec=",
+        "large: cpu.primes  events_per_sec",
+        "finished: complete, exit code 0",
+        "report: schema quietbench.run-report.v1, 4 trials",
+    ] {
+        assert!(stdout.contains(expected), "{expected:?} missing:\n{stdout}");
+    }
+}
+
+/// The status `runs --controller` shows for a run.
+fn status_of(service: &Service, run_id: &str) -> Option<String> {
+    let (_, stdout, _) =
+        output(common::quietbench().args(["runs", "--controller", &service.address]));
+    stdout
+        .lines()
+        .find(|l| l.starts_with(run_id))
+        .and_then(|l| l.split_whitespace().nth(2).map(str::to_string))
+}
+
+fn wait_until(limit: Duration, mut done: impl FnMut() -> bool, what: &str) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn runs_wait_for_their_host_are_cancelled_and_survive_a_killed_service() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, state) = (dir.path().join("store.sqlite3"), dir.path().join("state"));
+    let mut service = Service::start(&db, &state, &["--max-runs", "2"]);
+    let submit = |rounds: &str, log: &PathBuf| {
+        common::quietbench()
+            .args(["run", "--controller", &service.address, "--local"])
+            .args(["--rounds", rounds, "--duration", "0.5", "--warmup", "0"])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap()
+    };
+    let (long_log, queued_log) = (dir.path().join("long.log"), dir.path().join("queued.log"));
+    let mut long = submit("8", &long_log);
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    wait_until(
+        Duration::from_secs(60),
+        || read(&long_log).contains("round 1/8"),
+        "a trial",
+    );
+    // Room for two runs, but both measure on this machine: the second waits, and Ctrl-C on its
+    // client cancels it on the service.
+    let mut queued = submit("1", &queued_log);
+    wait_until(
+        Duration::from_secs(30),
+        || read(&queued_log).contains("queued: a host is measuring run"),
+        "the second run to wait for the host",
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(queued.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let status = queued.wait().unwrap();
+    let log = read(&queued_log);
+    assert_eq!(status.code(), Some(130), "{log}");
+    assert!(log.contains("cancelling run"), "{log}");
+
+    // The service dies mid-run; its run's controller is interrupted (restoring, keeping its
+    // trials), and the restarted service resumes it to the end.
+    let long_id = run_id_in(&read(&long_log));
+    service.kill();
+    let _ = long.wait();
+    let service = Service::start(&db, &state, &[]);
+    wait_until(
+        Duration::from_secs(120),
+        || status_of(&service, &long_id).as_deref() == Some("complete"),
+        "the resumed run to complete",
+    );
+    let (_, stdout, _) =
+        output(common::quietbench().args(["runs", "--controller", &service.address]));
+    let line = stdout.lines().find(|l| l.starts_with(&long_id)).unwrap();
+    assert_eq!(line.split_whitespace().nth(4), Some("8"), "{stdout}");
+    let (_, shown, _) =
+        output(common::quietbench().args(["show", &long_id, "--controller", &service.address]));
+    assert!(shown.contains("(complete)"), "{shown}");
+    let stderr = read(&state.join("runs").join(&long_id).join("stderr"));
+    assert!(stderr.contains("resuming run"), "{stderr}");
+}
+
+#[test]
+fn over_mutual_tls_only_client_certificates_are_let_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    let certs_arg = certs.to_str().unwrap();
+    common::succeed(common::quietbench().args(["certs", "init", "--dir", certs_arg]));
+    for role in [
+        vec!["--service", "svc", "--san", "127.0.0.1"],
+        vec!["--client", "ci"],
+        vec!["--controller", "ctl"],
+    ] {
+        common::succeed(
+            common::quietbench()
+                .args(["certs", "issue", "--dir", certs_arg])
+                .args(role),
+        );
+    }
+    let file = |name: &str| certs.join(name).to_str().unwrap().to_string();
+    let service = Service::start(
+        &dir.path().join("store.sqlite3"),
+        &dir.path().join("state"),
+        &[
+            "--tls-cert",
+            &file("service-svc.pem"),
+            "--tls-key",
+            &file("service-svc.key"),
+            "--client-ca",
+            &file("ca.pem"),
+        ],
+    );
+    let runs_as = |cert: Option<&str>| {
+        let mut command = common::quietbench();
+        command.args(["runs", "--controller", &service.address]);
+        if let Some(stem) = cert {
+            command.args([
+                "--controller-ca",
+                &file("ca.pem"),
+                "--controller-cert",
+                &file(&format!("{stem}.pem")),
+                "--controller-key",
+                &file(&format!("{stem}.key")),
+            ]);
+        }
+        output(&mut command)
+    };
+    let (code, stdout, stderr) = runs_as(Some("client-ci"));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.starts_with("no runs stored"), "{stdout}");
+    let (code, _, stderr) = runs_as(Some("controller-ctl"));
+    assert_eq!(code, 1);
+    assert!(stderr.contains("not a client's"), "{stderr}");
+    let (code, _, stderr) = runs_as(None);
+    assert_eq!(code, 1, "plain gRPC must not reach a TLS service: {stderr}");
+}
