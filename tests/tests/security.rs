@@ -137,6 +137,7 @@ fn mutual_tls_admits_the_fleet_controller_and_names_every_refusal() {
         &["issue", "--agent", "elsewhere", "--san", "10.9.9.9"],
     );
     certs(&fleet.dir, &["issue", "--controller", "ci"]);
+    certs(&fleet.dir, &["issue", "--client", "dashboard"]);
     // Another fleet's CA and controller.
     let other = Fleet {
         dir: dir.path().join("other"),
@@ -199,6 +200,17 @@ fn mutual_tls_admits_the_fleet_controller_and_names_every_refusal() {
     run.args(["run", "--no-store", "--plan"]).arg(&plan);
     let table = common::succeed(&mut run);
     assert!(table.contains("events_per_sec"), "{table}");
+
+    // A certificate for a client of the controller service, from the same CA: it reaches the
+    // service, never an agent.
+    let (ok, said) = host_with(
+        &addr,
+        &ca,
+        &fleet.file("client-dashboard.pem"),
+        &fleet.file("client-dashboard.key"),
+    );
+    assert!(!ok, "a service client got into an agent: {said}");
+    assert!(said.contains("agents answer controllers only"), "{said}");
 
     // No certificate at all (plain gRPC): refused.
     let (ok, said) = outcome(quietbench().args(["host", "--agent", &addr]));

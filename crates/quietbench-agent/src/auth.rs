@@ -1,5 +1,7 @@
-//! Token mode: every call to the agent's service must carry `authorization: Bearer TOKEN`, the
-//! token of the agent's `--token-file`, compared in constant time (subtle) so that the time a
+//! Who may call. A certificate issued for a client of the controller service is refused: it
+//! reaches the service, never an agent ([`refuse_service_clients`]). Token mode: every call to
+//! the agent's service must carry `authorization: Bearer TOKEN`, the token of the agent's
+//! `--token-file`, compared in constant time (subtle) so that the time a
 //! refusal takes says nothing about how much of a guess was right. Only over TLS: the settings
 //! refuse a token without `--tls-cert`.
 
@@ -27,6 +29,7 @@ impl TokenCheck {
 
 impl Interceptor for TokenCheck {
     fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+        refuse_service_clients(&request)?;
         let Some(want) = &self.token else {
             return Ok(request);
         };
@@ -46,6 +49,26 @@ impl Interceptor for TokenCheck {
             )),
         }
     }
+}
+
+/// A certificate issued for a client of the controller service (`quietbench certs issue
+/// --client`) chains to the same CA as a controller's: it reaches the service, never an agent.
+fn refuse_service_clients(request: &Request<()>) -> Result<(), Status> {
+    let Some(certs) = request.peer_certs() else {
+        return Ok(());
+    };
+    let Some(leaf) = certs.first() else {
+        return Ok(());
+    };
+    let units =
+        quietbench_proto::roles::units_of(leaf.as_ref()).map_err(Status::unauthenticated)?;
+    if units.iter().any(|u| u == quietbench_proto::roles::CLIENT) {
+        return Err(Status::permission_denied(
+            "this is a certificate for a client of the controller service (certs issue \
+             --client): agents answer controllers only (certs issue --controller)",
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

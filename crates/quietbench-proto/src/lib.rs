@@ -6,6 +6,7 @@
 
 pub mod histogram;
 pub mod metrics;
+pub mod roles;
 
 /// Version 1 of the quietbench protocol (`package quietbench.v1`).
 pub mod v1 {

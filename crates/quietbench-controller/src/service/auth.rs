@@ -17,13 +17,7 @@ pub struct ClientRole {
 
 /// The roles (organizational units) a DER certificate's subject names.
 pub fn roles_of(der: &[u8]) -> Result<Vec<String>, String> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der)
-        .map_err(|e| format!("the client certificate cannot be read: {e}"))?;
-    Ok(cert
-        .subject()
-        .iter_organizational_unit()
-        .filter_map(|ou| ou.as_str().ok().map(str::to_string))
-        .collect())
+    quietbench_proto::roles::units_of(der)
 }
 
 impl Interceptor for ClientRole {
@@ -85,5 +79,6 @@ mod tests {
             assert_eq!(roles_of(&der_of(&issued.cert)).unwrap(), [want]);
         }
         assert!(roles_of(b"not a certificate").is_err());
+        assert_eq!(Role::Client.unit(), quietbench_proto::roles::CLIENT);
     }
 }

@@ -40,7 +40,7 @@ pub enum Role {
 
 /// The subject's organizational unit that names a certificate's role, e.g. "quietbench client":
 /// every certificate of one CA chains to it, so the service checks the role, not just the chain.
-pub const ROLE_OU: &str = "quietbench ";
+pub const ROLE_OU: &str = quietbench_proto::roles::UNIT_PREFIX;
 
 impl Role {
     fn prefix(self) -> &'static str {
