@@ -4,6 +4,7 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use quietbench_proto::v1 as pb;
 use tokio_stream::Stream;
@@ -14,11 +15,29 @@ use super::runs::Runs;
 use super::state::Submission;
 use crate::store::Store;
 
+/// Runs waiting in the queue at most; one more is refused (RESOURCE_EXHAUSTED).
+pub const MAX_QUEUED: usize = 1000;
+/// Event streams open at once at most (each is a polling thread).
+pub const MAX_WATCHERS: usize = 256;
+/// Commands (show, runs, compare, history, gc) running at once at most; more wait.
+const MAX_COMMANDS: usize = 4;
+
 /// The service.
 pub struct ControllerApi {
     runs: Arc<Runs>,
     /// Checks a run's arguments as `quietbench run` parses them (the CLI's parser).
     check_run_args: fn(&[String]) -> Result<(), String>,
+    watchers: Arc<AtomicUsize>,
+    commands: tokio::sync::Semaphore,
+}
+
+/// One open event stream, counted while it lives.
+pub struct WatchSlot(Arc<AtomicUsize>);
+
+impl Drop for WatchSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl ControllerApi {
@@ -27,6 +46,8 @@ impl ControllerApi {
         Self {
             runs,
             check_run_args,
+            watchers: Arc::new(AtomicUsize::new(0)),
+            commands: tokio::sync::Semaphore::new(MAX_COMMANDS),
         }
     }
 
@@ -49,6 +70,11 @@ impl ControllerApi {
         with_db: bool,
         files: &[&str],
     ) -> Result<(pb::CommandOutput, Vec<String>), Status> {
+        let _turn = self
+            .commands
+            .acquire()
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
         let scratch = tempfile::tempdir().map_err(|e| Status::internal(e.to_string()))?;
         let mut command = tokio::process::Command::new(&self.runs.children().exe);
         command.args(&args).current_dir(scratch.path());
@@ -112,6 +138,17 @@ impl pb::controller_server::Controller for ControllerApi {
         if launch.plan_toml.is_none() {
             (self.check_run_args)(&launch.run_args).map_err(Status::invalid_argument)?;
         }
+        let queued = self
+            .runs
+            .all()
+            .iter()
+            .filter(|s| s.stage == super::state::Stage::Queued)
+            .count();
+        if queued >= MAX_QUEUED {
+            return Err(Status::resource_exhausted(format!(
+                "{queued} runs wait already: at most {MAX_QUEUED} are queued; try again later"
+            )));
+        }
         let run_id = uuid::Uuid::new_v4().to_string();
         let submission = Submission::new(run_id.clone(), launch.run_args, launch.hosts);
         if let Some(toml) = &launch.plan_toml {
@@ -144,8 +181,15 @@ impl pb::controller_server::Controller for ControllerApi {
                  events: see GetRunReport)"
             ))
         })?;
+        if self.watchers.fetch_add(1, Ordering::SeqCst) >= MAX_WATCHERS {
+            self.watchers.fetch_sub(1, Ordering::SeqCst);
+            return Err(Status::resource_exhausted(format!(
+                "{MAX_WATCHERS} event streams are open: close one, or try again later"
+            )));
+        }
+        let slot = WatchSlot(self.watchers.clone());
         let (tx, rx) = tokio::sync::mpsc::channel(64);
-        super::watch::spawn(self.runs.clone(), run_id, tx);
+        super::watch::spawn(self.runs.clone(), run_id, tx, slot);
         Ok(Response::new(Box::pin(
             tokio_stream::wrappers::ReceiverStream::new(rx),
         )))

@@ -139,7 +139,10 @@ pub fn serve(settings: ServeSettings) -> anyhow::Result<ExitCode> {
             settings.check_run_args,
         ))
         .max_decoding_message_size(MAX_REQUEST_BYTES);
-        let mut server = Server::builder();
+        // As for agents: a client cannot hold the service with one connection's requests.
+        let mut server = Server::builder()
+            .concurrency_limit_per_connection(16)
+            .max_concurrent_streams(32);
         if let Some(tls) = tls {
             server = server
                 .tls_config(tls)

@@ -37,11 +37,13 @@ fn event(e: pb::run_event::Event) -> pb::RunEvent {
     }
 }
 
-/// Streams run `run_id`'s events into `tx` until it ends or the receiver is dropped.
-pub fn spawn(runs: Arc<Runs>, run_id: String, tx: Sender) {
+/// Streams run `run_id`'s events into `tx` until it ends or the receiver is dropped; `slot` is
+/// given back then.
+pub fn spawn(runs: Arc<Runs>, run_id: String, tx: Sender, slot: super::api::WatchSlot) {
     std::thread::Builder::new()
         .name("quietbench-watch".into())
         .spawn(move || {
+            let _slot = slot;
             let mut watcher = Watcher::new(&runs, run_id, tx);
             if let Err(status) = watcher.follow(&runs) {
                 let _ = watcher.tx.blocking_send(Err(status));
