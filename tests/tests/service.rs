@@ -212,7 +212,7 @@ fn runs_wait_for_their_host_are_cancelled_and_survive_a_killed_service() {
     let submit = |rounds: &str, log: &PathBuf| {
         common::quietbench()
             .args(["run", "--controller", &service.address, "--local"])
-            .args(["--rounds", rounds, "--duration", "0.5", "--warmup", "0"])
+            .args(["--rounds", rounds, "--duration", "1", "--warmup", "0"])
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(log).unwrap())
             .spawn()

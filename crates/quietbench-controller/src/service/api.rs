@@ -244,8 +244,9 @@ impl pb::controller_server::Controller for ControllerApi {
         let submitted = self.runs.all();
         let mut runs: Vec<pb::RunSummary> = submitted
             .iter()
+            // Not in the store: queued, or cancelled or failed before they began.
             .filter(|s| !stored.iter().any(|r| r.id == s.run_id))
-            .filter(|s| s.stage == super::state::Stage::Queued)
+            .take(limit)
             .map(|s| pb::RunSummary {
                 run_id: s.run_id.clone(),
                 status: s.status_word().to_string(),

@@ -76,6 +76,21 @@ fn relay(out: &pb::CommandOutput) -> ExitCode {
     code(out.exit_code)
 }
 
+/// [`relay`], after writing `content` (a page or document the command made) to `file`.
+fn relay_with_file(
+    out: &pb::CommandOutput,
+    file: Option<&Path>,
+    what: &str,
+    content: &str,
+) -> anyhow::Result<ExitCode> {
+    if let Some(path) = file
+        && !content.is_empty()
+    {
+        write(path, what, content)?;
+    }
+    Ok(relay(out))
+}
+
 fn write(path: &Path, what: &str, content: &str) -> anyhow::Result<()> {
     std::fs::write(path, content).with_context(|| format!("cannot write {}", path.display()))?;
     eprintln!("quietbench: {what} written to {}", path.display());
@@ -226,11 +241,13 @@ pub fn runs(remote: &Remote, limit: usize) -> anyhow::Result<ExitCode> {
             .await
             .map_err(|s| status_error(&remote.address, s))?
             .into_inner();
-        let waiting: Vec<&pb::RunSummary> =
-            reply.runs.iter().filter(|r| r.status == "queued").collect();
         print!("{}", reply.text);
-        for r in waiting {
-            println!("{}  queued on the service", r.run_id);
+        // The service's runs its store does not have (yet): queued, or ended before they began.
+        for r in reply.runs.iter().filter(|r| r.started_at_unix_ns == 0) {
+            println!(
+                "{}  {} on the service, not in its store",
+                r.run_id, r.status
+            );
         }
         Ok(ExitCode::SUCCESS)
     })
@@ -250,12 +267,7 @@ pub fn history(
             .await
             .map_err(|s| status_error(&remote.address, s))?
             .into_inner();
-        if let Some(path) = html
-            && !out.html.is_empty()
-        {
-            write(path, "history page", &out.html)?;
-        }
-        Ok(relay(&out))
+        relay_with_file(&out, html, "history page", &out.html)
     })
 }
 
@@ -273,11 +285,6 @@ pub fn compare_runs(
             .await
             .map_err(|s| status_error(&remote.address, s))?
             .into_inner();
-        if let Some(path) = json
-            && !out.json.is_empty()
-        {
-            write(path, "JSON report", &out.json)?;
-        }
-        Ok(relay(&out))
+        relay_with_file(&out, json, "JSON report", &out.json)
     })
 }

@@ -168,6 +168,19 @@ pub fn from_plan(toml: &str) -> Result<Launch, Status> {
              (quietbench serve --ca --cert --key); remove the table",
         ));
     }
+    if let Some(ec2) = &plan.ec2 {
+        let named = [
+            (ec2.ca_dir.is_some(), "ca_dir (a folder)"),
+            (ec2.profile.is_some(), "profile"),
+            (ec2.endpoint_url.is_some(), "endpoint_url"),
+        ];
+        if let Some((_, what)) = named.iter().find(|(given, _)| *given) {
+            return Err(Status::invalid_argument(format!(
+                "the plan's [fleet] sets {what}: the service launches instances with its own AWS \
+                 settings and certificates; remove it"
+            )));
+        }
+    }
     let mut hosts: Vec<String> = Vec::new();
     if plan.local {
         hosts.push(LOCAL_HOST.to_string());
@@ -175,7 +188,8 @@ pub fn from_plan(toml: &str) -> Result<Launch, Status> {
     hosts.extend(plan.agents.iter().cloned());
     hosts.extend(plan.peers.iter().cloned());
     hosts.dedup();
-    if hosts.is_empty() {
+    // An EC2 fleet's instances are launched for the run: no other run measures on them.
+    if hosts.is_empty() && plan.ec2.is_none() {
         return Err(Status::invalid_argument(
             "the plan names no host: set local = true or agents = [...]",
         ));
@@ -275,6 +289,17 @@ mod tests {
             hosts_file.message().contains("hosts_file"),
             "{}",
             hosts_file.message()
+        );
+        let ec2 = "[fleet]\nkind = \"ec2\"\ninstance_type = \"c5.large\"\nami = \"ami-1\"\n";
+        let variant = "[[variant]]\nname = \"a\"\nprobe = \"cpu.primes\"\n";
+        let launched = from_plan(&format!("{ec2}{variant}")).unwrap();
+        assert!(launched.hosts.is_empty(), "{:?}", launched.hosts);
+        let elsewhere =
+            from_plan(&format!("{ec2}endpoint_url = \"http://x\"\n{variant}")).unwrap_err();
+        assert!(
+            elsewhere.message().contains("endpoint_url"),
+            "{}",
+            elsewhere.message()
         );
         let broken = from_plan("rounds = ").unwrap_err();
         assert!(broken.message().starts_with("the plan: "));

@@ -356,8 +356,12 @@ impl Runs {
             return;
         }
         let last_error = last_error_line(&self.state.run_dir(run_id));
+        let completed = matches!(stored, Some((RunStatus::Complete, _)));
         let (status, error) = match stored {
-            _ if cancelled => ("cancelled".to_string(), Some("cancelled".to_string())),
+            // A cancel that came as the run completed does not undo it.
+            _ if cancelled && !completed => {
+                ("cancelled".to_string(), Some("cancelled".to_string()))
+            }
             // A process that ended leaves no run running: it was killed before its last write.
             Some((RunStatus::Running, error)) => ("interrupted".to_string(), error),
             Some((status, error)) => (status.as_str().to_string(), error.or(last_error)),
