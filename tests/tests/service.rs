@@ -320,3 +320,84 @@ fn over_mutual_tls_only_client_certificates_are_let_in() {
     let (code, _, stderr) = runs_as(None);
     assert_eq!(code, 1, "plain gRPC must not reach a TLS service: {stderr}");
 }
+
+#[tokio::test]
+async fn health_and_both_reflection_versions_describe_the_service() {
+    use quietbench_proto::v1::CONTROLLER_SERVICE_NAME;
+    use tonic_reflection::pb::{v1, v1alpha};
+
+    let dir = tempfile::tempdir().unwrap();
+    let service = Service::start(
+        &dir.path().join("store.sqlite3"),
+        &dir.path().join("state"),
+        &[],
+    );
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", service.address))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+
+    let request = v1::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(v1::server_reflection_request::MessageRequest::ListServices(
+            String::new(),
+        )),
+    };
+    let mut answers = v1::server_reflection_client::ServerReflectionClient::new(channel.clone())
+        .server_reflection_info(tokio_stream::iter([request]))
+        .await
+        .unwrap()
+        .into_inner();
+    let Some(v1::server_reflection_response::MessageResponse::ListServicesResponse(list)) =
+        answers.message().await.unwrap().unwrap().message_response
+    else {
+        panic!("no service list (v1)");
+    };
+    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    assert!(
+        names.iter().any(|n| n == CONTROLLER_SERVICE_NAME),
+        "{names:?}"
+    );
+    assert!(
+        names.iter().any(|n| n == "grpc.health.v1.Health"),
+        "{names:?}"
+    );
+
+    let request = v1alpha::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(
+            v1alpha::server_reflection_request::MessageRequest::FileContainingSymbol(
+                CONTROLLER_SERVICE_NAME.into(),
+            ),
+        ),
+    };
+    let mut answers =
+        v1alpha::server_reflection_client::ServerReflectionClient::new(channel.clone())
+            .server_reflection_info(tokio_stream::iter([request]))
+            .await
+            .unwrap()
+            .into_inner();
+    let answer = answers.message().await.unwrap().unwrap().message_response;
+    assert!(
+        matches!(
+            answer,
+            Some(v1alpha::server_reflection_response::MessageResponse::FileDescriptorResponse(ref f))
+                if !f.file_descriptor_proto.is_empty()
+        ),
+        "no descriptor for the service (v1alpha): {answer:?}"
+    );
+
+    let status = tonic_health::pb::health_client::HealthClient::new(channel)
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: CONTROLLER_SERVICE_NAME.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .status;
+    assert_eq!(
+        status,
+        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
+}
