@@ -1,5 +1,6 @@
 //! Compiles proto/quietbench/v1 with protox, a pure-Rust protobuf compiler, so building needs no
-//! system `protoc`. The encoded descriptor set is kept for the agent's gRPC reflection service.
+//! system `protoc`. The encoded descriptor sets are kept for the agent's and the controller
+//! service's gRPC reflection.
 
 use std::{env, fs, path::PathBuf};
 
@@ -7,20 +8,23 @@ use prost::Message;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let proto_root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
-    let files = [
-        proto_root.join("quietbench/v1/agent.proto"),
-        proto_root.join("quietbench/v1/controller.proto"),
-    ];
-    for file in &files {
+    let agent = proto_root.join("quietbench/v1/agent.proto");
+    let controller = proto_root.join("quietbench/v1/controller.proto");
+    for file in [&agent, &controller] {
         println!("cargo:rerun-if-changed={}", file.display());
     }
 
-    let descriptors = protox::compile(&files, [&proto_root])?;
+    // One descriptor set per service for reflection, so that each server describes what it
+    // serves and nothing else; the code is generated from both.
     let out_dir = PathBuf::from(env::var("OUT_DIR")?);
-    fs::write(
-        out_dir.join("quietbench_v1_descriptor.bin"),
-        descriptors.encode_to_vec(),
-    )?;
+    for (file, name) in [(&agent, "agent"), (&controller, "controller")] {
+        let set = protox::compile([file], [&proto_root])?;
+        fs::write(
+            out_dir.join(format!("quietbench_v1_{name}_descriptor.bin")),
+            set.encode_to_vec(),
+        )?;
+    }
+    let descriptors = protox::compile([&agent, &controller], [&proto_root])?;
 
     // The machine description also goes into JSON reports as it is: derive Serialize for it.
     let mut builder = tonic_prost_build::configure();

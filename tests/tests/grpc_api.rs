@@ -63,6 +63,11 @@ async fn reflection_lists_the_agent_and_health_services() {
         names.contains(&"grpc.health.v1.Health".to_string()),
         "{names:?}"
     );
+    // The controller service shares the proto package, not the agent's port.
+    assert!(
+        !names.contains(&pb::CONTROLLER_SERVICE_NAME.to_string()),
+        "{names:?}"
+    );
 
     let mut health = tonic_health::pb::health_client::HealthClient::new(channel(&agent).await);
     let status = health

@@ -363,6 +363,13 @@ async fn health_and_both_reflection_versions_describe_the_service() {
         names.iter().any(|n| n == "grpc.health.v1.Health"),
         "{names:?}"
     );
+    // Only what it serves: the agent's service is in the same proto package, not on this port.
+    assert!(
+        !names
+            .iter()
+            .any(|n| n == quietbench_proto::v1::AGENT_SERVICE_NAME),
+        "{names:?}"
+    );
 
     let request = v1alpha::ServerReflectionRequest {
         host: String::new(),

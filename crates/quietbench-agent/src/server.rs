@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use quietbench_host::HostRoot;
 use quietbench_probe::affinity::{current_thread_affinity, pin_current_thread};
-use quietbench_proto::v1::FILE_DESCRIPTOR_SET;
+use quietbench_proto::v1::AGENT_FILE_DESCRIPTOR_SET;
 use quietbench_proto::v1::agent_service_server::AgentServiceServer;
 
 use crate::config::{AgentArgs, AgentSettings, AgentTls};
@@ -185,7 +185,7 @@ async fn run_server(
 /// What reflection describes: the agent's own service and the standard health service.
 fn reflection_builder() -> tonic_reflection::server::Builder<'static> {
     tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(AGENT_FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
 }
 

@@ -13,9 +13,17 @@ pub mod v1 {
     #![allow(missing_docs, clippy::all, clippy::pedantic)]
     tonic::include_proto!("quietbench.v1");
 
-    /// The encoded `FileDescriptorSet` of this package, for the gRPC reflection service.
-    pub const FILE_DESCRIPTOR_SET: &[u8] =
-        include_bytes!(concat!(env!("OUT_DIR"), "/quietbench_v1_descriptor.bin"));
+    /// The encoded `FileDescriptorSet` of agent.proto, for the agent's gRPC reflection.
+    pub const AGENT_FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(
+        env!("OUT_DIR"),
+        "/quietbench_v1_agent_descriptor.bin"
+    ));
+
+    /// The encoded `FileDescriptorSet` of controller.proto, for `quietbench serve`'s reflection.
+    pub const CONTROLLER_FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(
+        env!("OUT_DIR"),
+        "/quietbench_v1_controller_descriptor.bin"
+    ));
 
     /// The fully qualified gRPC service name of the agent.
     pub const AGENT_SERVICE_NAME: &str = "quietbench.v1.AgentService";

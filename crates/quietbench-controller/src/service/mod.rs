@@ -196,7 +196,7 @@ pub fn serve(settings: ServeSettings) -> anyhow::Result<ExitCode> {
 
 fn reflection_builder() -> tonic_reflection::server::Builder<'static> {
     tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(pb::CONTROLLER_FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
 }
 
