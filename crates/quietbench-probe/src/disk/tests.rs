@@ -34,34 +34,32 @@ fn applies_fio_like_defaults() {
 
 #[test]
 fn refuses_bad_parameters_with_clear_errors() {
+    // A path nothing is at (not /tmp/x: a machine may have one).
+    let missing =
+        std::env::temp_dir().join(format!("quietbench-disk-params-{}", std::process::id()));
+    let x = missing.to_str().unwrap();
     let cases: &[(&[(&str, &str)], &str)] = &[
         (&[], "path= is invalid: required"),
+        (&[("path", x), ("mode", "append")], "read, write, mixed"),
+        (&[("path", x), ("block_kib", "6")], "multiple of 4"),
+        (&[("path", x), ("read_pct", "50")], "mode=mixed only"),
+        (&[("path", x), ("destructive", "sure")], "true or false"),
         (
-            &[("path", "/tmp/x"), ("mode", "append")],
-            "read, write, mixed",
-        ),
-        (&[("path", "/tmp/x"), ("block_kib", "6")], "multiple of 4"),
-        (&[("path", "/tmp/x"), ("read_pct", "50")], "mode=mixed only"),
-        (
-            &[("path", "/tmp/x"), ("destructive", "sure")],
-            "true or false",
-        ),
-        (
-            &[("path", "/tmp/x"), ("engine", "aio")],
+            &[("path", x), ("engine", "aio")],
             "auto, io_uring or threads",
         ),
-        (&[("path", "/tmp/x"), ("qd", "0")], "from 1 to 1024"),
+        (&[("path", x), ("qd", "0")], "from 1 to 1024"),
         (
-            &[("path", "/tmp/x"), ("qd", "1024"), ("block_kib", "4096")],
+            &[("path", x), ("qd", "1024"), ("block_kib", "4096")],
             "need 4096 MiB of buffers per thread",
         ),
         (
-            &[("path", "/tmp/x"), ("iodepth", "8")],
+            &[("path", x), ("iodepth", "8")],
             "block_kib, destructive, engine",
         ),
         (
             &[
-                ("path", "/tmp/x"),
+                ("path", x),
                 ("size_mib", "1"),
                 ("threads", "16"),
                 ("block_kib", "128"),
