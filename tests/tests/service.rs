@@ -408,3 +408,83 @@ async fn health_and_both_reflection_versions_describe_the_service() {
         tonic_health::pb::health_check_response::ServingStatus::Serving as i32
     );
 }
+
+#[test]
+fn a_stopped_service_ends_its_streams_resumes_its_runs_and_running_runs_cancel() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, state) = (dir.path().join("store.sqlite3"), dir.path().join("state"));
+    let mut service = Service::start(&db, &state, &[]);
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    let submit = |service: &Service, log: &PathBuf| {
+        common::quietbench()
+            .args(["run", "--controller", &service.address, "--local"])
+            .args(["--rounds", "6", "--duration", "1", "--warmup", "0"])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap()
+    };
+    let log = dir.path().join("first.log");
+    let mut client = submit(&service, &log);
+    wait_until(
+        Duration::from_secs(60),
+        || read(&log).contains("round 1/6"),
+        "a trial",
+    );
+    let run_id = run_id_in(&read(&log));
+
+    // SIGTERM with a client watching: the service interrupts the run, ends the stream, stops.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(service.child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let stopped = Instant::now();
+    let status = service.child.wait().unwrap();
+    assert!(status.success(), "serve ended with {status}");
+    assert!(
+        stopped.elapsed() < Duration::from_secs(60),
+        "serve took {:?} to stop",
+        stopped.elapsed()
+    );
+    assert_eq!(client.wait().unwrap().code(), Some(1));
+    let said = read(&log);
+    assert!(said.contains("the service is stopping"), "{said}");
+    assert!(
+        said.contains(&format!("quietbench show {run_id}")),
+        "{said}"
+    );
+
+    // Started again: the run resumes and completes with all its trials.
+    let service = Service::start(&db, &state, &[]);
+    wait_until(
+        Duration::from_secs(120),
+        || status_of(&service, &run_id).as_deref() == Some("complete"),
+        "the resumed run to complete",
+    );
+    let (_, listed, _) =
+        output(common::quietbench().args(["runs", "--controller", &service.address]));
+    let line = listed.lines().find(|l| l.starts_with(&run_id)).unwrap();
+    assert_eq!(line.split_whitespace().nth(4), Some("6"), "{listed}");
+
+    // Ctrl-C on the client of a measuring run cancels it on the service: it ends interrupted,
+    // its finished trials kept.
+    let log = dir.path().join("second.log");
+    let mut client = submit(&service, &log);
+    wait_until(
+        Duration::from_secs(60),
+        || read(&log).contains("round 1/6"),
+        "a trial",
+    );
+    let second = run_id_in(&read(&log));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(client.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let code = client.wait().unwrap().code();
+    let said = read(&log);
+    assert_eq!(code, Some(130), "{said}");
+    assert!(said.contains("cancelling run"), "{said}");
+    assert_eq!(status_of(&service, &second).as_deref(), Some("interrupted"));
+}

@@ -143,6 +143,7 @@ pub(super) fn compare_command(args: CompareArgs) -> anyhow::Result<ExitCode> {
             metric: args.metric.unwrap_or_default(),
             normalize_by: args.normalize_by.unwrap_or_default(),
             target_mde_pct: Some(args.target_mde),
+            figure: args.figure.clone(),
             fail_if_slower_pct: args.fail_if_slower,
             json: args.json.is_some(),
         };

@@ -163,6 +163,24 @@ pub(super) fn run_remote(remote: &Remote, args: RunArgs) -> anyhow::Result<ExitC
         anyhow::bail!("--controller runs cannot take {what}");
     }
     let what = if let Some(plan) = &args.plan {
+        // A plan is sent as it is: what the flags would add to it is not sent with it.
+        let with_plan = [
+            (args.seed.is_some(), "--seed (set seed in the plan)"),
+            (args.figure.is_some(), "--figure (set figure in the plan)"),
+            (args.no_round_sync, "--no-round-sync"),
+            (
+                args.fail_fast,
+                "--fail-fast (set [fleet] fail_fast in the plan)",
+            ),
+            (args.reconnect_within != 10, "--reconnect-within"),
+            (
+                args.ec2.prewarm.is_some(),
+                "--prewarm (set prewarm in the plan)",
+            ),
+        ];
+        if let Some((_, what)) = with_plan.iter().find(|(given, _)| *given) {
+            anyhow::bail!("--controller sends a plan as it is: it cannot take {what}");
+        }
         let text = std::fs::read_to_string(plan)
             .map_err(|e| anyhow::anyhow!("cannot read the plan {}: {e}", plan.display()))?;
         pb::submit_run_request::What::PlanToml(text)
@@ -185,6 +203,7 @@ pub(super) fn run_remote(remote: &Remote, args: RunArgs) -> anyhow::Result<ExitC
             tune: args.tune,
             fail_fast: args.fail_fast,
             no_round_sync: args.no_round_sync,
+            reconnect_within_s: u32::try_from(args.reconnect_within).ok(),
         })
     };
     client::run(

@@ -21,6 +21,9 @@ pub const MAX_QUEUED: usize = 1000;
 pub const MAX_WATCHERS: usize = 256;
 /// Commands (show, runs, compare, history, gc) running at once at most; more wait.
 const MAX_COMMANDS: usize = 4;
+/// The longest a command may take (a history of thousands of runs with change points takes
+/// seconds).
+const COMMAND_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// The service.
 pub struct ControllerApi {
@@ -52,15 +55,20 @@ impl ControllerApi {
     }
 
     /// A run id from a request: a submitted run's, else a stored run's, by id or prefix.
-    fn run_id(&self, given: &str) -> Result<String, Status> {
+    async fn run_id(&self, given: &str) -> Result<String, Status> {
         run_id_text(given)?;
         if let Some(id) = self.runs.resolve(given) {
             return Ok(id);
         }
-        let store = Store::open(self.runs.db()).map_err(|e| Status::unavailable(e.to_string()))?;
-        store
-            .resolve_run_id(given)
-            .map_err(|e| Status::not_found(e.to_string()))
+        let (db, given) = (self.runs.db().to_path_buf(), given.to_string());
+        tokio::task::spawn_blocking(move || {
+            let store = Store::open(&db).map_err(|e| Status::unavailable(e.to_string()))?;
+            store
+                .resolve_run_id(&given)
+                .map_err(|e| Status::not_found(e.to_string()))
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))?
     }
 
     /// Runs `quietbench ARGS --db STORE` in a scratch folder; `files` are read back from it.
@@ -81,10 +89,19 @@ impl ControllerApi {
         if with_db {
             command.arg("--db").arg(self.runs.db());
         }
-        let out = command
+        // A call given up by its client takes its process with it.
+        command
             .stdin(std::process::Stdio::null())
-            .output()
+            .kill_on_drop(true);
+        let out = tokio::time::timeout(COMMAND_TIME_LIMIT, command.output())
             .await
+            .map_err(|_| {
+                Status::deadline_exceeded(format!(
+                    "quietbench {} took more than {} s",
+                    args.first().map_or("", String::as_str),
+                    COMMAND_TIME_LIMIT.as_secs()
+                ))
+            })?
             .map_err(|e| Status::internal(format!("cannot run quietbench: {e}")))?;
         let read: Vec<String> = files
             .iter()
@@ -199,7 +216,7 @@ impl pb::controller_server::Controller for ControllerApi {
         &self,
         request: Request<pb::GetRunReportRequest>,
     ) -> Result<Response<pb::GetRunReportResponse>, Status> {
-        let run_id = self.run_id(&request.get_ref().run_id)?;
+        let run_id = self.run_id(&request.get_ref().run_id).await?;
         let format = pb::ReportFormat::try_from(request.get_ref().format)
             .map_err(|_| Status::invalid_argument("unknown report format"))?;
         let mut args = vec!["show".to_string(), run_id.clone()];
@@ -236,16 +253,28 @@ impl pb::controller_server::Controller for ControllerApi {
             n => n.min(10_000) as usize,
         };
         let db = self.runs.db().to_path_buf();
-        let stored =
-            tokio::task::spawn_blocking(move || Store::open(&db).and_then(|s| s.list_runs(limit)))
-                .await
-                .map_err(|e| Status::internal(e.to_string()))?
-                .map_err(|e| Status::unavailable(e.to_string()))?;
-        let submitted = self.runs.all();
+        let mut submitted = self.runs.all();
+        submitted.sort_by_key(|s| std::cmp::Reverse(s.submitted_at_unix_ns));
+        let ids: Vec<String> = submitted.iter().map(|s| s.run_id.clone()).collect();
+        // The newest stored runs, and which submitted runs the store has at all.
+        let (stored, in_store) = tokio::task::spawn_blocking(move || {
+            let store = Store::open(&db)?;
+            let stored = store.list_runs(limit)?;
+            let mut in_store = std::collections::BTreeSet::new();
+            for id in ids {
+                if store.run_summary(&id)?.is_some() {
+                    in_store.insert(id);
+                }
+            }
+            Ok::<_, crate::store::StoreError>((stored, in_store))
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))?
+        .map_err(|e| Status::unavailable(e.to_string()))?;
         let mut runs: Vec<pb::RunSummary> = submitted
             .iter()
-            // Not in the store: queued, or cancelled or failed before they began.
-            .filter(|s| !stored.iter().any(|r| r.id == s.run_id))
+            // Not in the store: queued, or cancelled or failed before they began; newest first.
+            .filter(|s| !in_store.contains(&s.run_id))
             .take(limit)
             .map(|s| pb::RunSummary {
                 run_id: s.run_id.clone(),
@@ -303,13 +332,20 @@ impl pb::controller_server::Controller for ControllerApi {
         request: Request<pb::CompareRunsRequest>,
     ) -> Result<Response<pb::CommandOutput>, Status> {
         let r = request.get_ref();
-        let (a, b) = (self.run_id(&r.baseline)?, self.run_id(&r.candidate)?);
+        let (a, b) = (
+            self.run_id(&r.baseline).await?,
+            self.run_id(&r.candidate).await?,
+        );
         let mut args = vec!["compare".into(), "--runs".into(), a, b];
         for (flag, value) in [("metric", &r.metric), ("normalize-by", &r.normalize_by)] {
             if !value.is_empty() {
                 text_field(flag, value)?;
                 args.push(format!("--{flag}={value}"));
             }
+        }
+        if !r.figure.is_empty() {
+            text_field("figure", &r.figure)?;
+            args.push(format!("--figure={}", r.figure));
         }
         if let Some(pct) = r.target_mde_pct {
             args.push(format!("--target-mde={pct}"));

@@ -12,6 +12,9 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity
 
 type Client = pb::controller_client::ControllerClient<Channel>;
 
+/// The largest answer decoded from a service, bytes.
+const MAX_REPLY_BYTES: usize = 256 * 1024 * 1024;
+
 /// Where the service is, and how this client proves it is one.
 #[derive(Debug, Clone)]
 pub struct Remote {
@@ -53,7 +56,8 @@ impl Remote {
                 self.address
             )
         })?;
-        Ok(Client::new(channel))
+        // Reports and history pages of long runs pass tonic's 4 MiB default.
+        Ok(Client::new(channel).max_decoding_message_size(MAX_REPLY_BYTES))
     }
 }
 
@@ -106,6 +110,10 @@ pub fn run(
     html: Option<&Path>,
 ) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async {
+        // Before the run exists: from then on a Ctrl-C cancels it rather than killing us.
+        let mut interrupts =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+                .context("cannot catch Ctrl-C")?;
         let mut client = remote.connect().await?;
         let accepted = client
             .submit_run(request)
@@ -128,7 +136,7 @@ pub fn run(
         let finished = loop {
             let next = tokio::select! {
                 next = events.message() => next,
-                _ = tokio::signal::ctrl_c(), if !cancelled => {
+                _ = interrupts.recv(), if !cancelled => {
                     cancelled = true;
                     eprintln!("quietbench: cancelling run {run_id} on the service (Ctrl-C)");
                     client

@@ -23,7 +23,7 @@ pub struct Launch {
     pub run_args: Vec<String>,
     /// The plan's TOML.
     pub plan_toml: Option<String>,
-    /// Host keys: "local" or agent addresses (peers included).
+    /// Host keys ([`host_key`]): "local", or agent addresses (peers included).
     pub hosts: Vec<String>,
 }
 
@@ -49,6 +49,26 @@ fn entries(what: &str, n: usize) -> Result<(), Status> {
         )));
     }
     Ok(())
+}
+
+/// The host an agent address stands for: an address on loopback is this machine, as `local`
+/// is (two agents on one machine share its CPUs); others as given, lower-cased.
+pub fn host_key(address: &str) -> String {
+    let host = address
+        .rsplit_once(':')
+        .map_or(address, |(host, _)| host)
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase();
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if loopback {
+        LOCAL_HOST.to_string()
+    } else {
+        address.to_ascii_lowercase()
+    }
 }
 
 /// `--flag=value` as one argument: a value that starts with '-' stays a value.
@@ -79,12 +99,12 @@ pub fn from_options(o: &pb::RunOptions) -> Result<Launch, Status> {
     for agent in &o.agents {
         field("an agent address", agent)?;
         opt(&mut args, "agent", agent);
-        hosts.push(agent.clone());
+        hosts.push(host_key(agent));
     }
     for peer in &o.peers {
         field("a peer address", peer)?;
         opt(&mut args, "peer", peer);
-        hosts.push(peer.clone());
+        hosts.push(host_key(peer));
     }
     for probe in &o.probes {
         field("a probe", probe)?;
@@ -118,6 +138,9 @@ pub fn from_options(o: &pb::RunOptions) -> Result<Launch, Status> {
     if o.interval_ms > 0 {
         opt(&mut args, "interval", seconds(o.interval_ms));
     }
+    if let Some(secs) = o.reconnect_within_s {
+        opt(&mut args, "reconnect-within", secs);
+    }
     if !o.cpus.is_empty() {
         let list: Vec<String> = o.cpus.iter().map(u32::to_string).collect();
         opt(&mut args, "cpus", list.join(","));
@@ -132,6 +155,7 @@ pub fn from_options(o: &pb::RunOptions) -> Result<Launch, Status> {
             args.push(flag.to_string());
         }
     }
+    hosts.sort();
     hosts.dedup();
     Ok(Launch {
         run_args: args,
@@ -185,8 +209,8 @@ pub fn from_plan(toml: &str) -> Result<Launch, Status> {
     if plan.local {
         hosts.push(LOCAL_HOST.to_string());
     }
-    hosts.extend(plan.agents.iter().cloned());
-    hosts.extend(plan.peers.iter().cloned());
+    hosts.extend(plan.agents.iter().chain(&plan.peers).map(|a| host_key(a)));
+    hosts.sort();
     hosts.dedup();
     // An EC2 fleet's instances are launched for the run: no other run measures on them.
     if hosts.is_empty() && plan.ec2.is_none() {
@@ -245,6 +269,20 @@ mod tests {
             ]
         );
         assert_eq!(launch.hosts, ["10.0.0.1:7000", "10.0.0.2:7000"]);
+    }
+
+    #[test]
+    fn loopback_agents_are_this_machine() {
+        for address in [
+            "127.0.0.1:7700",
+            "localhost:7701",
+            "[::1]:7700",
+            "127.0.0.2:1",
+        ] {
+            assert_eq!(host_key(address), LOCAL_HOST, "{address}");
+        }
+        assert_eq!(host_key("Agent-1.Internal:7700"), "agent-1.internal:7700");
+        assert_eq!(host_key("10.0.0.1:7700"), "10.0.0.1:7700");
     }
 
     #[test]

@@ -29,7 +29,9 @@ use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 /// The largest request the service decodes, bytes (a plan is at most 256 KiB).
 const MAX_REQUEST_BYTES: usize = 1024 * 1024;
 /// How long a stopping service waits for its runs to restore their hosts and save.
-const STOP_GRACE: Duration = Duration::from_secs(120);
+pub const STOP_GRACE: Duration = Duration::from_secs(120);
+/// How long a stopping service waits for calls still being answered.
+const SERVER_GRACE: Duration = Duration::from_secs(10);
 
 /// The service's TLS: its certificate and key, and the CA its clients' certificates chain to.
 #[derive(Debug, Clone)]
@@ -169,26 +171,41 @@ pub fn serve(settings: ServeSettings) -> anyhow::Result<ExitCode> {
                 String::new()
             }
         );
-        server
+        // At the signal: the runs are interrupted first (they restore their hosts and keep
+        // their trials, to be resumed at the next start), which ends every event stream; then
+        // the server stops, waiting at most SERVER_GRACE for calls still answering.
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let stopping = runs.clone();
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            let pids = stopping.interrupt_all();
+            eprintln!(
+                "quietbench serve: stopping: {} run(s) interrupted; they restore their hosts and \
+                 resume when the service starts again",
+                pids.len()
+            );
+            let _ = stop_tx.send(true);
+        });
+        let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        };
+        let server = server
             .add_service(InterceptedService::new(health_service, check.clone()))
             .add_service(InterceptedService::new(reflection, check.clone()))
             .add_service(InterceptedService::new(reflection_v1alpha, check.clone()))
             .add_service(InterceptedService::new(api, check))
             .serve_with_incoming_shutdown(
                 tokio_stream::wrappers::TcpListenerStream::new(listener),
-                wait_for_signal(),
-            )
-            .await
-            .context("the service stopped")?;
-        let pids = runs.interrupt_all();
-        if !pids.is_empty() {
-            eprintln!(
-                "quietbench serve: stopping: {} run(s) interrupted; they restore their hosts and \
-                 resume when the service starts again",
-                pids.len()
+                stopped(stop_rx.clone()),
             );
-            wait_for_exit(&pids, STOP_GRACE).await;
+        tokio::select! {
+            served = server => served.context("the service stopped")?,
+            () = async {
+                stopped(stop_rx).await;
+                tokio::time::sleep(SERVER_GRACE).await;
+            } => {}
         }
+        wait_for_exit(&runs.running_pids(), STOP_GRACE).await;
         anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)

@@ -39,8 +39,11 @@ pub struct Runs {
     wake: Notify,
 }
 
-/// How long a restarted service waits for a run's old process to leave the store.
-const OLD_PROCESS_GRACE: Duration = Duration::from_secs(60);
+/// How long a restarted service waits for a run's old process to leave the store: longer than a
+/// stopping service waits for it (`super::STOP_GRACE`).
+const OLD_PROCESS_GRACE: Duration = Duration::from_secs(180);
+/// How soon a run whose old process still holds it is looked at again.
+const RETRY_HELD: Duration = Duration::from_secs(5);
 
 impl Runs {
     /// The runs saved in `state`; those that were running when the service stopped are queued
@@ -53,7 +56,17 @@ impl Runs {
         let mut submissions = state.load_all()?;
         for submission in submissions.values_mut() {
             if submission.stage == Stage::Running {
-                submission.stage = Stage::Queued;
+                // A run cancelled before the service stopped is not started again to be
+                // cancelled once more.
+                submission.stage = if submission.cancel_requested {
+                    Stage::Finished {
+                        status: "cancelled".into(),
+                        exit_code: 130,
+                        error: Some("cancelled".into()),
+                    }
+                } else {
+                    Stage::Queued
+                };
                 state.save(submission)?;
             }
         }
@@ -270,16 +283,36 @@ impl Runs {
         let Some(submission) = self.get(&run_id) else {
             return;
         };
+        if submission.cancel_requested {
+            self.unstart(&run_id);
+            self.finish(&run_id, 130).await;
+            return;
+        }
         let stored = if submission.starts > 1 {
             self.stored_status(&run_id).await
         } else {
             None
         };
-        if let Some((status @ (RunStatus::Complete | RunStatus::Failed), _)) = stored {
-            // It ended before the service stopped, whose last act was not saved.
-            let code = if status == RunStatus::Complete { 0 } else { 1 };
-            self.finish(&run_id, code).await;
-            return;
+        match stored {
+            Some((status @ (RunStatus::Complete | RunStatus::Failed), _)) => {
+                // It ended before the service stopped, whose last act was not saved.
+                self.unstart(&run_id);
+                let code = if status == RunStatus::Complete { 0 } else { 1 };
+                self.finish(&run_id, code).await;
+                return;
+            }
+            Some((RunStatus::Running, _)) => {
+                // Its process from before the restart still holds it (restoring hosts, say):
+                // back to the queue, and look again soon. Resuming now would be refused.
+                self.requeue(&run_id);
+                let runs = self.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(RETRY_HELD).await;
+                    runs.wake.notify_one();
+                });
+                return;
+            }
+            _ => {}
         }
         let dir = self.state.run_dir(&run_id);
         let mut command = tokio::process::Command::new(&self.children.exe);
@@ -296,13 +329,17 @@ impl Runs {
             command.args(&submission.run_args);
         }
         command.args(&self.children.agent_tls_args);
-        let spawned = open_logs(&dir).and_then(|(out, err)| {
+        let starts = submission.starts;
+        let spawned = open_logs(&dir, starts).and_then(|(out, err)| {
             command
+                .process_group(0)
                 .current_dir(&dir)
                 .stdin(Stdio::null())
                 .stdout(out)
                 .stderr(err)
                 .kill_on_drop(false);
+            // Its own process group: a Ctrl-C at the service's terminal is the service's to
+            // handle (it interrupts its runs and keeps them to resume), not each run's.
             // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe and touches no memory of
             // the parent; it is all the child runs between fork and exec.
             unsafe {
@@ -386,17 +423,44 @@ impl Runs {
         self.wake.notify_one();
     }
 
-    /// SIGINT to every running run's process (the service is stopping); returns their pids.
-    pub fn interrupt_all(&self) -> Vec<u32> {
-        self.stopping
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        let pids: Vec<u32> = self
-            .pids
+    /// A run marked running that was not started after all: its start is not counted.
+    fn unstart(&self, run_id: &str) {
+        if let Some(s) = self.lock().get_mut(run_id) {
+            s.starts = s.starts.saturating_sub(1);
+        }
+    }
+
+    /// A run marked running goes back to the queue.
+    fn requeue(&self, run_id: &str) {
+        if let Some(s) = self.lock().get_mut(run_id) {
+            s.starts = s.starts.saturating_sub(1);
+            s.stage = Stage::Queued;
+            if let Err(err) = self.state.save(s) {
+                eprintln!("quietbench serve: warning: {err:#}");
+            }
+        }
+    }
+
+    /// The service is stopping: watchers end, nothing new starts.
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The processes of the runs measuring now.
+    pub fn running_pids(&self) -> Vec<u32> {
+        self.pids
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .values()
             .copied()
-            .collect();
+            .collect()
+    }
+
+    /// SIGINT to every running run's process (the service is stopping); returns their pids.
+    pub fn interrupt_all(&self) -> Vec<u32> {
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let pids = self.running_pids();
         for pid in &pids {
             interrupt(*pid);
         }
@@ -422,20 +486,30 @@ fn exit_code(status: std::process::ExitStatus) -> i32 {
         .unwrap_or(1)
 }
 
-fn open_logs(dir: &std::path::Path) -> anyhow::Result<(std::fs::File, std::fs::File)> {
+/// A run's output files for its start number `start`: stdout afresh (a resumed run prints its
+/// whole table again), stderr appended to, after a line that says which start follows.
+fn open_logs(dir: &std::path::Path, start: u32) -> anyhow::Result<(std::fs::File, std::fs::File)> {
+    use std::io::Write;
     std::fs::create_dir_all(dir)?;
-    let open = |name: &str| {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.join(name))
-    };
-    Ok((open("stdout")?, open("stderr")?))
+    let out = std::fs::File::create(dir.join("stdout"))?;
+    let mut err = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("stderr"))?;
+    writeln!(err, "{START_LINE}{start}")?;
+    Ok((out, err))
 }
+
+/// The line before each start's output in a run's stderr.
+pub const START_LINE: &str = "quietbench serve: run process, start ";
 
 fn append_line(dir: &std::path::Path, line: &str) {
     use std::io::Write;
-    if let Ok((_, mut err)) = open_logs(dir) {
+    if let Ok(mut err) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("stderr"))
+    {
         let _ = writeln!(err, "{line}");
     }
 }
@@ -443,7 +517,10 @@ fn append_line(dir: &std::path::Path, line: &str) {
 /// The last `quietbench: error:` line a run's process wrote, without the prefix.
 fn last_error_line(dir: &std::path::Path) -> Option<String> {
     let text = std::fs::read_to_string(dir.join("stderr")).ok()?;
-    text.lines()
+    // The last start's lines only: an error of an earlier start was dealt with by this one.
+    let last_start = text.rfind(START_LINE).unwrap_or(0);
+    text[last_start..]
+        .lines()
         .rev()
         .find_map(|l| l.strip_prefix("quietbench: error: "))
         .map(str::to_string)

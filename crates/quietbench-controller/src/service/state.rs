@@ -74,20 +74,38 @@ impl Submission {
     }
 }
 
-/// The service's state directory.
+/// The service's state directory, held by one service at a time.
 #[derive(Debug, Clone)]
 pub struct StateDir {
     root: PathBuf,
+    _lock: std::sync::Arc<nix::fcntl::Flock<std::fs::File>>,
 }
 
 impl StateDir {
-    /// Opens (creating) the state directory `root`.
+    /// Opens (creating) the state directory `root` and locks it: a second service on the same
+    /// directory (or a new one while the old one still stops) would run its runs twice.
     pub fn open(root: &Path) -> anyhow::Result<Self> {
         let runs = root.join("runs");
         std::fs::create_dir_all(&runs)
             .with_context(|| format!("cannot create the service's state in {}", runs.display()))?;
+        let lock_path = root.join("lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .with_context(|| format!("cannot open {}", lock_path.display()))?;
+        let lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+            .map_err(|(_, errno)| {
+                anyhow::anyhow!(
+                    "another quietbench serve uses the state directory {} (or one is still \
+                     stopping): {errno}",
+                    root.display()
+                )
+            })?;
         Ok(Self {
             root: root.to_path_buf(),
+            _lock: std::sync::Arc::new(lock),
         })
     }
 
@@ -162,6 +180,8 @@ mod tests {
         std::fs::write(state.run_dir("b").join("submission.json"), "{ not json").unwrap();
         let all = state.load_all().unwrap();
         assert_eq!(all.len(), 1);
+        let second = StateDir::open(dir.path()).unwrap_err().to_string();
+        assert!(second.contains("another quietbench serve"), "{second}");
         assert_eq!(all["a"].stage, a.stage);
         assert_eq!(all["a"].starts, 1);
         assert_eq!(all["a"].run_args, vec!["--local".to_string()]);

@@ -101,12 +101,26 @@ impl Watcher {
             if let Err(Gone) = self.news(runs, &submission) {
                 return Ok(());
             }
+            if runs.is_stopping() {
+                return Err(Status::unavailable(format!(
+                    "the service is stopping; run {} resumes when it starts again",
+                    self.run_id
+                )));
+            }
             if let Stage::Finished {
                 status,
                 exit_code,
                 error,
             } = submission.stage
             {
+                // Every trial before the end, however many are left to send.
+                loop {
+                    match self.stored_news() {
+                        Err(Gone) => return Ok(()),
+                        Ok(0) => break,
+                        Ok(_) => {}
+                    }
+                }
                 let output = std::fs::read_to_string(self.dir.join("stdout")).unwrap_or_default();
                 // The watcher may be gone by now: nothing is left to tell either way.
                 let _ = self
@@ -145,14 +159,15 @@ impl Watcher {
         self.output_news()
     }
 
-    /// Hosts and trials the store committed since the last look. A store that cannot be read
-    /// now (locked, not created yet) is tried again at the next look.
-    fn stored_news(&mut self) -> Result<(), Gone> {
+    /// Hosts and trials the store committed since the last look (at most [`TRIALS_PER_LOOK`]
+    /// trials); returns how many trials. A store that cannot be read now (locked, not created
+    /// yet) is tried again at the next look.
+    fn stored_news(&mut self) -> Result<usize, Gone> {
         if self.store.is_none() {
             self.store = Store::open(&self.db).ok();
         }
         let Some(store) = &self.store else {
-            return Ok(());
+            return Ok(0);
         };
         let hosts = store
             .hosts_from(&self.run_id, self.hosts_sent)
@@ -169,6 +184,7 @@ impl Watcher {
                 instance_type: h.instance_type.unwrap_or_default(),
             }))?;
         }
+        let sent = trials.len();
         for t in trials {
             self.trials_sent = t.seq + 1;
             self.send(pb::run_event::Event::Trial(pb::TrialFinished {
@@ -189,7 +205,7 @@ impl Watcher {
                     .collect(),
             }))?;
         }
-        Ok(())
+        Ok(sent)
     }
 
     /// Whole lines the run's process wrote to stderr since the last look: warnings, errors and
