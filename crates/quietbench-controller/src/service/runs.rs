@@ -331,6 +331,8 @@ impl Runs {
         command.args(&self.children.agent_tls_args);
         let starts = submission.starts;
         let spawned = open_logs(&dir, starts).and_then(|(out, err)| {
+            // Its own process group: a Ctrl-C at the service's terminal is the service's to
+            // handle (it interrupts its runs and keeps them to resume), not each run's.
             command
                 .process_group(0)
                 .current_dir(&dir)
@@ -338,8 +340,6 @@ impl Runs {
                 .stdout(out)
                 .stderr(err)
                 .kill_on_drop(false);
-            // Its own process group: a Ctrl-C at the service's terminal is the service's to
-            // handle (it interrupts its runs and keeps them to resume), not each run's.
             // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe and touches no memory of
             // the parent; it is all the child runs between fork and exec.
             unsafe {
