@@ -244,6 +244,30 @@ fn runs_wait_for_their_host_are_cancelled_and_survive_a_killed_service() {
     assert_eq!(status.code(), Some(130), "{log}");
     assert!(log.contains("cancelling run"), "{log}");
 
+    // `quietbench cancel` drops a queued run; its client learns it ended.
+    let third_log = dir.path().join("third.log");
+    let mut third = submit("1", &third_log);
+    wait_until(
+        Duration::from_secs(30),
+        || read(&third_log).contains("queued: a host is measuring run"),
+        "the third run to wait for the host",
+    );
+    let third_id = run_id_in(&read(&third_log));
+    let (code, said, stderr) = output(common::quietbench().args([
+        "cancel",
+        &third_id[..8],
+        "--controller",
+        &service.address,
+    ]));
+    assert_eq!(code, 0, "{stderr}");
+    assert!(said.contains("cancelled: it had not started"), "{said}");
+    assert_eq!(
+        third.wait().unwrap().code(),
+        Some(130),
+        "{}",
+        read(&third_log)
+    );
+
     // The service dies mid-run; its run's controller is interrupted (restoring, keeping its
     // trials), and the restarted service resumes it to the end.
     let long_id = run_id_in(&read(&long_log));
@@ -319,6 +343,30 @@ fn over_mutual_tls_only_client_certificates_are_let_in() {
     assert!(stderr.contains("not a client's"), "{stderr}");
     let (code, _, stderr) = runs_as(None);
     assert_eq!(code, 1, "plain gRPC must not reach a TLS service: {stderr}");
+
+    // The Python client over mutual TLS, with the client certificate.
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        "hosts = \"local\"\nrounds = 1\nduration_s = 0.2\n\n[[variant]]\nname = \"a\"\n\
+         probe = \"cpu.primes\"\n",
+    )
+    .unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/python/submit_plan.py");
+    let (code, stdout, stderr) = output(
+        Command::new("python3")
+            .arg(script)
+            .args(["--controller", &service.address])
+            .args(["--ca", &file("ca.pem")])
+            .args(["--cert", &file("client-ci.pem")])
+            .args(["--key", &file("client-ci.key")])
+            .arg(&plan),
+    );
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("finished: complete, exit code 0"),
+        "{stdout}"
+    );
 }
 
 #[tokio::test]

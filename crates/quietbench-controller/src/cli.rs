@@ -21,7 +21,7 @@ use compare::compare_command;
 pub use ec2::{AwsArgs, Ec2Args};
 use history::HistoryArgs;
 use quietbench_proto::v1 as pb;
-pub use serve::{RemoteArgs, ServeArgs};
+pub use serve::{CancelArgs, RemoteArgs, ServeArgs};
 pub use tls::{CertsArgs, TlsArgs};
 
 /// Hosts named with `--agent`, in order (kept here for the binary; defined with the commands).
@@ -75,6 +75,9 @@ pub enum ControllerCommand {
     /// Serve the controller as a service (gRPC quietbench.v1.Controller): runs submitted by
     /// CI, dashboards or `--controller`, queued, kept across restarts, watched as they go
     Serve(ServeArgs),
+    /// Cancel a run on a service (`--controller`): a queued run is dropped, a measuring one
+    /// is interrupted as Ctrl-C interrupts `run`
+    Cancel(CancelArgs),
 }
 
 #[derive(Debug, Args)]
@@ -431,6 +434,7 @@ pub fn execute(command: ControllerCommand) -> ExitCode {
             }
         },
         ControllerCommand::Serve(args) => serve::serve_command(args),
+        ControllerCommand::Cancel(args) => serve::cancel_command(&args),
         ControllerCommand::Limits(args) => crate::commands::limits::limits(args.request()),
         ControllerCommand::Host(args) => host::host(args.local, args.agent, args.json),
         ControllerCommand::Prepare(args) => prepare_command(args),

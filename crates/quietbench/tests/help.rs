@@ -20,7 +20,7 @@ fn every_commands_help_is_pinned() {
     insta::assert_snapshot!("quietbench", help(&[]));
     for command in [
         "run", "host", "prepare", "restore", "compare", "runs", "show", "history", "resume",
-        "release", "agent", "limits", "serve",
+        "release", "agent", "limits", "serve", "cancel",
     ] {
         insta::assert_snapshot!(command, help(&[command]));
     }

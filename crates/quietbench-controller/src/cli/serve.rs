@@ -69,6 +69,25 @@ pub struct RemoteArgs {
     controller_key: Option<PathBuf>,
 }
 
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// The run's id, or a unique prefix of it
+    run: String,
+    #[command(flatten)]
+    remote: RemoteArgs,
+}
+
+/// `quietbench cancel RUN --controller ADDR`.
+pub fn cancel_command(args: &CancelArgs) -> anyhow::Result<ExitCode> {
+    let Some(remote) = args.remote.remote() else {
+        anyhow::bail!(
+            "cancel asks a service: give --controller HOST:PORT (a run of this terminal stops \
+             with Ctrl-C)"
+        );
+    };
+    client::cancel(&remote, &args.run)
+}
+
 impl RemoteArgs {
     /// `--controller` was given.
     pub fn is_given(&self) -> bool {

@@ -237,6 +237,29 @@ pub fn show(
     })
 }
 
+/// `cancel RUN --controller`: says what the run was.
+pub fn cancel(remote: &Remote, run: &str) -> anyhow::Result<ExitCode> {
+    runtime()?.block_on(async {
+        let answer = remote
+            .connect()
+            .await?
+            .cancel_run(pb::CancelRunRequest {
+                run_id: run.to_string(),
+            })
+            .await
+            .map_err(|s| status_error(&remote.address, s))?
+            .into_inner();
+        match answer.was.as_str() {
+            "queued" => println!("run {run} cancelled: it had not started"),
+            "running" => println!(
+                "run {run} interrupted: it restores its hosts and keeps its finished trials"
+            ),
+            _ => println!("run {run} had finished: nothing to cancel"),
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
 /// `runs --controller`.
 pub fn runs(remote: &Remote, limit: usize) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async {
