@@ -63,6 +63,10 @@ fn output(command: &mut Command) -> (i32, String, String) {
     )
 }
 
+fn signal(pid: u32, signal: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal).unwrap();
+}
+
 fn run_id_in(stderr: &str) -> String {
     stderr
         .split("quietbench: run ")
@@ -234,11 +238,7 @@ fn runs_wait_for_their_host_are_cancelled_and_survive_a_killed_service() {
         || read(&queued_log).contains("queued: a host is measuring run"),
         "the second run to wait for the host",
     );
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(queued.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+    signal(queued.id(), nix::sys::signal::Signal::SIGINT);
     let status = queued.wait().unwrap();
     let log = read(&queued_log);
     assert_eq!(status.code(), Some(130), "{log}");
@@ -482,11 +482,7 @@ fn a_stopped_service_ends_its_streams_resumes_its_runs_and_running_runs_cancel()
     let run_id = run_id_in(&read(&log));
 
     // SIGTERM with a client watching: the service interrupts the run, ends the stream, stops.
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(service.child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
+    signal(service.child.id(), nix::sys::signal::Signal::SIGTERM);
     let stopped = Instant::now();
     let status = service.child.wait().unwrap();
     assert!(status.success(), "serve ended with {status}");
@@ -525,11 +521,7 @@ fn a_stopped_service_ends_its_streams_resumes_its_runs_and_running_runs_cancel()
         "a trial",
     );
     let second = run_id_in(&read(&log));
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(client.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+    signal(client.id(), nix::sys::signal::Signal::SIGINT);
     let code = client.wait().unwrap().code();
     let said = read(&log);
     assert_eq!(code, Some(130), "{said}");
