@@ -37,6 +37,18 @@ pub enum StoreError {
         /// What gave it away.
         detail: String,
     },
+    /// The PostgreSQL database holds tables of another program.
+    #[error(
+        "{} holds {tables} table(s) of its own and no quietbench schema: quietbench leaves it \
+         untouched; give it a database of its own (createdb quietbench)",
+        path.display()
+    )]
+    ForeignDatabase {
+        /// The database's URL, without its password.
+        path: PathBuf,
+        /// How many tables it has.
+        tables: i64,
+    },
     /// A newer quietbench wrote the store, in a schema this one does not know.
     #[error(
         "{} has result-store schema version {found}, but this quietbench knows versions up to \
@@ -154,6 +166,6 @@ pub enum StoreError {
         /// What was being done.
         action: String,
         /// What SQLite said.
-        source: rusqlite::Error,
+        source: super::db::DbError,
     },
 }

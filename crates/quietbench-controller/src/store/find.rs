@@ -1,7 +1,7 @@
 //! Finding a run: its full id from a unique prefix, and the trials it has done (what a resumed
 //! run skips).
 
-use rusqlite::{OptionalExtension, params};
+use super::db::args;
 
 use super::{DoneTrial, Store, StoreError, sql_int};
 
@@ -18,29 +18,21 @@ impl Store {
         if id_or_prefix.is_empty() {
             return Err(not_found());
         }
-        let exact = self
-            .conn
-            .query_row("SELECT id FROM runs WHERE id = ?1", [id_or_prefix], |r| {
-                r.get::<_, String>(0)
-            })
-            .optional()
+        let tx = self.read_tx(action)?;
+        let exact: Option<String> = tx
+            .query_opt("SELECT id FROM runs WHERE id = ?1", args![id_or_prefix])
+            .and_then(|row| row.map(|r| r.get(0)).transpose())
             .map_err(|e| self.sql_error(action, e))?;
         if let Some(id) = exact {
             return Ok(id);
         }
         // substr rather than LIKE: LIKE folds case and gives '%' and '_' meaning.
-        let mut stmt = self
-            .conn
-            .prepare_cached(
+        let mut ids: Vec<String> = tx
+            .query(
                 "SELECT id FROM runs WHERE substr(id, 1, length(?1)) = ?1 ORDER BY id LIMIT ?2",
+                args![id_or_prefix, sql_int("a limit", CANDIDATES_SHOWN + 1)?],
             )
-            .map_err(|e| self.sql_error(action, e))?;
-        let mut ids: Vec<String> = stmt
-            .query_map(
-                params![id_or_prefix, sql_int("a limit", CANDIDATES_SHOWN + 1)?],
-                |r| r.get(0),
-            )
-            .and_then(|rows| rows.collect())
+            .and_then(|rows| rows.iter().map(|r| r.get(0)).collect())
             .map_err(|e| self.sql_error(action, e))?;
         match ids.len() {
             0 => Err(not_found()),
@@ -60,8 +52,7 @@ impl Store {
         let action = "listing a run's trials";
         let tx = self.read_tx(action)?;
         let exists = tx
-            .query_row("SELECT 1 FROM runs WHERE id = ?1", [run_id], |_| Ok(()))
-            .optional()
+            .query_opt("SELECT 1 FROM runs WHERE id = ?1", args![run_id])
             .map_err(|e| self.sql_error(action, e))?;
         if exists.is_none() {
             return Err(StoreError::NotFound {
@@ -69,22 +60,24 @@ impl Store {
             });
         }
         let rows: Vec<(i64, String, u32, i64, String, bool)> = tx
-            .prepare_cached(
+            .query(
                 "SELECT seq, variant, round, host_idx, probe, warmup
                  FROM trials WHERE run_id = ?1 ORDER BY seq",
+                args![run_id],
             )
-            .and_then(|mut stmt| {
-                stmt.query_map([run_id], |r| {
-                    Ok((
-                        r.get(0)?,
-                        r.get(1)?,
-                        r.get(2)?,
-                        r.get(3)?,
-                        r.get(4)?,
-                        r.get(5)?,
-                    ))
-                })?
-                .collect()
+            .and_then(|rows| {
+                rows.iter()
+                    .map(|r| {
+                        Ok((
+                            r.get(0)?,
+                            r.get(1)?,
+                            r.get(2)?,
+                            r.get(3)?,
+                            r.get(4)?,
+                            r.get(5)?,
+                        ))
+                    })
+                    .collect()
             })
             .map_err(|e| self.sql_error(action, e))?;
         rows.into_iter()

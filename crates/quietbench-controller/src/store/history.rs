@@ -1,6 +1,6 @@
 //! One metric over time, across runs and hosts: the store's reason to keep every run.
 
-use rusqlite::params;
+use super::db::{Dialect, args};
 
 use super::{HistoryPoint, Store, StoreError, codec};
 
@@ -31,9 +31,16 @@ impl Store {
     ) -> Result<Vec<HistoryPoint>, StoreError> {
         let action = "reading a metric's history";
         let tx = self.read_tx(action)?;
+        // Where a CPU model name contains the text asked for: instr in SQLite, strpos in
+        // PostgreSQL (neither has the other).
+        let find = match tx.dialect() {
+            Dialect::Sqlite => "instr",
+            Dialect::Postgres => "strpos",
+        };
         let rows: Vec<HistoryRow> = tx
-            .prepare_cached(
-                "WITH points AS (
+            .query(
+                &format!(
+                    "WITH points AS (
                      SELECT r.id AS run_id, r.started_at_unix_ns AS started, h.address,
                             h.cpu_model_name, t.variant, t.params_json, t.round, t.seq, m.unit,
                             m.value
@@ -43,7 +50,8 @@ impl Store {
                      JOIN hosts h ON h.run_id = t.run_id AND h.idx = t.host_idx
                      WHERE m.name = ?2 AND t.probe = ?1 AND t.warmup = 0 AND t.cancelled = 0
                        AND m.value IS NOT NULL
-                       AND (?3 IS NULL OR instr(lower(h.cpu_model_name), lower(?3)) > 0)
+                       AND (CAST(?3 AS TEXT) IS NULL
+                            OR {find}(lower(h.cpu_model_name), lower(?3)) > 0)
                  ),
                  recent AS (
                      SELECT DISTINCT run_id, started FROM points
@@ -52,17 +60,18 @@ impl Store {
                  SELECT p.run_id, p.started, p.address, p.cpu_model_name, p.variant,
                         p.params_json, p.round, p.seq, p.unit, p.value
                  FROM points p JOIN recent USING (run_id)
-                 ORDER BY p.started, p.run_id, p.seq",
+                 ORDER BY p.started, p.run_id, p.seq"
+                ),
+                args![
+                    probe,
+                    metric,
+                    cpu_model,
+                    i64::try_from(limit).unwrap_or(i64::MAX)
+                ],
             )
-            .and_then(|mut stmt| {
-                stmt.query_map(
-                    params![
-                        probe,
-                        metric,
-                        cpu_model,
-                        i64::try_from(limit).unwrap_or(i64::MAX)
-                    ],
-                    |r| {
+            .and_then(|rows| {
+                rows.iter()
+                    .map(|r| {
                         Ok(HistoryRow {
                             run_id: r.get(0)?,
                             started: r.get(1)?,
@@ -75,9 +84,8 @@ impl Store {
                             unit: r.get(8)?,
                             value: r.get(9)?,
                         })
-                    },
-                )?
-                .collect()
+                    })
+                    .collect()
             })
             .map_err(|e| self.sql_error(action, e))?;
         rows.into_iter()

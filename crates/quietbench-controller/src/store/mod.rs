@@ -14,10 +14,12 @@
 //! their wire encoding and histograms as the HdrHistogram V2 bytes the agent sent.
 
 mod codec;
+pub mod db;
 mod error;
 mod find;
 mod history;
 pub mod holder;
+mod postgres_schema;
 mod progress;
 mod read;
 mod schema;
@@ -29,6 +31,8 @@ use std::time::{Duration, SystemTime};
 
 use rusqlite::Connection;
 
+use db::{Conn, DbError};
+
 pub use error::StoreError;
 pub use progress::{HostBrief, TrialBrief};
 pub use schema::SCHEMA_VERSION;
@@ -39,11 +43,18 @@ use crate::record::RunRecord;
 /// giving up. Transactions here last milliseconds, so this is only reached by a stuck process.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// An open result store.
+/// An open result store: an SQLite file, or a PostgreSQL database (`postgres://…`).
 #[derive(Debug)]
 pub struct Store {
-    conn: Connection,
+    conn: Conn,
+    /// The file, or the database's URL without its password: what messages name.
     path: PathBuf,
+}
+
+/// The URL in `path` when it names a PostgreSQL database (`postgres://` or `postgresql://`).
+pub fn postgres_url(path: &Path) -> Option<&str> {
+    path.to_str()
+        .filter(|p| p.starts_with("postgres://") || p.starts_with("postgresql://"))
 }
 
 /// How a stored run ended, or that it has not (yet).
@@ -172,6 +183,9 @@ impl Store {
     /// schema up to date. A file that is not a quietbench store, or one written by a newer
     /// quietbench, is an error and is left untouched.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
+        if let Some(url) = postgres_url(path) {
+            return postgres_schema::open(url);
+        }
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
                 path: dir.to_path_buf(),
@@ -184,7 +198,7 @@ impl Store {
             .map_err(|e| schema::sql_error(path, "setting the busy timeout", e))?;
         schema::prepare(&mut conn, path)?;
         Ok(Store {
-            conn,
+            conn: Conn::Sqlite(conn),
             path: path.to_path_buf(),
         })
     }
@@ -195,13 +209,13 @@ impl Store {
         default_path_from(std::env::var_os("XDG_DATA_HOME"), std::env::home_dir())
     }
 
-    /// The file this store is in.
+    /// The file this store is in, or its database's URL (without a password).
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    fn sql_error(&self, action: &str, err: rusqlite::Error) -> StoreError {
-        schema::sql_error(&self.path, action, err)
+    fn sql_error(&self, action: &str, err: DbError) -> StoreError {
+        db_error(&self.path, action, err)
     }
 
     fn corrupt(&self, run_id: &str, what: &str, detail: impl ToString) -> StoreError {
@@ -211,6 +225,19 @@ impl Store {
             what: what.to_string(),
             detail: detail.to_string(),
         }
+    }
+}
+
+/// A back end's error as the store's: SQLite's "not a database" or "corrupt" is
+/// [`StoreError::Unreadable`], anything else [`StoreError::Database`].
+fn db_error(path: &Path, action: &str, err: DbError) -> StoreError {
+    match err {
+        DbError::Sqlite(e) => schema::sql_error(path, action, e),
+        other => StoreError::Database {
+            path: path.to_path_buf(),
+            action: action.to_string(),
+            source: other,
+        },
     }
 }
 

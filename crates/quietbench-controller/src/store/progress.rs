@@ -2,7 +2,7 @@
 //! trials committed after a given one with their figures. What `quietbench serve` streams to a
 //! run's watchers; it decodes no histogram.
 
-use rusqlite::params;
+use super::db::args;
 
 use super::{Store, StoreError, sql_int};
 
@@ -45,15 +45,15 @@ impl Store {
         let from = sql_int("a host index", from)?;
         let tx = self.read_tx(action)?;
         let rows: Vec<(i64, String, String, Option<String>)> = tx
-            .prepare_cached(
+            .query(
                 "SELECT idx, address, cpu_model_name, instance_type FROM hosts
                  WHERE run_id = ?1 AND idx >= ?2 ORDER BY idx",
+                args![run_id, from],
             )
-            .and_then(|mut stmt| {
-                stmt.query_map(params![run_id, from], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-                })?
-                .collect()
+            .and_then(|rows| {
+                rows.iter()
+                    .map(|r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+                    .collect()
             })
             .map_err(|e| self.sql_error(action, e))?;
         rows.into_iter()
@@ -81,33 +81,37 @@ impl Store {
         let tx = self.read_tx(action)?;
         type Row = (i64, i64, i64, String, u32, bool, bool);
         let rows: Vec<Row> = tx
-            .prepare_cached(
+            .query(
                 "SELECT id, seq, host_idx, variant, round, warmup, cancelled FROM trials
                  WHERE run_id = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3",
+                args![run_id, from, limit],
             )
-            .and_then(|mut stmt| {
-                stmt.query_map(params![run_id, from, limit], |r| {
-                    Ok((
-                        r.get(0)?,
-                        r.get(1)?,
-                        r.get(2)?,
-                        r.get(3)?,
-                        r.get(4)?,
-                        r.get(5)?,
-                        r.get(6)?,
-                    ))
-                })?
-                .collect()
+            .and_then(|rows| {
+                rows.iter()
+                    .map(|r| {
+                        Ok((
+                            r.get(0)?,
+                            r.get(1)?,
+                            r.get(2)?,
+                            r.get(3)?,
+                            r.get(4)?,
+                            r.get(5)?,
+                            r.get(6)?,
+                        ))
+                    })
+                    .collect()
             })
             .map_err(|e| self.sql_error(action, e))?;
         let mut trials = Vec::with_capacity(rows.len());
         for (id, seq, host, variant, round, warmup, cancelled) in rows {
             let figures: Vec<(String, String, Option<f64>)> = tx
-                .prepare_cached(
+                .query(
                     "SELECT name, unit, value FROM metrics WHERE trial = ?1 ORDER BY idx",
+                    args![id],
                 )
-                .and_then(|mut stmt| {
-                    stmt.query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .and_then(|rows| {
+                    rows.iter()
+                        .map(|r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
                         .collect()
                 })
                 .map_err(|e| self.sql_error(action, e))?;

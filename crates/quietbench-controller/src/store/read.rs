@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use prost::Message;
 use quietbench_proto::histogram::decode_bounded;
 use quietbench_proto::v1 as pb;
-use rusqlite::{Transaction, params};
 
+use super::db::{Tx, args};
 use quietbench_host::HostRoot;
 
 use super::holder::{self, HOLDER_COLUMNS, Holder, Machine, Process, holder_of};
@@ -93,10 +93,8 @@ struct MetricRow {
 impl Store {
     /// A read transaction: everything one call reads comes from one snapshot, even while
     /// another controller writes.
-    pub(super) fn read_tx(&self, action: &str) -> Result<Transaction<'_>, StoreError> {
-        self.conn
-            .unchecked_transaction()
-            .map_err(|e| self.sql_error(action, e))
+    pub(super) fn read_tx(&self, action: &str) -> Result<Tx<'_>, StoreError> {
+        self.conn.read_tx().map_err(|e| self.sql_error(action, e))
     }
 
     /// The `limit` most recently started runs, newest first.
@@ -112,41 +110,44 @@ impl Store {
     fn summaries(&self, only: Option<&str>, limit: usize) -> Result<Vec<RunSummary>, StoreError> {
         let action = "listing runs";
         let tx = self.read_tx(action)?;
-        let mut stmt = tx
-            .prepare_cached(&format!(
-                "SELECT r.id, r.started_at_unix_ns, r.finished_at_unix_ns, r.status, r.error,
+        let here = Machine::read(&HostRoot::live());
+        let rows = tx
+            .query(
+                &format!(
+                    // CAST: PostgreSQL must be told the type of a parameter it sees only in
+                    // IS NULL.
+                    "SELECT r.id, r.started_at_unix_ns, r.finished_at_unix_ns, r.status, r.error,
                             r.settings_json,
                             (SELECT count(*) FROM hosts h WHERE h.run_id = r.id),
                             (SELECT count(*) FROM trials t WHERE t.run_id = r.id),
                             {HOLDER_COLUMNS}
                      FROM runs r
-                     WHERE ?2 IS NULL OR r.id = ?2
+                     WHERE CAST(?2 AS TEXT) IS NULL OR r.id = ?2
                      ORDER BY r.started_at_unix_ns DESC, r.id DESC
                      LIMIT ?1"
-            ))
-            .map_err(|e| self.sql_error(action, e))?;
-        let here = Machine::read(&HostRoot::live());
-        let rows = stmt
-            .query_map(
-                params![i64::try_from(limit).unwrap_or(i64::MAX), only],
-                |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        RunRow {
-                            started: r.get(1)?,
-                            finished: r.get(2)?,
-                            status: r.get(3)?,
-                            error: r.get(4)?,
-                            settings: r.get(5)?,
-                            plan: None,
-                            holder: holder_of(r.get(8)?, r.get(9)?, r.get(10)?, r.get(11)?),
-                        },
-                        r.get::<_, i64>(6)?,
-                        r.get::<_, i64>(7)?,
-                    ))
-                },
+                ),
+                args![i64::try_from(limit).unwrap_or(i64::MAX), only],
             )
-            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .and_then(|rows| {
+                rows.iter()
+                    .map(|r| {
+                        Ok((
+                            r.get::<String>(0)?,
+                            RunRow {
+                                started: r.get(1)?,
+                                finished: r.get(2)?,
+                                status: r.get(3)?,
+                                error: r.get(4)?,
+                                settings: r.get(5)?,
+                                plan: None,
+                                holder: holder_of(r.get(8)?, r.get(9)?, r.get(10)?, r.get(11)?),
+                            },
+                            r.get::<i64>(6)?,
+                            r.get::<i64>(7)?,
+                        ))
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            })
             .map_err(|e| self.sql_error(action, e))?;
         rows.into_iter()
             .map(|(id, run, hosts, trials)| {
@@ -196,147 +197,166 @@ impl Store {
     /// [`Store::load_run`] with the run's status and plan.
     pub fn load_stored_run(&self, id_or_prefix: &str) -> Result<StoredRun, StoreError> {
         let action = "loading a run";
-        let tx = self.read_tx(action)?;
+        // Before the read transaction: a PostgreSQL store has one connection, which the
+        // transaction holds.
         let id = self.resolve_run_id(id_or_prefix)?;
+        let tx = self.read_tx(action)?;
         let err = |e| self.sql_error(action, e);
         let run = tx
-            .query_row(
+            .query_opt(
                 &format!(
                     "SELECT started_at_unix_ns, finished_at_unix_ns, status, error, settings_json,
                             plan_json, {HOLDER_COLUMNS}
                      FROM runs WHERE id = ?1"
                 ),
-                [&id],
-                |r| {
-                    Ok(RunRow {
-                        started: r.get(0)?,
-                        finished: r.get(1)?,
-                        status: r.get(2)?,
-                        error: r.get(3)?,
-                        settings: r.get(4)?,
-                        plan: r.get(5)?,
-                        holder: holder_of(r.get(6)?, r.get(7)?, r.get(8)?, r.get(9)?),
-                    })
-                },
+                args![id],
             )
-            .map_err(err)?;
+            .and_then(|row| {
+                let Some(r) = row else {
+                    return Ok(None);
+                };
+                Ok(Some(RunRow {
+                    started: r.get(0)?,
+                    finished: r.get(1)?,
+                    status: r.get(2)?,
+                    error: r.get(3)?,
+                    settings: r.get(4)?,
+                    plan: r.get(5)?,
+                    holder: holder_of(r.get(6)?, r.get(7)?, r.get(8)?, r.get(9)?),
+                }))
+            })
+            .map_err(err)?
+            // Deleted between finding its id and reading it.
+            .ok_or_else(|| StoreError::NotFound {
+                prefix: id_or_prefix.to_string(),
+            })?;
 
         let host_rows: Vec<HostRow> = tx
-            .prepare_cached(
+            .query(
                 "SELECT idx, address, kind, agent_version, fingerprint, tuning, caps_json
                  FROM hosts WHERE run_id = ?1 ORDER BY idx",
+                args![id],
             )
-            .and_then(|mut stmt| {
-                stmt.query_map([&id], |r| {
-                    Ok(HostRow {
-                        idx: r.get(0)?,
-                        address: r.get(1)?,
-                        kind: r.get(2)?,
-                        agent_version: r.get(3)?,
-                        fingerprint: r.get(4)?,
-                        tuning: r.get(5)?,
-                        caps_json: r.get(6)?,
+            .and_then(|rows| {
+                rows.iter()
+                    .map(|r| {
+                        Ok(HostRow {
+                            idx: r.get(0)?,
+                            address: r.get(1)?,
+                            kind: r.get(2)?,
+                            agent_version: r.get(3)?,
+                            fingerprint: r.get(4)?,
+                            tuning: r.get(5)?,
+                            caps_json: r.get(6)?,
+                        })
                     })
-                })?
-                .collect()
+                    .collect()
             })
             .map_err(err)?;
 
         let trial_rows: Vec<TrialRow> = tx
-            .prepare_cached(
+            .query(
                 "SELECT id, seq, probe, variant, warmup, host_idx, round, trial_id, start_unix_ns,
                         end_unix_ns, cancelled, params_json, placement, intervals, noise, peer,
                         block_device
                  FROM trials WHERE run_id = ?1 ORDER BY seq",
+                args![id],
             )
-            .and_then(|mut stmt| {
-                stmt.query_map([&id], |r| {
-                    Ok(TrialRow {
-                        rowid: r.get(0)?,
-                        seq: r.get(1)?,
-                        probe: r.get(2)?,
-                        variant: r.get(3)?,
-                        warmup: r.get(4)?,
-                        host: r.get(5)?,
-                        round: r.get(6)?,
-                        trial_id: r.get(7)?,
-                        start: r.get(8)?,
-                        end: r.get(9)?,
-                        cancelled: r.get(10)?,
-                        params: r.get(11)?,
-                        placement: r.get(12)?,
-                        intervals: r.get(13)?,
-                        noise: r.get(14)?,
-                        peer: r.get(15)?,
-                        block_device: r.get(16)?,
+            .and_then(|rows| {
+                rows.iter()
+                    .map(|r| {
+                        Ok(TrialRow {
+                            rowid: r.get(0)?,
+                            seq: r.get(1)?,
+                            probe: r.get(2)?,
+                            variant: r.get(3)?,
+                            warmup: r.get(4)?,
+                            host: r.get(5)?,
+                            round: r.get(6)?,
+                            trial_id: r.get(7)?,
+                            start: r.get(8)?,
+                            end: r.get(9)?,
+                            cancelled: r.get(10)?,
+                            params: r.get(11)?,
+                            placement: r.get(12)?,
+                            intervals: r.get(13)?,
+                            noise: r.get(14)?,
+                            peer: r.get(15)?,
+                            block_device: r.get(16)?,
+                        })
                     })
-                })?
-                .collect()
+                    .collect()
             })
             .map_err(err)?;
 
         let metric_rows: Vec<MetricRow> = tx
-            .prepare_cached(
+            .query(
                 "SELECT m.trial, m.name, m.unit, m.value, m.interval_values_json, m.histogram,
                         m.clamped, m.dropped
                  FROM metrics m JOIN trials t ON t.id = m.trial
                  WHERE t.run_id = ?1 ORDER BY m.trial, m.idx",
+                args![id],
             )
-            .and_then(|mut stmt| {
-                stmt.query_map([&id], |r| {
-                    Ok(MetricRow {
-                        trial: r.get(0)?,
-                        name: r.get(1)?,
-                        unit: r.get(2)?,
-                        value: r.get(3)?,
-                        interval_values: r.get(4)?,
-                        histogram: r.get(5)?,
-                        clamped: r.get(6)?,
-                        dropped: r.get(7)?,
+            .and_then(|rows| {
+                rows.iter()
+                    .map(|r| {
+                        Ok(MetricRow {
+                            trial: r.get(0)?,
+                            name: r.get(1)?,
+                            unit: r.get(2)?,
+                            value: r.get(3)?,
+                            interval_values: r.get(4)?,
+                            histogram: r.get(5)?,
+                            clamped: r.get(6)?,
+                            dropped: r.get(7)?,
+                        })
                     })
-                })?
-                .collect()
+                    .collect()
             })
             .map_err(err)?;
         let interval_rows: Vec<IntervalRow> = tx
-            .prepare_cached(
+            .query(
                 "SELECT i.trial, i.pos, i.idx, i.start_unix_ns, i.end_unix_ns, i.values_json,
                         i.noise
                  FROM intervals i JOIN trials t ON t.id = i.trial
                  WHERE t.run_id = ?1 ORDER BY i.trial, i.pos",
+                args![id],
             )
-            .and_then(|mut stmt| {
-                stmt.query_map([&id], |r| {
-                    Ok(IntervalRow {
-                        trial: r.get(0)?,
-                        pos: r.get(1)?,
-                        index: r.get(2)?,
-                        start: r.get(3)?,
-                        end: r.get(4)?,
-                        values: r.get(5)?,
-                        noise: r.get(6)?,
+            .and_then(|rows| {
+                rows.iter()
+                    .map(|r| {
+                        Ok(IntervalRow {
+                            trial: r.get(0)?,
+                            pos: r.get(1)?,
+                            index: r.get(2)?,
+                            start: r.get(3)?,
+                            end: r.get(4)?,
+                            values: r.get(5)?,
+                            noise: r.get(6)?,
+                        })
                     })
-                })?
-                .collect()
+                    .collect()
             })
             .map_err(err)?;
 
         let histogram_rows: Vec<IntervalHistogramRow> = tx
-            .prepare_cached(
+            .query(
                 "SELECT h.trial, h.interval_pos, h.name, h.histogram
                  FROM interval_histograms h JOIN trials t ON t.id = h.trial
                  WHERE t.run_id = ?1 ORDER BY h.trial, h.interval_pos, h.pos",
+                args![id],
             )
-            .and_then(|mut stmt| {
-                stmt.query_map([&id], |r| {
-                    Ok(IntervalHistogramRow {
-                        trial: r.get(0)?,
-                        interval_pos: r.get(1)?,
-                        name: r.get(2)?,
-                        histogram: r.get(3)?,
+            .and_then(|rows| {
+                rows.iter()
+                    .map(|r| {
+                        Ok(IntervalHistogramRow {
+                            trial: r.get(0)?,
+                            interval_pos: r.get(1)?,
+                            name: r.get(2)?,
+                            histogram: r.get(3)?,
+                        })
                     })
-                })?
-                .collect()
+                    .collect()
             })
             .map_err(err)?;
         drop(tx);

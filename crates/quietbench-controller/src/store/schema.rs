@@ -137,7 +137,7 @@ ALTER TABLE trials ADD COLUMN block_device TEXT;
 
 /// Every migration, in order: index 0 brings an empty file to version 1, index 1 brings
 /// version 1 to 2, and so on.
-const MIGRATIONS: &[&str] = &[V1, V2, V3];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -153,7 +153,7 @@ pub(crate) fn sql_error(path: &Path, action: &str, err: rusqlite::Error) -> Stor
         _ => StoreError::Database {
             path: path.to_path_buf(),
             action: action.to_string(),
-            source: err,
+            source: super::db::DbError::Sqlite(err),
         },
     }
 }
@@ -322,7 +322,12 @@ mod tests {
         let store = Store::open(&path).unwrap();
         let version: i64 = store
             .conn
-            .query_row("SELECT max(version) FROM schema_version", [], |r| r.get(0))
+            .read_tx()
+            .unwrap()
+            .query_opt("SELECT max(version) FROM schema_version", &[])
+            .unwrap()
+            .unwrap()
+            .get(0)
             .unwrap();
         assert_eq!(version, SCHEMA_VERSION);
         assert_eq!(SCHEMA_VERSION, 3);

@@ -2,24 +2,20 @@
 //! returns, so whatever a call stored survives the controller being killed right after.
 
 use prost::Message;
-use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 
+use super::db::{Tx, args};
 use super::holder::Holder;
 use super::{RunStatus, Store, StoreError, codec, sql_int};
 use crate::record::{HostRecord, RunRecord, TrialRecord};
 
 impl Store {
-    /// One write transaction. IMMEDIATE takes the write lock up front: a DEFERRED transaction
-    /// that reads first and then writes can fail at once with SQLITE_BUSY when another
-    /// controller committed in between, instead of waiting for the lock.
-    fn write_tx(&self, action: &str) -> Result<Transaction<'_>, StoreError> {
-        Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
-            .map_err(|e| self.sql_error(action, e))
+    /// One write transaction ([`super::db::Conn::write_tx`]).
+    fn write_tx(&self, action: &str) -> Result<Tx<'_>, StoreError> {
+        self.conn.write_tx().map_err(|e| self.sql_error(action, e))
     }
 
-    fn run_exists(&self, tx: &Transaction<'_>, run_id: &str) -> Result<bool, StoreError> {
-        tx.query_row("SELECT 1 FROM runs WHERE id = ?1", [run_id], |_| Ok(()))
-            .optional()
+    fn run_exists(&self, tx: &Tx<'_>, run_id: &str) -> Result<bool, StoreError> {
+        tx.query_opt("SELECT 1 FROM runs WHERE id = ?1", args![run_id])
             .map(|found| found.is_some())
             .map_err(|e| self.sql_error("looking up a run", e))
     }
@@ -52,7 +48,7 @@ impl Store {
             "INSERT INTO runs (id, started_at_unix_ns, finished_at_unix_ns, status, error,
                                settings_json, plan_json, seed)
              VALUES (?1, ?2, NULL, ?3, NULL, ?4, ?5, ?6)",
-            params![
+            args![
                 run.run_id,
                 started,
                 RunStatus::Running.as_str(),
@@ -69,7 +65,7 @@ impl Store {
     /// Records who holds a running run (see [`super::holder`]); `None` clears it.
     fn set_holder(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         run_id: &str,
         holder: Option<&Holder>,
         action: &str,
@@ -90,7 +86,7 @@ impl Store {
             "UPDATE runs SET holder_host = ?2, holder_boot_id = ?3, holder_pid = ?4,
                              holder_start_ticks = ?5
              WHERE id = ?1",
-            params![run_id, host, boot_id, pid, ticks],
+            args![run_id, host, boot_id, pid, ticks],
         )
         .map(drop)
         .map_err(|e| self.sql_error(action, e))
@@ -117,12 +113,10 @@ impl Store {
             });
         }
         let exists = tx
-            .query_row(
+            .query_opt(
                 "SELECT 1 FROM hosts WHERE run_id = ?1 AND idx = ?2",
-                params![run_id, idx_sql],
-                |_| Ok(()),
+                args![run_id, idx_sql],
             )
-            .optional()
             .map_err(|e| self.sql_error(action, e))?;
         if exists.is_some() {
             return Err(StoreError::HostExists {
@@ -134,7 +128,7 @@ impl Store {
             "INSERT INTO hosts (run_id, idx, address, kind, agent_version, fingerprint,
                                 cpu_model_name, hostname, instance_type, tuning, caps_json)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            params![
+            args![
                 run_id,
                 idx_sql,
                 host.address,
@@ -199,12 +193,10 @@ impl Store {
             });
         }
         let host_known = tx
-            .query_row(
+            .query_opt(
                 "SELECT 1 FROM hosts WHERE run_id = ?1 AND idx = ?2",
-                params![run_id, host_sql],
-                |_| Ok(()),
+                args![run_id, host_sql],
             )
-            .optional()
             .map_err(|e| self.sql_error(action, e))?;
         if host_known.is_none() {
             return Err(StoreError::NoSuchHost {
@@ -214,12 +206,10 @@ impl Store {
             });
         }
         let seq_taken = tx
-            .query_row(
+            .query_opt(
                 "SELECT 1 FROM trials WHERE run_id = ?1 AND seq = ?2",
-                params![run_id, seq_sql],
-                |_| Ok(()),
+                args![run_id, seq_sql],
             )
-            .optional()
             .map_err(|e| self.sql_error(action, e))?;
         if seq_taken.is_some() {
             return Err(StoreError::TrialExists {
@@ -227,93 +217,88 @@ impl Store {
                 seq,
             });
         }
-        tx.execute(
-            "INSERT INTO trials (run_id, seq, probe, variant, warmup, host_idx, round, trial_id,
-                                 start_unix_ns, end_unix_ns, cancelled, params_json, placement,
-                                 intervals, noise, peer, block_device)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
-            params![
-                run_id,
-                seq_sql,
-                trial.probe,
-                trial.variant,
-                trial.warmup,
-                host_sql,
-                trial.round,
-                trial.trial_id,
-                start,
-                end,
-                trial.cancelled,
-                codec::params_json(&trial.params),
-                trial.placement.as_ref().map(Message::encode_to_vec),
-                trial.intervals,
-                trial.noise.as_ref().map(Message::encode_to_vec),
-                trial.peer,
-                trial.block_device,
-            ],
-        )
-        .map_err(|e| self.sql_error(action, e))?;
-        let trial_row = tx.last_insert_rowid();
-        {
-            let mut insert = tx
-                .prepare_cached(
-                    "INSERT INTO metrics (trial, idx, name, unit, value, interval_values_json,
-                                          histogram, clamped, dropped)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                )
-                .map_err(|e| self.sql_error(action, e))?;
-            for (idx, (m, interval_values, counts)) in metrics.iter().enumerate() {
-                insert
-                    .execute(params![
-                        trial_row,
-                        sql_int("the metric index", idx)?,
-                        m.name,
-                        m.unit,
-                        m.value,
-                        interval_values,
-                        m.histogram.as_ref().map(|h| h.encoded.as_slice()),
-                        counts.map(|c| c.0),
-                        counts.map(|c| c.1),
-                    ])
-                    .map_err(|e| self.sql_error(action, e))?;
-            }
-            let mut insert_interval = tx
-                .prepare_cached(
-                    "INSERT INTO intervals (trial, pos, idx, start_unix_ns, end_unix_ns,
-                                            values_json, noise)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                )
-                .map_err(|e| self.sql_error(action, e))?;
-            let mut insert_histogram = tx
-                .prepare_cached(
+        // RETURNING: the new row's id, on both back ends (SQLite since 3.35).
+        let trial_row: i64 = tx
+            .query_opt(
+                "INSERT INTO trials (run_id, seq, probe, variant, warmup, host_idx, round, trial_id,
+                                     start_unix_ns, end_unix_ns, cancelled, params_json, placement,
+                                     intervals, noise, peer, block_device)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+                 RETURNING id",
+                args![
+                    run_id,
+                    seq_sql,
+                    trial.probe,
+                    trial.variant,
+                    trial.warmup,
+                    host_sql,
+                    trial.round,
+                    trial.trial_id,
+                    start,
+                    end,
+                    trial.cancelled,
+                    codec::params_json(&trial.params),
+                    trial.placement.as_ref().map(Message::encode_to_vec),
+                    trial.intervals,
+                    trial.noise.as_ref().map(Message::encode_to_vec),
+                    trial.peer,
+                    trial.block_device,
+                ],
+            )
+            .and_then(|row| match row {
+                Some(row) => row.get(0),
+                None => unreachable!("INSERT … RETURNING returns the row it inserted"),
+            })
+            .map_err(|e| self.sql_error(action, e))?;
+        for (idx, (m, interval_values, counts)) in metrics.iter().enumerate() {
+            tx.execute(
+                "INSERT INTO metrics (trial, idx, name, unit, value, interval_values_json,
+                                      histogram, clamped, dropped)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                args![
+                    trial_row,
+                    sql_int("the metric index", idx)?,
+                    m.name,
+                    m.unit,
+                    m.value,
+                    interval_values,
+                    m.histogram.as_ref().map(|h| h.encoded.as_slice()),
+                    counts.map(|c| c.0),
+                    counts.map(|c| c.1),
+                ],
+            )
+            .map_err(|e| self.sql_error(action, e))?;
+        }
+        for (pos, (i, start, end, values)) in intervals.iter().enumerate() {
+            let pos = sql_int("the interval's position", pos)?;
+            tx.execute(
+                "INSERT INTO intervals (trial, pos, idx, start_unix_ns, end_unix_ns,
+                                        values_json, noise)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                args![
+                    trial_row,
+                    pos,
+                    i.index,
+                    start,
+                    end,
+                    values,
+                    i.noise.as_ref().map(Message::encode_to_vec),
+                ],
+            )
+            .map_err(|e| self.sql_error(action, e))?;
+            for (hpos, (name, bytes)) in i.histograms.iter().enumerate() {
+                tx.execute(
                     "INSERT INTO interval_histograms (trial, interval_pos, pos, name, histogram)
                      VALUES (?1, ?2, ?3, ?4, ?5)",
-                )
-                .map_err(|e| self.sql_error(action, e))?;
-            for (pos, (i, start, end, values)) in intervals.iter().enumerate() {
-                let pos = sql_int("the interval's position", pos)?;
-                insert_interval
-                    .execute(params![
+                    args![
                         trial_row,
                         pos,
-                        i.index,
-                        start,
-                        end,
-                        values,
-                        i.noise.as_ref().map(Message::encode_to_vec),
-                    ])
-                    .map_err(|e| self.sql_error(action, e))?;
-                for (hpos, (name, bytes)) in i.histograms.iter().enumerate() {
-                    insert_histogram
-                        .execute(params![
-                            trial_row,
-                            pos,
-                            sql_int("the histogram's position", hpos)?,
-                            name,
-                            bytes,
-                        ])
-                        .map_err(|e| self.sql_error(action, e))?;
-                }
+                        sql_int("the histogram's position", hpos)?,
+                        name,
+                        bytes,
+                    ],
+                )
+                .map_err(|e| self.sql_error(action, e))?;
             }
         }
         tx.commit().map_err(|e| self.sql_error(action, e))
@@ -358,11 +343,11 @@ impl Store {
         let action = "discarding a run that measured nothing";
         let tx = self.write_tx(action)?;
         let trials: i64 = tx
-            .query_row(
+            .query_opt(
                 "SELECT COUNT(*) FROM trials WHERE run_id = ?1",
-                [run_id],
-                |row| row.get(0),
+                args![run_id],
             )
+            .and_then(|row| row.map_or(Ok(0), |r| r.get(0)))
             .map_err(|e| self.sql_error(action, e))?;
         if trials > 0 {
             return Err(StoreError::HasResults {
@@ -370,9 +355,9 @@ impl Store {
                 trials,
             });
         }
-        tx.execute("DELETE FROM hosts WHERE run_id = ?1", [run_id])
+        tx.execute("DELETE FROM hosts WHERE run_id = ?1", args![run_id])
             .map_err(|e| self.sql_error(action, e))?;
-        tx.execute("DELETE FROM runs WHERE id = ?1", [run_id])
+        tx.execute("DELETE FROM runs WHERE id = ?1", args![run_id])
             .map_err(|e| self.sql_error(action, e))?;
         tx.commit().map_err(|e| self.sql_error(action, e))
     }
@@ -391,7 +376,7 @@ impl Store {
         let changed = tx
             .execute(
                 "UPDATE runs SET status = ?2, finished_at_unix_ns = ?3, error = ?4 WHERE id = ?1",
-                params![run_id, status.as_str(), finished, error],
+                args![run_id, status.as_str(), finished, error],
             )
             .map_err(|e| self.sql_error(action, e))?;
         if changed == 0 {
