@@ -19,7 +19,9 @@ fn a_run_round_trips_exactly() {
     let dir = tempfile::tempdir().unwrap();
     let path = store_path(&dir);
     let store = Store::open(&path).unwrap();
-    assert!(path.exists(), "open creates the file and its folders");
+    if !on_postgres() {
+        assert!(path.exists(), "open creates the file and its folders");
+    }
 
     let mut run = new_run("0b7c1f2e-6d0a-4f7e-9a51-3c2d1e0f9a8b", 1_750_000_000);
     store.begin_run(&run, Some(r#"{"rounds":2}"#)).unwrap();
@@ -197,8 +199,9 @@ fn crash_writer_child() {
 
 #[test]
 fn a_killed_writer_loses_no_finished_trial() {
+    // SQLite's durability, WAL and all: a PostgreSQL server's is the server's.
     let dir = tempfile::tempdir().unwrap();
-    let path = store_path(&dir);
+    let path = sqlite_path(&dir);
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--ignored",
@@ -447,9 +450,11 @@ fn two_handles_write_and_read_at_once() {
         list.iter()
             .all(|s| s.trials == 25 && s.status == RunStatus::Complete)
     );
-    let journal: String = rusqlite::Connection::open(&path)
-        .unwrap()
-        .pragma_query_value(None, "journal_mode", |r| r.get(0))
-        .unwrap();
-    assert_eq!(journal, "wal");
+    if !on_postgres() {
+        let journal: String = rusqlite::Connection::open(&path)
+            .unwrap()
+            .pragma_query_value(None, "journal_mode", |r| r.get(0))
+            .unwrap();
+        assert_eq!(journal, "wal");
+    }
 }

@@ -121,7 +121,9 @@ fn compare_runs(
     b: &str,
     fail_if_slower: Option<f64>,
 ) -> (std::process::ExitCode, serde_json::Value) {
-    let json = path.with_extension("verdicts.json");
+    // Beside the test's other files, not beside the store: a PostgreSQL store has no folder.
+    let scratch = tempfile::tempdir().unwrap();
+    let json = scratch.path().join("verdicts.json");
     let code = quietbench_controller::commands::compare_runs::run_compare_runs(
         quietbench_controller::commands::compare_runs::RunsRequest {
             baseline: a.into(),

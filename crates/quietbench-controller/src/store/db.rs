@@ -415,6 +415,8 @@ fn pg_row(row: &postgres::Row) -> Result<Row, DbError> {
                 .map(|v| Value::Real(v.into()))
         } else if *ty == Type::BYTEA {
             row.try_get::<_, Option<Vec<u8>>>(i)?.map(Value::Blob)
+        } else if *ty == Type::VOID {
+            None
         } else {
             row.try_get::<_, Option<String>>(i)?.map(Value::Text)
         };

@@ -82,7 +82,7 @@ fn postgres_ddl(sqlite: &str) -> Vec<String> {
 fn migrate(conn: &Conn, shown: &Path) -> Result<(), StoreError> {
     let err = |action: &'static str| move |e| db_error(shown, action, e);
     let tx = conn.write_tx().map_err(err("starting the migration"))?;
-    tx.query("SELECT pg_advisory_xact_lock(?1)", args![MIGRATION_LOCK])
+    tx.execute("SELECT pg_advisory_xact_lock(?1)", args![MIGRATION_LOCK])
         .map_err(err("waiting for another controller's migration"))?;
     let has_versions: bool = tx
         .query_opt(

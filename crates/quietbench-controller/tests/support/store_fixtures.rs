@@ -20,8 +20,31 @@ use quietbench_proto::v1 as pb;
 pub const EPYC: &str = "AMD EPYC 7R13 Processor";
 pub const XEON: &str = "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz";
 
+#[path = "postgres_server.rs"]
+pub mod postgres_server;
+
+/// The store a test uses: an SQLite file in `dir`, or with `QUIETBENCH_TEST_STORE=postgres` a
+/// fresh database on a real PostgreSQL server. `.ci/run` runs the store's tests both ways.
 pub fn store_path(dir: &tempfile::TempDir) -> PathBuf {
+    if on_postgres() {
+        PathBuf::from(postgres_server::fresh_database())
+    } else {
+        sqlite_path(dir)
+    }
+}
+
+/// An SQLite store file in `dir`, for what only SQLite has (files, WAL, damage on disk).
+pub fn sqlite_path(dir: &tempfile::TempDir) -> PathBuf {
     dir.path().join("nested/folder/results.sqlite3")
+}
+
+/// The store tests run on PostgreSQL (`QUIETBENCH_TEST_STORE=postgres`).
+pub fn on_postgres() -> bool {
+    match std::env::var("QUIETBENCH_TEST_STORE").as_deref() {
+        Ok("postgres") => true,
+        Ok("sqlite") | Err(_) => false,
+        Ok(other) => panic!("QUIETBENCH_TEST_STORE={other}: give sqlite or postgres"),
+    }
 }
 
 /// A histogram recorded here and sent through the agent's encoding, decoded the way the
