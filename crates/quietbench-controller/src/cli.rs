@@ -134,8 +134,9 @@ impl LimitsArgs {
 
 #[derive(Debug, Args)]
 pub struct RunsArgs {
-    /// The result store [default: $XDG_DATA_HOME/quietbench/results.sqlite3]
-    #[arg(long, value_name = "FILE")]
+    /// The result store: an SQLite file, or a PostgreSQL database (postgres://USER@HOST/DB)
+    /// [default: $XDG_DATA_HOME/quietbench/results.sqlite3]
+    #[arg(long, value_name = "FILE|URL")]
     db: Option<PathBuf>,
     /// How many runs, newest first
     #[arg(long, default_value_t = 20)]
@@ -148,8 +149,8 @@ pub struct RunsArgs {
 pub struct ShowArgs {
     /// The run's id, or a unique prefix of it
     run: String,
-    /// The result store
-    #[arg(long, value_name = "FILE")]
+    /// The result store (an SQLite file, or postgres://USER@HOST/DB)
+    #[arg(long, value_name = "FILE|URL")]
     db: Option<PathBuf>,
     /// Write its JSON report to FILE
     #[arg(long, value_name = "FILE")]
@@ -165,8 +166,8 @@ pub struct ShowArgs {
 pub struct ResumeArgs {
     /// The interrupted run's id, or a unique prefix of it
     run: String,
-    /// The result store
-    #[arg(long, value_name = "FILE")]
+    /// The result store (an SQLite file, or postgres://USER@HOST/DB)
+    #[arg(long, value_name = "FILE|URL")]
     db: Option<PathBuf>,
     /// Agents to use instead of the stored addresses (remote runs), in the same order
     #[arg(long = "agent", value_name = "HOST:PORT")]
@@ -311,8 +312,9 @@ pub struct RunArgs {
     /// Write HdrHistogram interval logs (one per distribution metric) into DIR
     #[arg(long, value_name = "DIR")]
     hdr_log: Option<PathBuf>,
-    /// The result store [default: $XDG_DATA_HOME/quietbench/results.sqlite3]
-    #[arg(long, value_name = "FILE")]
+    /// The result store: an SQLite file, or a PostgreSQL database (postgres://USER@HOST/DB)
+    /// [default: $XDG_DATA_HOME/quietbench/results.sqlite3]
+    #[arg(long, value_name = "FILE|URL")]
     db: Option<PathBuf>,
     /// Keep no record in the result store
     #[arg(long, conflicts_with = "db")]

@@ -104,8 +104,8 @@ pub struct CompareArgs {
     /// Write the run's HTML report
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
-    /// The result store
-    #[arg(long, value_name = "FILE")]
+    /// The result store (an SQLite file, or postgres://USER@HOST/DB)
+    #[arg(long, value_name = "FILE|URL")]
     db: Option<PathBuf>,
     /// Keep no record in the result store
     #[arg(long, conflicts_with = "db")]

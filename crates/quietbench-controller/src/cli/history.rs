@@ -20,8 +20,8 @@ pub struct HistoryArgs {
     /// Only hosts whose CPU model contains this text (case-insensitive), e.g. 8275CL
     #[arg(long, value_name = "TEXT")]
     cpu_model: Option<String>,
-    /// The result store
-    #[arg(long, value_name = "FILE")]
+    /// The result store (an SQLite file, or postgres://USER@HOST/DB)
+    #[arg(long, value_name = "FILE|URL")]
     db: Option<PathBuf>,
     /// How many of the most recent runs
     #[arg(long, default_value_t = 50)]

@@ -25,8 +25,10 @@ pub struct ServeArgs {
     /// [default: beside the result store, service/]
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
-    /// The result store every run is kept in [default: $XDG_DATA_HOME/quietbench/results.sqlite3]
-    #[arg(long, value_name = "FILE")]
+    /// The result store every run is kept in: an SQLite file, or a PostgreSQL database
+    /// (postgres://USER@HOST/DB) that many controllers share [default:
+    /// $XDG_DATA_HOME/quietbench/results.sqlite3]
+    #[arg(long, value_name = "FILE|URL")]
     db: Option<PathBuf>,
     /// Runs measuring at once; more wait in the queue (a run also waits while another
     /// measures on one of its hosts)
@@ -116,9 +118,16 @@ fn absolute(path: &Path) -> anyhow::Result<PathBuf> {
 
 /// `quietbench serve`.
 pub fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    let db = absolute(&args.db.unwrap_or_else(Store::default_path))?;
+    let db = args.db.unwrap_or_else(Store::default_path);
+    let postgres = crate::store::postgres_url(&db).is_some();
+    // A run's process works in its own folder: a store file must be named absolutely.
+    let db = if postgres { db } else { absolute(&db)? };
     let state_dir = match args.state_dir {
         Some(dir) => absolute(&dir)?,
+        None if postgres => Store::default_path()
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join("service"),
         None => db.parent().unwrap_or(Path::new(".")).join("service"),
     };
     let mut agent_tls_args = Vec::new();

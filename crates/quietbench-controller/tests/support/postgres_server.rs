@@ -106,18 +106,24 @@ fn start() -> Server {
     let stop = format!(
         "while kill -0 {pid} 2>/dev/null; do sleep 0.5; done; {runuser}{pg_ctl} -D {data} -m immediate stop >/dev/null 2>&1; rm -rf {dir}",
         pid = std::process::id(),
-        runuser = if is_root() { "runuser -u postgres -- " } else { "" },
+        runuser = if is_root() {
+            "runuser -u postgres -- "
+        } else {
+            ""
+        },
         pg_ctl = bin.join("pg_ctl").display(),
         data = data.display(),
         dir = dir.display(),
     );
-    Command::new("setsid")
-        .args(["sh", "-c", &stop])
+    // setsid --fork: the watcher lives on in a session of its own; setsid itself returns.
+    let forked = Command::new("setsid")
+        .args(["--fork", "sh", "-c", &stop])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
-        .spawn()
+        .status()
         .expect("start the server's watcher (setsid)");
+    assert!(forked.success(), "setsid --fork failed: {forked}");
     Server { dir }
 }
 
