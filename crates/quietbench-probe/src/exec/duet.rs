@@ -52,7 +52,10 @@ impl Rendezvous {
                 return true;
             }
             if self.left.load(Ordering::Acquire) {
-                return false;
+                // The other may have arrived and left since the check above (its last pair
+                // done, its time up): seeing it left, we see its arrival too (it arrives
+                // before it leaves), so this meeting still counts.
+                return other.arrived.load(Ordering::Acquire) > phase;
             }
             if started.elapsed() < SPIN {
                 std::hint::spin_loop();
