@@ -11,7 +11,8 @@ PARLIAMENT_VERSION=1.6.4
 # parliament 1.6.4 imports pkg_resources, which setuptools >= 81 no longer
 # ships: it gets its own virtualenv, so the machine's Python is left alone.
 PARLIAMENT_VENV=${XDG_CACHE_HOME:-$HOME/.cache}/quietbench-deploy/parliament-$PARLIAMENT_VERSION
-MAX_EXPOSURE=2.7 # systemd-analyze security; deploy/README.md quotes it
+MAX_EXPOSURE=2.7 # systemd-analyze security of the agent; deploy/README.md quotes it
+MAX_SERVE_EXPOSURE=1.4 # ... and of quietbench serve
 
 fail() {
     echo "FAIL $1" >&2
@@ -65,26 +66,30 @@ fi
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
-# --- 1. systemd unit ----------------------------------------------------------
+# --- 1. systemd units -------------------------------------------------------------
 # verify checks that ExecStart's /usr/local/bin/quietbench exists. Rather than
 # install it on this machine, verify under --root: a throwaway tree holding the
-# unit in etc/systemd/system, the binary in usr/local/bin and a copy of the
+# units in etc/systemd/system, the binary in usr/local/bin and a copy of the
 # system's units (for sysinit.target and the other default dependencies).
 # verify exits 0 on mere warnings (e.g. an unknown key), so any output fails.
-unit=deploy/systemd/quietbench-agent.service
 root=$TMP/root
 mkdir -p "$root/etc/systemd/system" "$root/usr/local/bin" "$root/usr/lib/systemd"
-cp "$unit" "$root/etc/systemd/system/"
 ln "$BIN" "$root/usr/local/bin/quietbench" 2>/dev/null || cp "$BIN" "$root/usr/local/bin/quietbench"
 cp -a /usr/lib/systemd/system "$root/usr/lib/systemd/"
-out=$(systemd-analyze verify --root="$root" quietbench-agent.service 2>&1) || fail "systemd: systemd-analyze verify failed" "$out"
-[ -z "$out" ] || fail "systemd: systemd-analyze verify printed output" "$out"
-out=$(systemd-analyze security --offline=true "$unit" 2>&1) || fail "systemd: systemd-analyze security failed" "$out"
-exposure=$(sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p' <<<"$out")
-[ -n "$exposure" ] || fail "systemd: no exposure level in systemd-analyze security's output" "$out"
-awk -v e="$exposure" -v m="$MAX_EXPOSURE" 'BEGIN { exit !(e <= m) }' ||
-    fail "systemd: exposure $exposure is above $MAX_EXPOSURE" "$out"
-echo "PASS systemd:     verify silent; security --offline exposure $exposure (at most $MAX_EXPOSURE)"
+check_unit() { # UNIT MAX_EXPOSURE
+    local unit=deploy/systemd/$1 max=$2 out exposure
+    cp "$unit" "$root/etc/systemd/system/"
+    out=$(systemd-analyze verify --root="$root" "$1" 2>&1) || fail "systemd: $1: systemd-analyze verify failed" "$out"
+    [ -z "$out" ] || fail "systemd: $1: systemd-analyze verify printed output" "$out"
+    out=$(systemd-analyze security --offline=true "$unit" 2>&1) || fail "systemd: $1: systemd-analyze security failed" "$out"
+    exposure=$(sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p' <<<"$out")
+    [ -n "$exposure" ] || fail "systemd: $1: no exposure level in systemd-analyze security's output" "$out"
+    awk -v e="$exposure" -v m="$max" 'BEGIN { exit !(e <= m) }' ||
+        fail "systemd: $1: exposure $exposure is above $max" "$out"
+    echo "PASS systemd:     $1: verify silent; security --offline exposure $exposure (at most $max)"
+}
+check_unit quietbench-agent.service "$MAX_EXPOSURE"
+check_unit quietbench-serve.service "$MAX_SERVE_EXPOSURE"
 
 # --- 2. cloud-init user data ----------------------------------------------------
 userdata=deploy/cloud-init/user-data.yaml
@@ -139,4 +144,4 @@ print(", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no findings")
 sys.exit(1 if bad else 0)' <<<"$out") || fail "iam: parliament findings at MEDIUM or above" "$out"
 echo "PASS iam:         parliament $PARLIAMENT_VERSION: $summary"
 
-echo "all 4 checks passed"
+echo "all 5 checks passed"

@@ -135,7 +135,7 @@ impl LimitsArgs {
 #[derive(Debug, Args)]
 pub struct RunsArgs {
     /// The result store: an SQLite file, or a PostgreSQL database (postgres://USER@HOST/DB)
-    /// [default: $XDG_DATA_HOME/quietbench/results.sqlite3]
+    /// [default: $QUIETBENCH_DB, else $XDG_DATA_HOME/quietbench/results.sqlite3]
     #[arg(long, value_name = "FILE|URL")]
     db: Option<PathBuf>,
     /// How many runs, newest first
@@ -149,7 +149,8 @@ pub struct RunsArgs {
 pub struct ShowArgs {
     /// The run's id, or a unique prefix of it
     run: String,
-    /// The result store (an SQLite file, or postgres://USER@HOST/DB)
+    /// The result store (an SQLite file, or postgres://USER@HOST/DB) [default: $QUIETBENCH_DB,
+    /// else $XDG_DATA_HOME/quietbench/results.sqlite3]
     #[arg(long, value_name = "FILE|URL")]
     db: Option<PathBuf>,
     /// Write its JSON report to FILE
@@ -166,7 +167,8 @@ pub struct ShowArgs {
 pub struct ResumeArgs {
     /// The interrupted run's id, or a unique prefix of it
     run: String,
-    /// The result store (an SQLite file, or postgres://USER@HOST/DB)
+    /// The result store (an SQLite file, or postgres://USER@HOST/DB) [default: $QUIETBENCH_DB,
+    /// else $XDG_DATA_HOME/quietbench/results.sqlite3]
     #[arg(long, value_name = "FILE|URL")]
     db: Option<PathBuf>,
     /// Agents to use instead of the stored addresses (remote runs), in the same order
@@ -313,7 +315,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     hdr_log: Option<PathBuf>,
     /// The result store: an SQLite file, or a PostgreSQL database (postgres://USER@HOST/DB)
-    /// [default: $XDG_DATA_HOME/quietbench/results.sqlite3]
+    /// [default: $QUIETBENCH_DB, else $XDG_DATA_HOME/quietbench/results.sqlite3]
     #[arg(long, value_name = "FILE|URL")]
     db: Option<PathBuf>,
     /// Keep no record in the result store

@@ -60,13 +60,11 @@ impl Outputs {
         let store = if no_store {
             None
         } else {
-            let path = db
-                .map(Path::to_path_buf)
-                .unwrap_or_else(Store::default_path);
+            let path = Store::location(db);
             Some(Store::open(&path).with_context(|| {
                 format!(
                     "cannot open the result store {} (use --db FILE or --no-store)",
-                    path.display()
+                    crate::store::shown(&path)
                 )
             })?)
         };

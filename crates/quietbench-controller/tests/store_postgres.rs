@@ -1,7 +1,8 @@
 //! What only a PostgreSQL store has to get right, on a real server (Debian's postgresql,
 //! started by the tests): controllers that open an empty database at once migrate it once; a
 //! database with tables of another program, or a newer schema, is refused and left untouched;
-//! a server that cannot be reached, or a password, is named without the password. The store's
+//! a server that cannot be reached, or a password, is named without the password; TLS is
+//! verified as libpq verifies it (`sslmode`, `sslrootcert`). The store's
 //! other tests run on PostgreSQL too (`QUIETBENCH_TEST_STORE=postgres`, as `.ci/run` does).
 
 use quietbench_controller::store::{RunStatus, SCHEMA_VERSION, Store, StoreError};
@@ -9,7 +10,7 @@ use std::path::Path;
 
 #[path = "support/store_fixtures.rs"]
 mod store_fixtures;
-use store_fixtures::postgres_server::{execute, fresh_database};
+use store_fixtures::postgres_server::{execute, fresh_database, tls_server};
 use store_fixtures::*;
 
 #[test]
@@ -122,4 +123,78 @@ fn a_stored_run_reads_back_from_another_connection() {
         &sqlite.load_run("shared").unwrap(),
         &again.load_run("shared").unwrap(),
     );
+}
+
+/// Opens the store at `url`, writes a run and reads it back: what a controller does.
+fn store_a_run_at(url: &str, id: &str) {
+    let store = Store::open(Path::new(url)).unwrap_or_else(|e| panic!("{url}: {e}"));
+    let run = new_run(id, 200);
+    store.begin_run(&run, None).unwrap();
+    store.add_host(id, 0, &host(0, EPYC)).unwrap();
+    store.add_trial(id, 0, &trial(0, 0, 1, 1.0)).unwrap();
+    store.finish_run(&run, RunStatus::Complete).unwrap();
+    assert_eq!(store.load_run(id).unwrap().trials.len(), 1);
+}
+
+#[test]
+fn tls_to_the_server_is_verified_as_libpq_verifies_it() {
+    let server = tls_server();
+    let ca = format!("sslrootcert={}", server.ca.display());
+    let other_ca = format!("sslrootcert={}", server.other_ca.display());
+    // The server refuses TCP in the clear (its pg_hba.conf), so whatever connects is TLS.
+    let err = Store::open(Path::new(
+        &server.fresh_database("localhost", "sslmode=disable"),
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("pg_hba.conf"), "{err}");
+
+    // verify-full to the name on the certificate; verify-ca to any name; require and prefer
+    // (libpq's default) encrypt without checking.
+    store_a_run_at(
+        &server.fresh_database("localhost", &format!("sslmode=verify-full&{ca}")),
+        "full",
+    );
+    store_a_run_at(
+        &server.fresh_database("127.0.0.1", &format!("sslmode=verify-ca&{ca}")),
+        "ca",
+    );
+    store_a_run_at(
+        &server.fresh_database("127.0.0.1", "sslmode=require"),
+        "require",
+    );
+    store_a_run_at(
+        &server.fresh_database("127.0.0.1", "connect_timeout=10"),
+        "prefer",
+    );
+
+    // A certificate from another CA, or for another name, is refused, and says why.
+    for (host, tls, why) in [
+        (
+            "localhost",
+            format!("sslmode=verify-full&{other_ca}"),
+            "invalid peer certificate",
+        ),
+        (
+            "localhost",
+            format!("sslmode=require&{other_ca}"),
+            "invalid peer certificate",
+        ),
+        (
+            "127.0.0.1",
+            format!("sslmode=verify-full&{ca}"),
+            "not valid for name",
+        ),
+    ] {
+        let url = server.fresh_database(host, &tls);
+        let err = Store::open(Path::new(&url)).unwrap_err().to_string();
+        assert!(err.contains("TLS") && err.contains(why), "{url}: {err}");
+    }
+    // A CA file that is not there is named before any connection.
+    let url = server.fresh_database(
+        "localhost",
+        "sslmode=verify-full&sslrootcert=/nonexistent/ca.pem",
+    );
+    let err = Store::open(Path::new(&url)).unwrap_err().to_string();
+    assert!(err.contains("/nonexistent/ca.pem"), "{err}");
 }

@@ -9,6 +9,7 @@ fn quietbench(args: &[&str]) -> (Option<i32>, String, String) {
             "XDG_DATA_HOME",
             std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("xdg-data"),
         )
+        .env_remove("QUIETBENCH_DB")
         .args(args)
         .output()
         .unwrap();

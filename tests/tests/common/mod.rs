@@ -33,7 +33,7 @@ pub fn quietbench_bin() -> PathBuf {
 }
 
 /// A `quietbench` command whose default result store and fleet ledger are the tests' own
-/// (`XDG_DATA_HOME` under cargo's target temp folder), never the user's: a test then neither
+/// (`XDG_DATA_HOME` under cargo's target temp folder, and no `QUIETBENCH_DB`), never the user's: a test then neither
 /// adds runs to a person's history nor depends on what is in it (a store written by a newer
 /// build, say). A test that needs its own data folder sets `XDG_DATA_HOME` again.
 pub fn quietbench() -> Command {
@@ -42,6 +42,8 @@ pub fn quietbench() -> Command {
         "XDG_DATA_HOME",
         PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("xdg-data"),
     );
+    // A developer's QUIETBENCH_DB (a team's shared store, say) would take precedence.
+    command.env_remove("QUIETBENCH_DB");
     command
 }
 

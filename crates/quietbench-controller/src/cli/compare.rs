@@ -104,7 +104,8 @@ pub struct CompareArgs {
     /// Write the run's HTML report
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
-    /// The result store (an SQLite file, or postgres://USER@HOST/DB)
+    /// The result store (an SQLite file, or postgres://USER@HOST/DB) [default: $QUIETBENCH_DB,
+    /// else $XDG_DATA_HOME/quietbench/results.sqlite3]
     #[arg(long, value_name = "FILE|URL")]
     db: Option<PathBuf>,
     /// Keep no record in the result store

@@ -20,7 +20,8 @@ pub struct HistoryArgs {
     /// Only hosts whose CPU model contains this text (case-insensitive), e.g. 8275CL
     #[arg(long, value_name = "TEXT")]
     cpu_model: Option<String>,
-    /// The result store (an SQLite file, or postgres://USER@HOST/DB)
+    /// The result store (an SQLite file, or postgres://USER@HOST/DB) [default: $QUIETBENCH_DB,
+    /// else $XDG_DATA_HOME/quietbench/results.sqlite3]
     #[arg(long, value_name = "FILE|URL")]
     db: Option<PathBuf>,
     /// How many of the most recent runs

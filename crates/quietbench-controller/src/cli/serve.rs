@@ -26,7 +26,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
     /// The result store every run is kept in: an SQLite file, or a PostgreSQL database
-    /// (postgres://USER@HOST/DB) that many controllers share [default:
+    /// (postgres://USER@HOST/DB) that many controllers share [default: $QUIETBENCH_DB, else
     /// $XDG_DATA_HOME/quietbench/results.sqlite3]
     #[arg(long, value_name = "FILE|URL")]
     db: Option<PathBuf>,
@@ -118,7 +118,7 @@ fn absolute(path: &Path) -> anyhow::Result<PathBuf> {
 
 /// `quietbench serve`.
 pub fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    let db = args.db.unwrap_or_else(Store::default_path);
+    let db = Store::location(args.db.as_deref());
     let postgres = crate::store::postgres_url(&db).is_some();
     // A run's process works in its own folder: a store file must be named absolutely.
     let db = if postgres { db } else { absolute(&db)? };

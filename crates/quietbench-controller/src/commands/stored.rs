@@ -13,10 +13,13 @@ use crate::session::{Outputs, Session};
 use crate::store::{RunStatus, Store};
 
 pub(crate) fn open(db: Option<&Path>) -> anyhow::Result<Store> {
-    let path = db
-        .map(Path::to_path_buf)
-        .unwrap_or_else(Store::default_path);
-    Store::open(&path).with_context(|| format!("cannot open the result store {}", path.display()))
+    let path = Store::location(db);
+    Store::open(&path).with_context(|| {
+        format!(
+            "cannot open the result store {}",
+            crate::store::shown(&path)
+        )
+    })
 }
 
 /// `quietbench runs`: the newest runs, one line each.

@@ -71,7 +71,7 @@ impl ControllerApi {
         .map_err(|e| Status::internal(e.to_string()))?
     }
 
-    /// Runs `quietbench ARGS --db STORE` in a scratch folder; `files` are read back from it.
+    /// Runs `quietbench ARGS` on the service's store in a scratch folder; `files` are read back from it.
     async fn command(
         &self,
         args: Vec<String>,
@@ -87,7 +87,8 @@ impl ControllerApi {
         let mut command = tokio::process::Command::new(&self.runs.children().exe);
         command.args(&args).current_dir(scratch.path());
         if with_db {
-            command.arg("--db").arg(self.runs.db());
+            // By the environment, as for runs: no password on a command line.
+            command.env(crate::store::DB_VARIABLE, self.runs.db());
         }
         // A call given up by its client takes its process with it.
         command

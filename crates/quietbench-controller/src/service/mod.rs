@@ -103,8 +103,12 @@ pub fn serve(settings: ServeSettings) -> anyhow::Result<ExitCode> {
     let state = state::StateDir::open(&settings.state_dir)?;
     // Open once here: a store that cannot be opened or migrated is an error at start, not at
     // the first run.
-    crate::store::Store::open(&settings.db)
-        .with_context(|| format!("cannot open the result store {}", settings.db.display()))?;
+    crate::store::Store::open(&settings.db).with_context(|| {
+        format!(
+            "cannot open the result store {}",
+            crate::store::shown(&settings.db)
+        )
+    })?;
     let children = runs::ChildSettings {
         exe: std::env::current_exe().context("cannot find the quietbench binary")?,
         db: settings.db.clone(),
@@ -162,7 +166,7 @@ pub fn serve(settings: ServeSettings) -> anyhow::Result<ExitCode> {
             } else {
                 "plain gRPC"
             },
-            settings.db.display(),
+            crate::store::shown(&settings.db),
             settings.state_dir.display(),
             settings.max_runs,
             if pending > 0 {

@@ -316,12 +316,13 @@ impl Runs {
         }
         let dir = self.state.run_dir(&run_id);
         let mut command = tokio::process::Command::new(&self.children.exe);
+        // The store by the environment, not the command line: a PostgreSQL URL's password
+        // would be in every run's `ps` line.
+        command.env(crate::store::DB_VARIABLE, &self.children.db);
         if stored.is_some() {
-            command.args(["resume", &run_id, "--db"]);
-            command.arg(&self.children.db);
+            command.args(["resume", &run_id]);
         } else {
             command.arg("run");
-            command.arg("--db").arg(&self.children.db);
             command.arg(format!("--run-id={run_id}"));
             if dir.join("plan.toml").exists() {
                 command.arg("--plan").arg(dir.join("plan.toml"));

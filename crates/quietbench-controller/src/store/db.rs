@@ -178,6 +178,9 @@ pub enum DbError {
     /// PostgreSQL's (the server's message, or the connection's).
     #[error("{}", postgres_message(.0))]
     Postgres(#[from] postgres::Error),
+    /// The URL's TLS settings, or their CA file, are wrong.
+    #[error("{0}")]
+    Tls(String),
     /// A column held another type than expected.
     #[error("column {column}: {detail}")]
     Type {
@@ -188,12 +191,21 @@ pub enum DbError {
     },
 }
 
-/// A PostgreSQL error with the server's own words where it sent some.
+/// A PostgreSQL error with the server's own words where it sent some, else with its causes:
+/// the client's own text is only its kind ("error performing TLS handshake"), and the why
+/// (a refused connection, an unknown CA) is in its sources.
 fn postgres_message(e: &postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => format!("{} ({})", db.message(), db.code().code()),
-        None => e.to_string(),
+    if let Some(db) = e.as_db_error() {
+        return format!("{} ({})", db.message(), db.code().code());
     }
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 impl DbError {
@@ -230,9 +242,10 @@ impl std::fmt::Debug for PgConn {
 }
 
 impl PgConn {
-    /// Connects to `url`.
+    /// Connects to `url`, with TLS as its `sslmode` and `sslrootcert` say (libpq's meaning;
+    /// `store/postgres_tls.rs`).
     pub fn connect(url: &str) -> Result<Self, DbError> {
-        let client = off_runtime(|| postgres::Client::connect(url, postgres::NoTls))?;
+        let client = off_runtime(|| super::postgres_tls::connect(url))?;
         Ok(Self {
             client: Mutex::new(Some(client)),
         })

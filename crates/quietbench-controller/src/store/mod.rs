@@ -20,6 +20,7 @@ mod find;
 mod history;
 pub mod holder;
 mod postgres_schema;
+mod postgres_tls;
 mod progress;
 mod read;
 mod schema;
@@ -55,6 +56,14 @@ pub struct Store {
 pub fn postgres_url(path: &Path) -> Option<&str> {
     path.to_str()
         .filter(|p| p.starts_with("postgres://") || p.starts_with("postgresql://"))
+}
+
+/// A store's location as messages may show it: a file's path, or a URL without its password.
+pub fn shown(path: &Path) -> String {
+    match postgres_url(path) {
+        Some(url) => postgres_schema::without_password(url),
+        None => path.display().to_string(),
+    }
 }
 
 /// How a stored run ended, or that it has not (yet).
@@ -209,6 +218,13 @@ impl Store {
         default_path_from(std::env::var_os("XDG_DATA_HOME"), std::env::home_dir())
     }
 
+    /// The store a command uses: its `--db`, else `$QUIETBENCH_DB`, else [`Store::default_path`].
+    /// The variable keeps a PostgreSQL password off command lines, which every user of the
+    /// machine can read in `ps`; `quietbench serve` hands its store to its runs this way.
+    pub fn location(db: Option<&Path>) -> PathBuf {
+        location_from(db, std::env::var_os(DB_VARIABLE), Self::default_path)
+    }
+
     /// The file this store is in, or its database's URL (without a password).
     pub fn path(&self) -> &Path {
         &self.path
@@ -241,6 +257,22 @@ fn db_error(path: &Path, action: &str, err: DbError) -> StoreError {
     }
 }
 
+/// The environment variable naming the store when `--db` does not.
+pub const DB_VARIABLE: &str = "QUIETBENCH_DB";
+
+/// [`Store::location`] from its inputs: an empty variable counts as unset.
+fn location_from(
+    db: Option<&Path>,
+    variable: Option<OsString>,
+    default: impl FnOnce() -> PathBuf,
+) -> PathBuf {
+    match (db, variable) {
+        (Some(db), _) => db.to_path_buf(),
+        (None, Some(value)) if !value.is_empty() => PathBuf::from(value),
+        (None, _) => default(),
+    }
+}
+
 /// [`Store::default_path`] from the environment's values. The XDG base-directory spec says a
 /// relative `XDG_DATA_HOME` is invalid and must be ignored; without a home directory the store
 /// goes in the current directory.
@@ -266,6 +298,25 @@ fn sql_int<T: TryInto<i64> + Copy + std::fmt::Display>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn location_is_the_flag_then_the_variable_then_the_default() {
+        let default = || PathBuf::from("/default.sqlite3");
+        let url = Some(OsString::from("postgres://u:pw@h/db"));
+        assert_eq!(
+            location_from(Some(Path::new("/flag.db")), url.clone(), default),
+            PathBuf::from("/flag.db")
+        );
+        assert_eq!(
+            location_from(None, url, default),
+            PathBuf::from("postgres://u:pw@h/db")
+        );
+        assert_eq!(
+            location_from(None, Some(OsString::new()), default),
+            default()
+        );
+        assert_eq!(location_from(None, None, default), default());
+    }
 
     #[test]
     fn default_path_follows_xdg_and_ignores_a_relative_one() {

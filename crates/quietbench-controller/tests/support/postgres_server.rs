@@ -11,9 +11,10 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// The server of this test process: its socket folder.
+/// A server of this test process: its socket folder, and its port (which names its socket).
 struct Server {
     dir: PathBuf,
+    port: u16,
 }
 
 fn bin_dir() -> PathBuf {
@@ -66,9 +67,20 @@ fn run(command: &mut Command, what: &str) {
     );
 }
 
+/// What a TLS server listens with: its TCP port, and the files of its certificate.
+struct Tcp<'a> {
+    port: u16,
+    cert: &'a Path,
+    key: &'a Path,
+}
+
 fn start() -> Server {
+    start_server("quietbench-pg", None)
+}
+
+fn start_server(name: &str, tcp: Option<Tcp<'_>>) -> Server {
     let bin = bin_dir();
-    let dir = std::env::temp_dir().join(format!("quietbench-pg-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     if is_root() {
@@ -91,6 +103,35 @@ fn start() -> Server {
             ]),
         "initdb",
     );
+    let mut options = format!("-k {} -F", dir.display());
+    match &tcp {
+        None => options.push_str(" -c listen_addresses=''"),
+        Some(tcp) => {
+            // The server reads its key only when the server's user owns it, mode 0600.
+            for (from, to) in [(tcp.cert, "server.crt"), (tcp.key, "server.key")] {
+                std::fs::copy(from, data.join(to)).unwrap();
+                if is_root() {
+                    run(
+                        Command::new("chown").arg("postgres:").arg(data.join(to)),
+                        "chown postgres: (the server's certificate)",
+                    );
+                }
+            }
+            // TCP connections only over TLS: one in the clear is refused by the server, so a
+            // connection that succeeds was encrypted.
+            std::fs::write(
+                data.join("pg_hba.conf"),
+                "local all all trust\n\
+                 hostssl all all 127.0.0.1/32 trust\n\
+                 hostnossl all all 127.0.0.1/32 reject\n",
+            )
+            .unwrap();
+            options.push_str(&format!(
+                " -c listen_addresses=127.0.0.1 -p {} -c ssl=on",
+                tcp.port
+            ));
+        }
+    }
     run(
         as_server_user(&bin.join("pg_ctl"))
             .arg("-D")
@@ -98,7 +139,7 @@ fn start() -> Server {
             .arg("-l")
             .arg(dir.join("log"))
             .args(["-w", "-t", "60", "-o"])
-            .arg(format!("-c listen_addresses='' -k {} -F", dir.display()))
+            .arg(options)
             .arg("start"),
         "pg_ctl start",
     );
@@ -124,7 +165,10 @@ fn start() -> Server {
         .status()
         .expect("start the server's watcher (setsid)");
     assert!(forked.success(), "setsid --fork failed: {forked}");
-    Server { dir }
+    Server {
+        dir,
+        port: tcp.map_or(5432, |t| t.port),
+    }
 }
 
 fn server() -> &'static Server {
@@ -132,24 +176,100 @@ fn server() -> &'static Server {
     SERVER.get_or_init(start)
 }
 
-/// The URL of a new, empty database on this process's server.
-pub fn fresh_database() -> String {
+/// A second server of this test process, for TLS: on a loopback TCP port, where it takes
+/// only TLS connections, with a certificate for `localhost` from a CA of its own.
+pub struct TlsServer {
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    /// The CA certificate (PEM) that signed the server's.
+    pub ca: PathBuf,
+    /// Another CA's certificate, which did not.
+    pub other_ca: PathBuf,
+    server: Server,
+}
+
+/// This process's TLS server, started at the first call.
+pub fn tls_server() -> &'static TlsServer {
+    static SERVER: OnceLock<TlsServer> = OnceLock::new();
+    SERVER.get_or_init(|| {
+        use quietbench_controller::tls::certs;
+        let certs_dir =
+            std::env::temp_dir().join(format!("quietbench-pg-ca-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&certs_dir);
+        let now = time::OffsetDateTime::now_utc();
+        let ca = certs::init(&certs_dir.join("ca"), now).unwrap();
+        let other_ca = certs::init(&certs_dir.join("other"), now).unwrap();
+        let issued = certs::issue(
+            &certs_dir.join("ca"),
+            certs::Role::Agent,
+            "localhost",
+            &[],
+            1,
+            now,
+        )
+        .unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let tcp = Tcp {
+            port,
+            cert: &issued.cert,
+            key: &issued.key,
+        };
+        let server = start_server("quietbench-pg-tls", Some(tcp));
+        // The CA certificates go where the server's watcher cleans up; the rest goes now.
+        let (kept_ca, kept_other) = (server.dir.join("ca.pem"), server.dir.join("other-ca.pem"));
+        std::fs::copy(&ca, &kept_ca).unwrap();
+        std::fs::copy(&other_ca, &kept_other).unwrap();
+        std::fs::remove_dir_all(&certs_dir).unwrap();
+        TlsServer {
+            port,
+            ca: kept_ca,
+            other_ca: kept_other,
+            server,
+        }
+    })
+}
+
+impl TlsServer {
+    /// A new, empty database on it (made over its Unix socket), and its URL over TCP to
+    /// `host` (which must resolve to 127.0.0.1; `localhost` is the certificate's name), with
+    /// `tls` as the URL's TLS parameters.
+    pub fn fresh_database(&self, host: &str, tls: &str) -> String {
+        let name = create_database(&self.server);
+        format!(
+            "postgresql://postgres@{host}:{}/{name}?hostaddr=127.0.0.1&{tls}",
+            self.port
+        )
+    }
+}
+
+fn create_database(server: &Server) -> String {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let server = server();
     let name = format!(
         "qb_{}_{}",
         std::process::id(),
         NEXT.fetch_add(1, Ordering::SeqCst)
     );
     let admin = format!(
-        "postgresql:///postgres?host={}&user=postgres",
-        server.dir.display()
+        "postgresql:///postgres?host={}&port={}&user=postgres",
+        server.dir.display(),
+        server.port
     );
     let mut client = postgres::Client::connect(&admin, postgres::NoTls)
         .unwrap_or_else(|e| panic!("cannot reach the test server at {admin}: {e}"));
     client
         .batch_execute(&format!("CREATE DATABASE {name}"))
         .unwrap();
+    name
+}
+
+/// The URL of a new, empty database on this process's server.
+pub fn fresh_database() -> String {
+    let server = server();
+    let name = create_database(server);
     format!(
         "postgresql:///{name}?host={}&user=postgres",
         server.dir.display()
