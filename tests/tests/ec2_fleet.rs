@@ -11,156 +11,14 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{AgentProcess, agent_command, quietbench, succeed};
-
-/// A moto server on a free loopback port, killed when dropped.
-struct Moto {
-    child: Child,
-    url: String,
-    port: u16,
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// moto_server: $QUIETBENCH_MOTO_SERVER, else the virtualenv `.ci/run` makes, else PATH.
-fn start_moto() -> Moto {
-    let server = std::env::var("QUIETBENCH_MOTO_SERVER").unwrap_or_else(|_| {
-        let venv = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../target/ci-venvs/moto/bin/moto_server"
-        );
-        if Path::new(venv).exists() {
-            venv.to_string()
-        } else {
-            "moto_server".to_string()
-        }
-    });
-    let port = free_port();
-    let child = Command::new(&server)
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot start {server}: {e}. Install it with `python3 -m venv target/ci-venvs/moto \
-                 && target/ci-venvs/moto/bin/pip install 'moto[server]==5.2.5'` (.ci/run does)"
-            )
-        });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "moto did not listen in 30 s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Moto {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-        port,
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// An AMI moto knows, asked of moto itself (DescribeImages over plain HTTP).
-fn any_ami(moto: &Moto) -> String {
-    let body = "Action=DescribeImages&Owner.1=amazon&Version=2016-11-15";
-    let mut stream = TcpStream::connect(("127.0.0.1", moto.port)).unwrap();
-    write!(
-        stream,
-        "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n\
-         Authorization: AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/ec2/aws4_request, \
-         SignedHeaders=host, Signature=0\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    let at = answer.find("<imageId>ami-").expect("moto lists images");
-    let rest = &answer[at + "<imageId>".len()..];
-    rest[..rest.find('<').unwrap()].to_string()
-}
-
-/// A CA with the certificate every EC2 agent carries (`quietbench-agent`).
-fn fleet_ca(dir: &Path) -> PathBuf {
-    let ca = dir.join("ca");
-    succeed(quietbench().args(["certs", "init", "--dir"]).arg(&ca));
-    succeed(
-        quietbench()
-            .args(["certs", "issue", "--agent", "quietbench-agent", "--dir"])
-            .arg(&ca),
-    );
-    ca
-}
-
-fn fixture(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../crates/quietbench-host/tests/fixtures")
-        .join(path)
-}
-
-/// `count` TLS agents, the even ones describing the captured EC2 8259CL and the odd ones the
-/// captured KVM Xeon.
-fn agents_on_two_models(dir: &Path, ca: &Path, count: usize) -> Vec<AgentProcess> {
-    let roots: Vec<PathBuf> = [
-        ("ec2-8259cl", "public/ec2-8259cl-2vcpu/proc/cpuinfo"),
-        ("kvm-xeon", "kvm-2vcpu-xeon/proc/cpuinfo"),
-    ]
-    .iter()
-    .map(|(name, capture)| {
-        let root = dir.join(name);
-        std::fs::create_dir_all(root.join("proc")).unwrap();
-        std::fs::copy(fixture(capture), root.join("proc/cpuinfo")).unwrap();
-        root
-    })
-    .collect();
-    (0..count)
-        .map(|i| {
-            let mut command = agent_command();
-            command
-                .arg("--host-root")
-                .arg(&roots[i % 2])
-                .arg("--tls-cert")
-                .arg(ca.join("agent-quietbench-agent.pem"))
-                .arg("--tls-key")
-                .arg(ca.join("agent-quietbench-agent.key"))
-                .arg("--client-ca")
-                .arg(ca.join("ca.pem"))
-                .arg("--state-dir")
-                .arg(dir.join(format!("agent-state-{i}")));
-            AgentProcess::start_with(command)
-        })
-        .collect()
-}
-
-/// A `quietbench` command against moto, with test credentials.
-fn against(moto: &Moto, args: &[&str]) -> Command {
-    let mut command = quietbench();
-    command
-        .args(args)
-        .args(["--endpoint-url", &moto.url, "--region", "us-east-1"])
-        .env("AWS_ACCESS_KEY_ID", "testing")
-        .env("AWS_SECRET_ACCESS_KEY", "testing")
-        .env_remove("AWS_PROFILE")
-        .env_remove("AWS_ENDPOINT_URL_EC2");
-    command
-}
+use common::ec2::{
+    Moto, against, agents_on_two_models, any_ami, check_binary_has_ec2, fleet_ca, free_port, live,
+    start_moto,
+};
 
 /// `run --ec2` on moto with the agents at `map`.
 fn run_ec2(moto: &Moto, ami: &str, ca: &Path, map: &[String], args: &[&str]) -> Command {
@@ -188,19 +46,6 @@ fn run_ec2(moto: &Moto, ami: &str, ca: &Path, map: &[String], args: &[&str]) -> 
         .arg(ca)
         .env("QUIETBENCH_EC2_AGENT_MAP", map.join(","));
     command
-}
-
-/// The fleets' live resources in moto, from `quietbench fleet ls`: (count, the listing).
-fn live(moto: &Moto) -> (usize, String) {
-    let out = against(moto, &["fleet", "ls"]).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let count = text
-        .lines()
-        .find_map(|l| l.strip_suffix(" resource(s) in us-east-1"))
-        .unwrap_or_else(|| panic!("fleet ls printed no count: {text}"))
-        .parse()
-        .unwrap();
-    (count, text)
 }
 
 fn ok(command: &mut Command) -> (String, String) {
@@ -235,20 +80,6 @@ fn json_models(path: &Path) -> Vec<String> {
                 .to_string()
         })
         .collect()
-}
-
-fn check_binary_has_ec2() {
-    let out = quietbench().args(["run", "--help"]).output().unwrap();
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("--ec2"),
-        "this quietbench has no --ec2"
-    );
-    let out = quietbench().args(["gc", "--help"]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "the quietbench under test was built without the ec2 feature: run the tests with \
-         `cargo test --workspace --features quietbench/ec2` (README)"
-    );
 }
 
 /// What every test here starts from: a binary with EC2 fleets, a moto server, an AMI moto

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test file uses a different subset
 
+pub mod ec2;
+
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;

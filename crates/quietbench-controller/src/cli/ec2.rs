@@ -139,7 +139,7 @@ pub struct Ec2Args {
     #[arg(long, requires = "ec2", help_heading = "EC2 fleet")]
     pub dry_run: bool,
     /// Issue the run's certificates from this CA (`quietbench certs init`) instead of a new
-    /// one made for the run
+    /// one made for the run [default: $QUIETBENCH_EC2_CA_DIR, else a new CA]
     #[arg(long, value_name = "DIR", requires = "ec2", help_heading = "EC2 fleet")]
     pub ca_dir: Option<PathBuf>,
     #[command(flatten, next_help_heading = "EC2 fleet")]

@@ -201,7 +201,8 @@ pub fn from_plan(toml: &str) -> Result<Launch, Status> {
         if let Some((_, what)) = named.iter().find(|(given, _)| *given) {
             return Err(Status::invalid_argument(format!(
                 "the plan's [fleet] sets {what}: the service launches instances with its own AWS \
-                 settings and certificates; remove it"
+                 settings and certificates (its environment's, and $QUIETBENCH_EC2_CA_DIR); \
+                 remove it"
             )));
         }
     }

@@ -329,7 +329,11 @@ impl Runs {
             }
             command.args(&submission.run_args);
         }
-        command.args(&self.children.agent_tls_args);
+        // The service's identity towards agents is for the agents it is told of; an EC2 run
+        // makes its own for the instances it launches, and refuses another.
+        if !submission.launches_its_hosts() {
+            command.args(&self.children.agent_tls_args);
+        }
         let starts = submission.starts;
         let spawned = open_logs(&dir, starts).and_then(|(out, err)| {
             // Its own process group: a Ctrl-C at the service's terminal is the service's to

@@ -49,6 +49,12 @@ pub struct Submission {
 }
 
 impl Submission {
+    /// Whether the run launches its own hosts (an EC2 plan: the only launch with no hosts
+    /// named). Its processes then issue their agents' certificates themselves.
+    pub fn launches_its_hosts(&self) -> bool {
+        self.hosts.is_empty()
+    }
+
     /// A new queued submission.
     pub fn new(run_id: String, run_args: Vec<String>, hosts: Vec<String>) -> Self {
         Self {

@@ -26,13 +26,21 @@ pub struct RunTls {
     controller: (PathBuf, PathBuf),
 }
 
+/// The environment variable naming the CA when neither `--ca-dir` nor the plan does: how a
+/// `quietbench serve` (whose clients may not name its folders) is given one.
+pub const CA_DIR_VARIABLE: &str = "QUIETBENCH_EC2_CA_DIR";
+
 impl RunTls {
-    /// Makes the run's certificates in `dir` (which must not exist), valid for `days`, from a
-    /// new CA or from the CA in `ca_dir`.
+    /// Makes the run's certificates in `dir` (which must not exist), valid for `days`, from
+    /// the CA in `ca_dir`, else in `$QUIETBENCH_EC2_CA_DIR`, else from a new CA.
     pub fn make(dir: &Path, ca_dir: Option<&Path>, days: u32) -> anyhow::Result<Self> {
         if dir.exists() {
             anyhow::bail!("{} exists already", dir.display());
         }
+        let from_env = std::env::var_os(CA_DIR_VARIABLE)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from);
+        let ca_dir = ca_dir.or(from_env.as_deref());
         let now = time::OffsetDateTime::now_utc();
         std::fs::create_dir_all(dir)?;
         match ca_dir {
@@ -45,8 +53,8 @@ impl RunTls {
                     let from = ca.join(file);
                     std::fs::copy(&from, dir.join(file)).map_err(|e| {
                         anyhow::anyhow!(
-                            "--ca-dir: cannot read {} ({e}): give a folder made by `quietbench \
-                             certs init`",
+                            "--ca-dir (or ${CA_DIR_VARIABLE}): cannot read {} ({e}): give a \
+                             folder made by `quietbench certs init`",
                             from.display()
                         )
                     })?;
