@@ -9,7 +9,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
 use common::ec2::{
@@ -56,15 +55,7 @@ fn an_ec2_plan_submitted_to_the_service_launches_measures_and_releases() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(service.stderr.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    std::thread::spawn(move || lines.for_each(drop));
-    let address = first
-        .split("listening on ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no address in {first:?}"))
-        .to_string();
+    let (_, address) = common::serve_address(&mut service);
 
     let plan = dir.path().join("plan.toml");
     std::fs::write(

@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -29,16 +28,7 @@ impl Service {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start quietbench serve");
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let first = lines.next().expect("serve says where it listens").unwrap();
-        // Keep reading its stderr so it never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        let address = first
-            .split("listening on ")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .unwrap_or_else(|| panic!("no address in {first:?}"))
-            .to_string();
+        let (_, address) = common::serve_address(&mut child);
         Self { child, address }
     }
 

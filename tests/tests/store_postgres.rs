@@ -67,7 +67,6 @@ fn two_controllers_write_one_postgres_store_at_once_and_lose_nothing() {
 
 #[test]
 fn a_service_keeps_its_runs_in_the_shared_store_and_its_password_off_command_lines() {
-    use std::io::{BufRead, BufReader};
     // The test server trusts its socket, so the password is never asked for: it is here to be
     // looked for, in the service's messages and on every process's command line.
     let secret = format!("s3cret-{}", std::process::id());
@@ -81,15 +80,7 @@ fn a_service_keeps_its_runs_in_the_shared_store_and_its_password_off_command_lin
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(service.stderr.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    std::thread::spawn(move || lines.for_each(drop));
-    let address = first
-        .split("listening on ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no address in {first:?}"))
-        .to_string();
+    let (first, address) = common::serve_address(&mut service);
     assert!(first.contains("store postgresql:///"), "{first}");
     assert!(
         first.contains("password=***") && !first.contains(&secret),
@@ -158,16 +149,11 @@ fn a_run_reaches_a_store_over_verified_tls() {
         &format!("sslmode=verify-full&sslrootcert={}", server.ca.display()),
     );
     // The store named by QUIETBENCH_DB, as a CI job's secret would name it.
-    let out = common::quietbench()
-        .args(["run", "--local", "--probe", "cpu.primes", "--rounds", "2"])
-        .args(["--duration", "0.3", "--warmup", "0"])
-        .env("QUIETBENCH_DB", &url)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    common::succeed(
+        common::quietbench()
+            .args(["run", "--local", "--probe", "cpu.primes", "--rounds", "2"])
+            .args(["--duration", "0.3", "--warmup", "0"])
+            .env("QUIETBENCH_DB", &url),
     );
     let listed = common::succeed(common::quietbench().args(["runs", "--db", &url]));
     assert_eq!(listed.lines().count(), 2, "{listed}");

@@ -49,6 +49,25 @@ pub fn quietbench() -> Command {
     command
 }
 
+/// The first line a `quietbench serve` spawned with a piped stderr prints, and the address it
+/// names ("listening on ADDR"). The rest of its stderr is read on a thread of its own, so the
+/// service never blocks on a full pipe.
+pub fn serve_address(service: &mut Child) -> (String, String) {
+    let mut lines = BufReader::new(service.stderr.take().expect("a piped stderr")).lines();
+    let first = lines
+        .next()
+        .expect("serve says where it listens")
+        .expect("serve's stderr");
+    std::thread::spawn(move || lines.for_each(drop));
+    let address = first
+        .split("listening on ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no address in {first:?}"))
+        .to_string();
+    (first, address)
+}
+
 /// Runs `command` to its end and asserts that it succeeded, showing what it printed when it did
 /// not; returns its standard output.
 pub fn succeed(command: &mut Command) -> String {
