@@ -2,7 +2,8 @@
 //! started by the tests): controllers that open an empty database at once migrate it once; a
 //! database with tables of another program, or a newer schema, is refused and left untouched;
 //! a server that cannot be reached, or a password, is named without the password; TLS is
-//! verified as libpq verifies it (`sslmode`, `sslrootcert`). The store's
+//! verified as libpq verifies it (`sslmode`, `sslrootcert`); a connection the server ends is
+//! made again. The store's
 //! other tests run on PostgreSQL too (`QUIETBENCH_TEST_STORE=postgres`, as `.ci/run` does).
 
 use quietbench_controller::store::{RunStatus, SCHEMA_VERSION, Store, StoreError};
@@ -123,6 +124,33 @@ fn a_stored_run_reads_back_from_another_connection() {
         &sqlite.load_run("shared").unwrap(),
         &again.load_run("shared").unwrap(),
     );
+}
+
+#[test]
+fn a_connection_the_server_ends_between_transactions_is_made_again() {
+    let url = fresh_database();
+    let store = Store::open(Path::new(&url)).unwrap();
+    let run = new_run("survivor", 300);
+    store.begin_run(&run, None).unwrap();
+    store.add_host("survivor", 0, &host(0, EPYC)).unwrap();
+    store
+        .add_trial("survivor", 0, &trial(0, 0, 1, 1.0))
+        .unwrap();
+    // What a server restart, a failover or an idle timeout does to the store's connection.
+    let end_others = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                      WHERE datname = current_database() AND pid <> pg_backend_pid()";
+    for seq in 1..3 {
+        execute(&url, end_others);
+        store
+            .add_trial("survivor", seq, &trial(seq, 0, 1, 1.0))
+            .unwrap();
+    }
+    execute(&url, end_others);
+    store.finish_run(&run, RunStatus::Complete).unwrap();
+    execute(&url, end_others);
+    let loaded = store.load_run("survivor").unwrap();
+    assert_eq!(loaded.trials.len(), 3);
+    assert_eq!(store.list_runs(5).unwrap()[0].status, RunStatus::Complete);
 }
 
 /// Opens the store at `url`, writes a run and reads it back: what a controller does.

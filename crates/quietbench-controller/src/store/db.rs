@@ -6,10 +6,15 @@
 //!
 //! The `postgres` client runs its own runtime and panics when called, or dropped, on a thread
 //! that is inside another one (the controller writes trials from inside its runtime), so inside
-//! a runtime every PostgreSQL call runs on a scoped thread of its own ([`off_runtime`]).
+//! a runtime every PostgreSQL call runs on a scoped thread of its own ([`off_runtime`], in
+//! `pg_conn.rs`, with the connection).
 
 use std::cell::RefCell;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::MutexGuard;
+
+pub use super::db_error::DbError;
+use super::pg_conn::batch;
+pub use super::pg_conn::{PgConn, off_runtime};
 
 use postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 
@@ -169,120 +174,13 @@ impl Row {
     }
 }
 
-/// A back end's error.
-#[derive(Debug, thiserror::Error)]
-pub enum DbError {
-    /// SQLite's.
-    #[error(transparent)]
-    Sqlite(#[from] rusqlite::Error),
-    /// PostgreSQL's (the server's message, or the connection's).
-    #[error("{}", postgres_message(.0))]
-    Postgres(#[from] postgres::Error),
-    /// The URL's TLS settings, or their CA file, are wrong.
-    #[error("{0}")]
-    Tls(String),
-    /// A column held another type than expected.
-    #[error("column {column}: {detail}")]
-    Type {
-        /// The column's index.
-        column: usize,
-        /// What was found.
-        detail: String,
-    },
-}
-
-/// A PostgreSQL error with the server's own words where it sent some, else with its causes:
-/// the client's own text is only its kind ("error performing TLS handshake"), and the why
-/// (a refused connection, an unknown CA) is in its sources.
-fn postgres_message(e: &postgres::Error) -> String {
-    if let Some(db) = e.as_db_error() {
-        return format!("{} ({})", db.message(), db.code().code());
-    }
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
-impl DbError {
-    /// The SQLSTATE of a PostgreSQL error (e.g. "23505", unique violation).
-    pub fn sqlstate(&self) -> Option<&str> {
-        match self {
-            Self::Postgres(e) => e.code().map(|c| c.code()),
-            _ => None,
-        }
-    }
-}
-
-/// Runs `f` where the `postgres` client may block: on a scoped thread when this thread is
-/// inside a tokio runtime, here otherwise.
-pub fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
-    if tokio::runtime::Handle::try_current().is_err() {
-        return f();
-    }
-    std::thread::scope(|s| match s.spawn(f).join() {
-        Ok(value) => value,
-        Err(panic) => std::panic::resume_unwind(panic),
-    })
-}
-
-/// A PostgreSQL connection, dropped off any runtime.
-pub struct PgConn {
-    client: Mutex<Option<postgres::Client>>,
-}
-
-impl std::fmt::Debug for PgConn {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("PgConn")
-    }
-}
-
-impl PgConn {
-    /// Connects to `url`, with TLS as its `sslmode` and `sslrootcert` say (libpq's meaning;
-    /// `store/postgres_tls.rs`).
-    pub fn connect(url: &str) -> Result<Self, DbError> {
-        let client = off_runtime(|| super::postgres_tls::connect(url))?;
-        Ok(Self {
-            client: Mutex::new(Some(client)),
-        })
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Option<postgres::Client>> {
-        self.client.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Runs statements without parameters (DDL, BEGIN, COMMIT).
-    pub fn batch(&self, sql: &str) -> Result<(), DbError> {
-        let mut guard = self.lock();
-        batch(&mut guard, sql)
-    }
-}
-
-fn batch(guard: &mut Option<postgres::Client>, sql: &str) -> Result<(), DbError> {
-    let client = guard
-        .as_mut()
-        .expect("the client lives as long as its PgConn");
-    off_runtime(|| client.batch_execute(sql)).map_err(DbError::from)
-}
-
-impl Drop for PgConn {
-    fn drop(&mut self) {
-        let client = self.lock().take();
-        off_runtime(move || drop(client));
-    }
-}
-
 /// The store's connection.
 #[derive(Debug)]
 pub enum Conn {
     /// An SQLite file.
     Sqlite(rusqlite::Connection),
     /// A PostgreSQL database.
-    Postgres(PgConn),
+    Postgres(Box<PgConn>),
 }
 
 /// Which SQL the connection speaks, where the two differ.
@@ -345,7 +243,7 @@ impl Conn {
 
     fn pg_tx<'a>(pg: &'a PgConn, begin: &str) -> Result<Tx<'a>, DbError> {
         let mut guard = pg.lock();
-        batch(&mut guard, begin)?;
+        pg.begin(&mut guard, begin)?;
         Ok(Tx {
             inner: Some(TxInner::Postgres {
                 client: RefCell::new(guard),

@@ -15,10 +15,12 @@
 
 mod codec;
 pub mod db;
+mod db_error;
 mod error;
 mod find;
 mod history;
 pub mod holder;
+mod pg_conn;
 mod postgres_schema;
 mod postgres_tls;
 mod progress;

@@ -17,7 +17,7 @@ const MIGRATION_LOCK: i64 = 0x7162_7374;
 pub(super) fn open(url: &str) -> Result<Store, StoreError> {
     let shown = PathBuf::from(without_password(url));
     let conn = PgConn::connect(url).map_err(|e| db_error(&shown, "connecting", e))?;
-    let conn = Conn::Postgres(conn);
+    let conn = Conn::Postgres(Box::new(conn));
     migrate(&conn, &shown)?;
     Ok(Store { conn, path: shown })
 }

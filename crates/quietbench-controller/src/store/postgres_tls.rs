@@ -20,7 +20,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
-use super::db::DbError;
+use super::db_error::DbError;
 
 /// How much TLS the URL asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
