@@ -136,21 +136,44 @@ fn a_connection_the_server_ends_between_transactions_is_made_again() {
     store
         .add_trial("survivor", 0, &trial(0, 0, 1, 1.0))
         .unwrap();
-    // What a server restart, a failover or an idle timeout does to the store's connection.
-    let end_others = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-                      WHERE datname = current_database() AND pid <> pg_backend_pid()";
     for seq in 1..3 {
-        execute(&url, end_others);
+        end_other_connections(&url);
         store
             .add_trial("survivor", seq, &trial(seq, 0, 1, 1.0))
             .unwrap();
     }
-    execute(&url, end_others);
+    end_other_connections(&url);
     store.finish_run(&run, RunStatus::Complete).unwrap();
-    execute(&url, end_others);
+    end_other_connections(&url);
     let loaded = store.load_run("survivor").unwrap();
     assert_eq!(loaded.trials.len(), 3);
     assert_eq!(store.list_runs(5).unwrap()[0].status, RunStatus::Complete);
+}
+
+/// Ends every other connection to the database at `url`, as a server restart, a failover or
+/// an idle timeout does, and waits until they are gone: pg_terminate_backend only signals.
+fn end_other_connections(url: &str) {
+    let mut admin = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    let others = "FROM pg_stat_activity WHERE datname = current_database() \
+                  AND pid <> pg_backend_pid()";
+    admin
+        .batch_execute(&format!("SELECT pg_terminate_backend(pid) {others}"))
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let left: i64 = admin
+            .query_one(&format!("SELECT count(*) {others}"), &[])
+            .unwrap()
+            .get(0);
+        if left == 0 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{left} connection(s) still there after 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 /// Opens the store at `url`, writes a run and reads it back: what a controller does.
