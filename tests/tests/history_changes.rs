@@ -1,5 +1,5 @@
 //! `history --change-points` and `--fail-on-change` on real runs: a nightly job whose command
-//! sleeps 4 ms longer, checked after each night as CI would, must fail on exactly one night: the
+//! sleeps 20 ms longer, checked after each night as CI would, must fail on exactly one night: the
 //! one on which the regression becomes significant; and text, JSON and the HTML chart show it.
 
 mod common;
@@ -48,12 +48,12 @@ fn history(db: &Path, extra: &[&str]) -> Command {
 fn fail_on_change_trips_on_the_night_a_regression_becomes_significant_and_only_then() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("store.sqlite3");
-    // Ten nights at 10 ms, then six at 14 ms. A step of 4 ms (over 20% of the measured wall time
-    // even with fork and exec's cost in it) dwarfs the run-to-run noise of a sleep (well under
-    // 5%), so the outcome does not depend on the machine's speed.
+    // Ten nights at 10 ms, then six at 30 ms. A step of 20 ms dwarfs the run-to-run noise of a
+    // sleep and of fork and exec's cost around it (a few ms on a loaded machine at most), so the
+    // outcome does not depend on the machine's speed.
     let mut exits = Vec::new();
     for night in 1..=16 {
-        nightly_run(&db, if night <= 10 { 0.010 } else { 0.014 });
+        nightly_run(&db, if night <= 10 { 0.010 } else { 0.030 });
         if night >= 10 {
             let out = history(&db, &["--fail-on-change"]).output().unwrap();
             exits.push((night, out.status.code()));
@@ -108,14 +108,13 @@ fn fail_on_change_trips_on_the_night_a_regression_becomes_significant_and_only_t
     assert_eq!(c["index"], 10);
     assert_eq!(c["kind"], "regression");
     assert_eq!(c["run_id"], s["points"][10]["run_id"]);
-    // The step is 4 ms of sleep. In relative terms it is less than 40%, by how much depends on
-    // the machine: the wall time includes fork and exec (3 ms on a loaded 2-vCPU CI machine,
-    // where the change read +26%). So check the absolute step, and that the relative figure is
-    // the medians' ratio.
+    // The step is 20 ms of sleep. In relative terms it is less than 200%, by how much depends
+    // on the machine: the wall time includes fork and exec (3 ms on a loaded 2-vCPU CI machine).
+    // So check the absolute step, and that the relative figure is the medians' ratio.
     let before = c["before_median"].as_f64().unwrap();
     let after = c["after_median"].as_f64().unwrap();
     let step_ms = (after - before) / 1e6;
-    assert!((2.5..5.5).contains(&step_ms), "{step_ms} ms: {json}");
+    assert!((16.0..24.0).contains(&step_ms), "{step_ms} ms: {json}");
     let change = c["change"].as_f64().unwrap();
     assert!((change - (after / before - 1.0)).abs() < 1e-9, "{change}");
     assert!(c["p_value"].as_f64().unwrap() <= 0.01);

