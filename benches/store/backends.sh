@@ -13,7 +13,7 @@
 set -euo pipefail
 Q=${QUIETBENCH:-$(cd "$(dirname "$0")/../.." && pwd)/target/release/quietbench}
 B=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
-T=$(mktemp -d); chmod 755 $T
+T=$(mktemp -d); chown postgres: $T
 trap 'runuser -u postgres -- $B/pg_ctl -D $T/data -m fast -w stop >/dev/null 2>&1 || true; rm -rf $T' EXIT
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 $Q certs init --dir $T/ca >/dev/null
@@ -50,5 +50,5 @@ for name in $STORES; do
 import sys, statistics
 rows = [dict(kv.split("=") for kv in line.split()[1:]) for line in sys.stdin]
 med = lambda k: statistics.median(float(r[k]) for r in rows)
-print(f"  {sys.argv[1]:8} {med(\"run\"):.3f} {med(\"show\"):.3f}")' "$name"
+print("  %-8s %.3f %.3f" % (sys.argv[1], med("run"), med("show")))' "$name"
 done
