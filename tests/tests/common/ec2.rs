@@ -5,63 +5,15 @@
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use super::{AgentProcess, agent_command, quietbench, succeed};
 
-/// A moto server on a free loopback port, killed when dropped.
-pub struct Moto {
-    child: Child,
-    /// Its URL (http://127.0.0.1:PORT).
-    pub url: String,
-    /// Its port.
-    pub port: u16,
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// moto_server: $QUIETBENCH_MOTO_SERVER, else the virtualenv `.ci/run` makes, else PATH.
-pub fn start_moto() -> Moto {
-    let server = std::env::var("QUIETBENCH_MOTO_SERVER").unwrap_or_else(|_| {
-        let venv = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../target/ci-venvs/moto/bin/moto_server"
-        );
-        if Path::new(venv).exists() {
-            venv.to_string()
-        } else {
-            "moto_server".to_string()
-        }
-    });
-    let port = free_port();
-    let child = Command::new(&server)
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot start {server}: {e}. Install it with `python3 -m venv target/ci-venvs/moto \
-                 && target/ci-venvs/moto/bin/pip install 'moto[server]==5.2.5'` (.ci/run does)"
-            )
-        });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "moto did not listen in 30 s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Moto {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-        port,
-    }
-}
+#[path = "../../../crates/quietbench-ec2/tests/common/moto.rs"]
+mod moto;
+// Not every test binary that includes `common` starts moto.
+#[allow(unused_imports)]
+pub use moto::{Moto, start_moto};
 
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
