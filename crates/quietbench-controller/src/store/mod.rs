@@ -21,6 +21,7 @@ mod find;
 mod history;
 pub mod holder;
 mod pg_conn;
+mod pg_url;
 mod postgres_schema;
 mod postgres_tls;
 mod progress;
@@ -63,7 +64,7 @@ pub fn postgres_url(path: &Path) -> Option<&str> {
 /// A store's location as messages may show it: a file's path, or a URL without its password.
 pub fn shown(path: &Path) -> String {
     match postgres_url(path) {
-        Some(url) => postgres_schema::without_password(url),
+        Some(url) => pg_url::without_password(url),
         None => path.display().to_string(),
     }
 }

@@ -15,41 +15,11 @@ const MIGRATION_LOCK: i64 = 0x7162_7374;
 
 /// Opens the store in the database at `url`, creating or migrating its schema.
 pub(super) fn open(url: &str) -> Result<Store, StoreError> {
-    let shown = PathBuf::from(without_password(url));
+    let shown = PathBuf::from(super::pg_url::without_password(url));
     let conn = PgConn::connect(url).map_err(|e| db_error(&shown, "connecting", e))?;
     let conn = Conn::Postgres(Box::new(conn));
     migrate(&conn, &shown)?;
     Ok(Store { conn, path: shown })
-}
-
-/// The URL as messages may show it: a password becomes `***`.
-pub(super) fn without_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    let authority = match authority.rsplit_once('@') {
-        Some((user_info, host)) => match user_info.split_once(':') {
-            Some((user, _)) => format!("{user}:***@{host}"),
-            None => authority.to_string(),
-        },
-        None => authority.to_string(),
-    };
-    let tail = match tail.split_once('?') {
-        Some((path, query)) => {
-            let query: Vec<String> = query
-                .split('&')
-                .map(|kv| match kv.split_once('=') {
-                    Some(("password", _)) => "password=***".to_string(),
-                    _ => kv.to_string(),
-                })
-                .collect();
-            format!("{path}?{}", query.join("&"))
-        }
-        None => tail.to_string(),
-    };
-    format!("{scheme}://{authority}{tail}")
 }
 
 /// SQLite's DDL in PostgreSQL's types: 64-bit integers, BYTEA, DOUBLE PRECISION, an identity
@@ -148,22 +118,6 @@ fn migrate(conn: &Conn, shown: &Path) -> Result<(), StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn passwords_never_reach_a_message() {
-        assert_eq!(
-            without_password("postgres://qb:s3cret@db.internal:5432/results"),
-            "postgres://qb:***@db.internal:5432/results"
-        );
-        assert_eq!(
-            without_password("postgresql:///qb?host=/tmp/pg&user=x&password=s3cret"),
-            "postgresql:///qb?host=/tmp/pg&user=x&password=***"
-        );
-        assert_eq!(
-            without_password("postgres://qb@db/results"),
-            "postgres://qb@db/results"
-        );
-    }
 
     #[test]
     fn the_schema_in_postgres_types_keeps_every_table() {

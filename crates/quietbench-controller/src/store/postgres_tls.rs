@@ -7,8 +7,12 @@
 //!
 //! rust-postgres knows neither `sslrootcert` nor the verify modes, so they are taken out of the
 //! URL here and become the rustls configuration (aws-lc-rs, the binary's one crypto provider);
-//! rust-postgres is handed `sslmode=disable`, `prefer` or `require`. No TLS is tried on a Unix
-//! socket: the server refuses it there, and `prefer` goes on in the clear, as libpq does.
+//! rust-postgres is handed `sslmode=disable`, `prefer` or `require`. Also as in libpq:
+//! - on Unix sockets (every host a folder) `sslmode` is ignored: no TLS is tried there;
+//! - `sslrootcert=system` means `verify-full`, and refuses weaker modes (PostgreSQL 16's rule:
+//!   a public CA signs certificates for any name its customer controls, so only the name check
+//!   makes its roots worth anything);
+//! - `prefer` (and only `prefer`) goes on in the clear when the TLS handshake fails.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,6 +25,7 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
 use super::db_error::DbError;
+use super::pg_url::{PgUrl, percent_decoded};
 
 /// How much TLS the URL asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,14 +67,10 @@ pub(super) fn split(
     url: &str,
     default_root: Option<&Path>,
 ) -> Result<(String, TlsSettings), String> {
-    let (base, query) = match url.split_once('?') {
-        Some((base, query)) => (base, query),
-        None => (url, ""),
-    };
+    let parsed = PgUrl::parse(url).ok_or_else(|| format!("not a postgres:// URL: {url:?}"))?;
     let (mut mode, mut root_cert) = (None, None);
     let mut kept = Vec::new();
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+    for (key, value) in parsed.pairs() {
         match key {
             "sslmode" => mode = Some(parse_mode(&percent_decoded(value)?)?),
             "sslrootcert" => root_cert = Some(percent_decoded(value)?),
@@ -79,7 +80,8 @@ pub(super) fn split(
                      password or peer authentication, over sslmode=verify-full"
                 ));
             }
-            _ => kept.push(pair),
+            _ if value.is_empty() => kept.push(key.to_string()),
+            _ => kept.push(format!("{key}={value}")),
         }
     }
     let root_named = root_cert.is_some();
@@ -91,34 +93,53 @@ pub(super) fn split(
             .filter(|p| p.is_file())
             .map(|p| Roots::File(p.to_path_buf())),
     };
-    let mode = match mode.unwrap_or(Mode::Prefer) {
-        // libpq: "if a root CA file exists, sslmode=require behaves as verify-ca".
-        Mode::Require if roots.is_some() => Mode::VerifyCa,
-        verify @ (Mode::VerifyCa | Mode::VerifyFull) if roots.is_none() => {
-            return Err(format!(
-                "sslmode={} needs the CA that signed the server's certificate: \
-                 sslrootcert=FILE (PEM), sslrootcert=system, or ~/.postgresql/root.crt",
-                mode_name(verify)
-            ));
+    let mode = if parsed.only_unix_sockets() {
+        // libpq: "sslmode is ignored for Unix domain socket communication".
+        Mode::Disable
+    } else {
+        match (mode, &roots) {
+            (None | Some(Mode::VerifyFull), Some(Roots::System)) => Mode::VerifyFull,
+            (Some(weaker), Some(Roots::System)) => {
+                return Err(format!(
+                    "sslrootcert=system needs sslmode=verify-full (or no sslmode), not {}: \
+                     a public CA signs certificates for names anyone can hold, so only the \
+                     name check keeps a man in the middle out",
+                    mode_name(weaker)
+                ));
+            }
+            // libpq: "if a root CA file exists, sslmode=require behaves as verify-ca".
+            (Some(Mode::Require), Some(_)) => Mode::VerifyCa,
+            (Some(verify @ (Mode::VerifyCa | Mode::VerifyFull)), None) => {
+                return Err(format!(
+                    "sslmode={} needs the CA that signed the server's certificate: \
+                     sslrootcert=FILE (PEM), sslrootcert=system, or ~/.postgresql/root.crt",
+                    mode_name(verify)
+                ));
+            }
+            (Some(Mode::Disable), _) if root_named => {
+                return Err(
+                    "sslrootcert is set but sslmode=disable: one of them is a mistake".into(),
+                );
+            }
+            (mode, _) => mode.unwrap_or(Mode::Prefer),
         }
-        Mode::Disable if root_named => {
-            return Err("sslrootcert is set but sslmode=disable: one of them is a mistake".into());
-        }
-        other => other,
     };
     // What rust-postgres is told: whether to ask for TLS, and whether to insist.
-    kept.push(match mode {
-        Mode::Disable => "sslmode=disable",
-        Mode::Prefer => "sslmode=prefer",
-        Mode::Require | Mode::VerifyCa | Mode::VerifyFull => "sslmode=require",
-    });
+    kept.push(
+        match mode {
+            Mode::Disable => "sslmode=disable",
+            Mode::Prefer => "sslmode=prefer",
+            Mode::Require | Mode::VerifyCa | Mode::VerifyFull => "sslmode=require",
+        }
+        .to_string(),
+    );
     let roots = if matches!(mode, Mode::VerifyCa | Mode::VerifyFull) {
         roots
     } else {
         None
     };
     Ok((
-        format!("{base}?{}", kept.join("&")),
+        parsed.with_query(&kept.join("&")),
         TlsSettings { mode, roots },
     ))
 }
@@ -155,37 +176,28 @@ fn mode_name(mode: Mode) -> &'static str {
     }
 }
 
-/// `%XX` escapes decoded, as rust-postgres decodes the URL's other values.
-fn percent_decoded(value: &str) -> Result<String, String> {
-    let bytes = value.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = value
-                .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| format!("bad %-escape in the URL's value {value:?}"))?;
-            out.push(hex);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| format!("the URL's value {value:?} is not UTF-8"))
-}
-
 /// Connects to `url` with the TLS its parameters ask for.
 pub(super) fn connect(url: &str) -> Result<postgres::Client, DbError> {
     let default_root = default_root();
     let (url, tls) = split(url, default_root.as_deref()).map_err(DbError::Tls)?;
-    Ok(match client_config(&tls).map_err(DbError::Tls)? {
-        None => postgres::Client::connect(&url, postgres::NoTls)?,
-        Some(config) => {
-            postgres::Client::connect(&url, tokio_postgres_rustls::MakeRustlsConnect::new(config))?
+    let Some(config) = client_config(&tls).map_err(DbError::Tls)? else {
+        return Ok(postgres::Client::connect(&url, postgres::NoTls)?);
+    };
+    match postgres::Client::connect(&url, tokio_postgres_rustls::MakeRustlsConnect::new(config)) {
+        // libpq's `prefer`: a handshake that fails (a server rustls cannot agree with, a host
+        // given by address alone) is tried again in the clear. rust-postgres does not retry;
+        // its TLS failures are the errors of this kind. With NoTls it asks for no TLS at all.
+        Err(e) if tls.mode == Mode::Prefer && is_tls_failure(&e) => {
+            postgres::Client::connect(&url, postgres::NoTls).map_err(|_| DbError::from(e))
         }
-    })
+        other => Ok(other?),
+    }
+}
+
+/// Whether rust-postgres failed in the TLS handshake (its `Kind::Tls`, which it shows only in
+/// its message), not in reaching the server or in its answer.
+fn is_tls_failure(e: &postgres::Error) -> bool {
+    e.as_db_error().is_none() && e.to_string().starts_with("error performing TLS handshake")
 }
 
 /// The rustls configuration for `settings`, or `None` for `disable`.
@@ -375,8 +387,51 @@ mod tests {
         assert_eq!(url, "postgres://qb@db/r?sslmode=require");
         assert_eq!(tls.mode, Mode::VerifyFull);
         assert_eq!(tls.roots, Some(Roots::File("/etc/ca dir/ca.pem".into())));
-        let (_, tls) = settings("postgres://qb@db/r?sslmode=verify-ca&sslrootcert=system");
-        assert_eq!((tls.mode, tls.roots), (Mode::VerifyCa, Some(Roots::System)));
+    }
+
+    #[test]
+    fn the_machines_roots_mean_verify_full_as_in_libpq_16() {
+        for url in [
+            "postgres://qb@db/r?sslrootcert=system",
+            "postgres://qb@db/r?sslmode=verify-full&sslrootcert=system",
+        ] {
+            let (_, tls) = settings(url);
+            assert_eq!(
+                (tls.mode, tls.roots),
+                (Mode::VerifyFull, Some(Roots::System))
+            );
+        }
+        for weaker in ["prefer", "require", "verify-ca", "disable"] {
+            let err = split(
+                &format!("postgres://qb@db/r?sslmode={weaker}&sslrootcert=system"),
+                None,
+            )
+            .unwrap_err();
+            assert!(err.contains("needs sslmode=verify-full"), "{weaker}: {err}");
+        }
+    }
+
+    #[test]
+    fn unix_sockets_ignore_sslmode_as_in_libpq() {
+        for url in [
+            "postgresql:///qb?host=/run/postgresql&sslmode=verify-full",
+            "postgresql://%2Frun%2Fpostgresql/qb?sslmode=require&sslrootcert=/ca.pem",
+            "postgresql:///qb?host=/run/postgresql",
+        ] {
+            let (kept, tls) = settings(url);
+            assert_eq!(tls.mode, Mode::Disable, "{url}");
+            assert!(kept.ends_with("sslmode=disable"), "{kept}");
+        }
+        // A socket and a network host: the network host gets the TLS asked for.
+        let (_, tls) = settings("postgresql:///qb?host=/run/pg,db&sslmode=require");
+        assert_eq!(tls.mode, Mode::Require);
+    }
+
+    #[test]
+    fn a_password_with_slashes_and_question_marks_is_left_alone() {
+        let (kept, tls) = settings("postgres://ci:a/b?c@db/r?sslmode=require");
+        assert_eq!(kept, "postgres://ci:a/b?c@db/r?sslmode=require");
+        assert_eq!(tls.mode, Mode::Require);
     }
 
     #[test]
