@@ -307,3 +307,26 @@ fn cpu_spawn_times_aslr_on_and_off_in_the_same_trial() {
     // machine (noise only lengthens it), which checks the unit is nanoseconds.
     assert!(f(&on["p50"]) > 10_000.0, "{on}");
 }
+
+/// The store named by `QUIETBENCH_DB` (a PostgreSQL password, in a CI job) is the controller's:
+/// the run is stored there, and the commands an exec probe runs do not inherit it.
+#[test]
+fn the_store_variable_names_the_store_and_stays_out_of_benchmarked_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("from-env.sqlite3");
+    let seen = dir.path().join("env-seen");
+    common::succeed(
+        common::quietbench()
+            .args(["run", "--local", "--probe", "exec", "--param", "shell=true"])
+            .arg("--param")
+            .arg(format!("cmd=env > {}", seen.display()))
+            .args(["--rounds", "1", "--warmup", "0", "--duration", "0.2"])
+            .env("QUIETBENCH_DB", &db),
+    );
+    let env = std::fs::read_to_string(&seen).unwrap();
+    // The look must be able to see something: the command's environment is there.
+    assert!(env.contains("PATH="), "{env}");
+    assert!(!env.contains("QUIETBENCH_DB"), "{env}");
+    let listed = common::succeed(common::quietbench().args(["runs", "--db"]).arg(&db));
+    assert_eq!(listed.lines().count(), 2, "{listed}");
+}

@@ -64,7 +64,10 @@ impl LocalAgent {
             .args(["agent", "--listen", "127.0.0.1:0", "--allow-exec"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .stderr(Stdio::inherit())
+            // The store (a PostgreSQL password, perhaps) is the controller's: the agent never
+            // needs it, and the commands it runs for exec probes must not inherit it.
+            .env_remove(crate::store::DB_VARIABLE);
         if std::env::var_os("QUIETBENCH_LOG").is_none() {
             // The agent's info logs would interleave with the controller's table.
             command.env("QUIETBENCH_LOG", "warn");
