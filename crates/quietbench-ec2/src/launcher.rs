@@ -124,7 +124,8 @@ async fn dry_run(spec: &Ec2Spec, wants_peer: bool) -> anyhow::Result<()> {
     // The user data carries real certificates, as a launch would: the size check is real.
     let scratch = std::env::temp_dir().join(format!("quietbench-dry-run-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
-    let tls = RunTls::make(&scratch, spec.ca_dir.as_deref(), 1);
+    let ca_dir = crate::fleet::run_tls::ca_dir_or_env(spec.ca_dir.as_deref());
+    let tls = RunTls::make(&scratch, ca_dir.as_deref(), 1);
     let _ = std::fs::remove_dir_all(&scratch);
     let tls = tls?;
     let template = Template {

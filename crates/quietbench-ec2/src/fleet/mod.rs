@@ -186,11 +186,8 @@ impl Ec2Fleet {
         self.deadline = SystemTime::now() + spec.ttl;
         let tls_dir = self.state_dir.join(format!("{}-tls", self.run_id));
         self.tls_dir = Some(tls_dir.clone());
-        let tls = RunTls::make(
-            &tls_dir,
-            spec.ca_dir.as_deref(),
-            run_tls::days_for(spec.ttl),
-        )?;
+        let ca_dir = run_tls::ca_dir_or_env(spec.ca_dir.as_deref());
+        let tls = RunTls::make(&tls_dir, ca_dir.as_deref(), run_tls::days_for(spec.ttl))?;
         tls.use_for_agents()?;
         let user_data = userdata::encode(&userdata::render(
             &tls.ca_pem,

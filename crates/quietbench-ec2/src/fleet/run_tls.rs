@@ -30,17 +30,23 @@ pub struct RunTls {
 /// `quietbench serve` (whose clients may not name its folders) is given one.
 pub const CA_DIR_VARIABLE: &str = "QUIETBENCH_EC2_CA_DIR";
 
+/// The CA folder a run issues from: `ca_dir` (`--ca-dir`, or the plan's), else
+/// `$QUIETBENCH_EC2_CA_DIR` when set and not empty, else none (a new CA per run).
+pub fn ca_dir_or_env(ca_dir: Option<&Path>) -> Option<PathBuf> {
+    ca_dir.map(Path::to_path_buf).or_else(|| {
+        std::env::var_os(CA_DIR_VARIABLE)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    })
+}
+
 impl RunTls {
     /// Makes the run's certificates in `dir` (which must not exist), valid for `days`, from
-    /// the CA in `ca_dir`, else in `$QUIETBENCH_EC2_CA_DIR`, else from a new CA.
+    /// the CA in `ca_dir`, else from a new CA. (Callers pass [`ca_dir_or_env`]'s answer.)
     pub fn make(dir: &Path, ca_dir: Option<&Path>, days: u32) -> anyhow::Result<Self> {
         if dir.exists() {
             anyhow::bail!("{} exists already", dir.display());
         }
-        let from_env = std::env::var_os(CA_DIR_VARIABLE)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from);
-        let ca_dir = ca_dir.or(from_env.as_deref());
         let now = time::OffsetDateTime::now_utc();
         std::fs::create_dir_all(dir)?;
         match ca_dir {
