@@ -241,6 +241,15 @@ fn tls_to_the_server_is_verified_as_libpq_verifies_it() {
         let err = Store::open(Path::new(&url)).unwrap_err().to_string();
         assert!(err.contains("TLS") && err.contains(why), "{url}: {err}");
     }
+    // libpq's `prefer` goes on in the clear when the handshake fails (here: no host name to
+    // start one with); `require` does not.
+    store_a_run_at(
+        &server.cleartext_database_by_address("connect_timeout=10"),
+        "prefer, in the clear",
+    );
+    let url = server.cleartext_database_by_address("sslmode=require");
+    let err = Store::open(Path::new(&url)).unwrap_err().to_string();
+    assert!(err.contains("no hostname provided for TLS"), "{url}: {err}");
     // A CA file that is not there is named before any connection.
     let url = server.fresh_database(
         "localhost",

@@ -118,11 +118,13 @@ fn start_server(name: &str, tcp: Option<Tcp<'_>>) -> Server {
                 }
             }
             // TCP connections only over TLS: one in the clear is refused by the server, so a
-            // connection that succeeds was encrypted.
+            // connection that succeeds was encrypted. One database, qb_cleartext, takes them
+            // in the clear too, for `prefer`'s retry without TLS.
             std::fs::write(
                 data.join("pg_hba.conf"),
                 "local all all trust\n\
                  hostssl all all 127.0.0.1/32 trust\n\
+                 hostnossl qb_cleartext all 127.0.0.1/32 trust\n\
                  hostnossl all all 127.0.0.1/32 reject\n",
             )
             .unwrap();
@@ -234,6 +236,28 @@ pub fn tls_server() -> &'static TlsServer {
 }
 
 impl TlsServer {
+    /// The URL of a new, empty `qb_cleartext` (the one database the server lets in without
+    /// TLS) by address alone (`hostaddr`, no host name, so a TLS handshake cannot start), with
+    /// `tls` as the URL's TLS parameters.
+    pub fn cleartext_database_by_address(&self, tls: &str) -> String {
+        let admin = format!(
+            "postgresql:///postgres?host={}&port={}&user=postgres",
+            self.server.dir.display(),
+            self.server.port
+        );
+        let mut client = postgres::Client::connect(&admin, postgres::NoTls).unwrap();
+        for statement in [
+            "DROP DATABASE IF EXISTS qb_cleartext",
+            "CREATE DATABASE qb_cleartext",
+        ] {
+            client.batch_execute(statement).unwrap();
+        }
+        format!(
+            "postgresql:///qb_cleartext?hostaddr=127.0.0.1&port={}&user=postgres&{tls}",
+            self.port
+        )
+    }
+
     /// A new, empty database on it (made over its Unix socket), and its URL over TCP to
     /// `host` (which must resolve to 127.0.0.1; `localhost` is the certificate's name), with
     /// `tls` as the URL's TLS parameters.
