@@ -240,12 +240,7 @@ impl TlsServer {
     /// TLS) by address alone (`hostaddr`, no host name, so a TLS handshake cannot start), with
     /// `tls` as the URL's TLS parameters.
     pub fn cleartext_database_by_address(&self, tls: &str) -> String {
-        let admin = format!(
-            "postgresql:///postgres?host={}&port={}&user=postgres",
-            self.server.dir.display(),
-            self.server.port
-        );
-        let mut client = postgres::Client::connect(&admin, postgres::NoTls).unwrap();
+        let mut client = admin_client(&self.server);
         for statement in [
             "DROP DATABASE IF EXISTS qb_cleartext",
             "CREATE DATABASE qb_cleartext",
@@ -277,17 +272,21 @@ fn create_database(server: &Server) -> String {
         std::process::id(),
         NEXT.fetch_add(1, Ordering::SeqCst)
     );
+    admin_client(server)
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .unwrap();
+    name
+}
+
+/// A client of `server`'s `postgres` database over its Unix socket.
+fn admin_client(server: &Server) -> postgres::Client {
     let admin = format!(
         "postgresql:///postgres?host={}&port={}&user=postgres",
         server.dir.display(),
         server.port
     );
-    let mut client = postgres::Client::connect(&admin, postgres::NoTls)
-        .unwrap_or_else(|e| panic!("cannot reach the test server at {admin}: {e}"));
-    client
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .unwrap();
-    name
+    postgres::Client::connect(&admin, postgres::NoTls)
+        .unwrap_or_else(|e| panic!("cannot reach the test server at {admin}: {e}"))
 }
 
 /// The URL of a new, empty database on this process's server.
