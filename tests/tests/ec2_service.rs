@@ -12,7 +12,8 @@ mod common;
 use std::process::Stdio;
 
 use common::ec2::{
-    agents_on_two_models, any_ami, check_binary_has_ec2, fleet_ca, live, start_moto,
+    agents_on_two_models, any_ami, check_binary_has_ec2, fleet_ca, live, moto_environment,
+    start_moto,
 };
 use common::{quietbench, succeed};
 
@@ -32,7 +33,7 @@ fn an_ec2_plan_submitted_to_the_service_launches_measures_and_releases() {
             .arg(&ca),
     );
     let db = dir.path().join("runs.sqlite3");
-    let mut service = quietbench()
+    let mut service = moto_environment(&mut quietbench(), &moto)
         .args(["serve", "--listen", "127.0.0.1:0", "--db"])
         .arg(&db)
         .arg("--state-dir")
@@ -43,12 +44,6 @@ fn an_ec2_plan_submitted_to_the_service_launches_measures_and_releases() {
         .arg(ca.join("controller-service.pem"))
         .arg("--key")
         .arg(ca.join("controller-service.key"))
-        .env("AWS_ACCESS_KEY_ID", "testing")
-        .env("AWS_SECRET_ACCESS_KEY", "testing")
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ENDPOINT_URL", &moto.url)
-        .env_remove("AWS_ENDPOINT_URL_EC2")
-        .env_remove("AWS_PROFILE")
         .env("QUIETBENCH_EC2_AGENT_MAP", map.join(","))
         .env("QUIETBENCH_EC2_CA_DIR", &ca)
         .stdout(Stdio::null())

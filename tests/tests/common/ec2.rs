@@ -94,16 +94,25 @@ pub fn agents_on_two_models(dir: &Path, ca: &Path, count: usize) -> Vec<AgentPro
         .collect()
 }
 
-/// A `quietbench` command against moto, with test credentials.
+/// Points `command`'s AWS settings at moto, with test credentials, by the environment (as an
+/// instance profile and `serve.env` would give them), whatever the developer's own are.
+pub fn moto_environment<'c>(command: &'c mut Command, moto: &Moto) -> &'c mut Command {
+    command
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ENDPOINT_URL", &moto.url)
+        .env_remove("AWS_PROFILE")
+        .env_remove("AWS_ENDPOINT_URL_EC2")
+}
+
+/// A `quietbench` command against moto, with test credentials, and moto named by the flags.
 pub fn against(moto: &Moto, args: &[&str]) -> Command {
     let mut command = quietbench();
     command
         .args(args)
-        .args(["--endpoint-url", &moto.url, "--region", "us-east-1"])
-        .env("AWS_ACCESS_KEY_ID", "testing")
-        .env("AWS_SECRET_ACCESS_KEY", "testing")
-        .env_remove("AWS_PROFILE")
-        .env_remove("AWS_ENDPOINT_URL_EC2");
+        .args(["--endpoint-url", &moto.url, "--region", "us-east-1"]);
+    moto_environment(&mut command, moto);
     command
 }
 

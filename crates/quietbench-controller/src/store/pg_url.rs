@@ -44,13 +44,17 @@ impl<'a> PgUrl<'a> {
         })
     }
 
-    /// The query's `key=value` pairs (a bare key has an empty value).
-    pub fn pairs(&self) -> impl Iterator<Item = (&'a str, &'a str)> {
+    /// The query's parameters as written (`key=value`, or a bare `key`).
+    pub fn params(&self) -> impl Iterator<Item = &'a str> {
         self.query
             .unwrap_or("")
             .split('&')
             .filter(|p| !p.is_empty())
-            .map(|p| p.split_once('=').unwrap_or((p, "")))
+    }
+
+    /// The query's parameters as (key, value); a bare key has an empty value.
+    pub fn pairs(&self) -> impl Iterator<Item = (&'a str, &'a str)> {
+        self.params().map(|p| p.split_once('=').unwrap_or((p, "")))
     }
 
     /// The URL again, with `query` as its query (none when empty).
@@ -133,10 +137,7 @@ pub(super) fn without_password(url: &str) -> String {
         None => c.to_string(),
     });
     let query: Vec<&str> = parsed
-        .query
-        .unwrap_or("")
-        .split('&')
-        .filter(|kv| !kv.is_empty())
+        .params()
         .map(|kv| match kv.split_once('=') {
             Some(("password", _)) => "password=***",
             _ => kv,

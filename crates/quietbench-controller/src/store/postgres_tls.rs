@@ -70,7 +70,8 @@ pub(super) fn split(
     let parsed = PgUrl::parse(url).ok_or_else(|| format!("not a postgres:// URL: {url:?}"))?;
     let (mut mode, mut root_cert) = (None, None);
     let mut kept = Vec::new();
-    for (key, value) in parsed.pairs() {
+    for param in parsed.params() {
+        let (key, value) = param.split_once('=').unwrap_or((param, ""));
         match key {
             "sslmode" => mode = Some(parse_mode(&percent_decoded(value)?)?),
             "sslrootcert" => root_cert = Some(percent_decoded(value)?),
@@ -80,8 +81,7 @@ pub(super) fn split(
                      password or peer authentication, over sslmode=verify-full"
                 ));
             }
-            _ if value.is_empty() => kept.push(key.to_string()),
-            _ => kept.push(format!("{key}={value}")),
+            _ => kept.push(param),
         }
     }
     let root_named = root_cert.is_some();
@@ -125,14 +125,11 @@ pub(super) fn split(
         }
     };
     // What rust-postgres is told: whether to ask for TLS, and whether to insist.
-    kept.push(
-        match mode {
-            Mode::Disable => "sslmode=disable",
-            Mode::Prefer => "sslmode=prefer",
-            Mode::Require | Mode::VerifyCa | Mode::VerifyFull => "sslmode=require",
-        }
-        .to_string(),
-    );
+    kept.push(match mode {
+        Mode::Disable => "sslmode=disable",
+        Mode::Prefer => "sslmode=prefer",
+        Mode::Require | Mode::VerifyCa | Mode::VerifyFull => "sslmode=require",
+    });
     let roots = if matches!(mode, Mode::VerifyCa | Mode::VerifyFull) {
         roots
     } else {
