@@ -76,7 +76,7 @@ for i in $(seq 1 "$repeats"); do
       dd) mb=$(run_dd) ;;
       scan) mb=$(run_qb "$cpu" survey_mb_per_sec) ;;
       prewarm)
-        mb=$(run_qb "" read_mb_per_sec prewarm=true "state=$work/state.$i" "threads=$prewarm_threads") ;;
+        mb=$(run_qb "" read_mb_per_sec prewarm=true "state=scan-vs-dd-$$.$i" "threads=$prewarm_threads") ;;
     esac
     echo "$tool $mb" >> "$work/results"
     printf '  repeat %2d %-8s %8.1f MB/s\n' "$i" "$tool" "$mb"

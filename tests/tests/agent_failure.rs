@@ -93,6 +93,8 @@ fn killing_the_agent_mid_run_fails_clearly_before_the_trial_ends() {
         rest.contains("lost agent") || rest.contains("mid-trial"),
         "{rest}"
     );
+    // Reported at once: the controller does not wait for its own dead child to come back.
+    assert!(!rest.contains("reconnecting"), "{rest}");
 
     // Nothing is lost: the report is there and says the run is incomplete, and why.
     let report: serde_json::Value =

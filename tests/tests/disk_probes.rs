@@ -32,6 +32,11 @@ impl Scratch {
 /// to `json`.
 fn run(probe: &str, params: &[String], duration: &str, json: &Path) -> Output {
     let mut cmd = common::quietbench();
+    // The local agent's state directory (pre-warm progress lives there): beside the report.
+    cmd.env(
+        "QUIETBENCH_STATE_DIR",
+        json.parent().unwrap().join("agent-state"),
+    );
     cmd.args([
         "run",
         "--local",
@@ -187,7 +192,7 @@ fn disk_scan_surveys_a_file_and_ends_when_done() {
 fn a_prewarm_resumes_after_an_interruption() {
     let dir = Scratch::new();
     let file = dir.path("warm.dat");
-    let state = dir.path("warm.state");
+    let state = dir.path("agent-state/scan/warm.state");
     let json = dir.path("report.json");
     let size: u64 = 256 << 20;
     let out = run(
@@ -199,7 +204,7 @@ fn a_prewarm_resumes_after_an_interruption() {
     ok_report(&out, &json);
     let params = [
         format!("path={}", file.display()),
-        format!("state={}", state.display()),
+        "state=warm.state".to_string(),
         "prewarm=true".to_string(),
         "regions=256".to_string(),
     ];
@@ -263,6 +268,42 @@ fn a_prewarm_resumes_after_an_interruption() {
     let third = ok_report(&out, &json);
     assert_eq!(metric(&third["trials"][0], "prewarm_bytes_read"), 0.0);
     assert!(!has_metric(&third["trials"][0], "cold_fraction"));
+}
+
+/// The red team's reproduction: a read-mode disk probe pointed at someone's data (here a file
+/// standing for the store) is refused in every mode, through the real binary, and the file is
+/// left byte for byte as it was; so is a relative path.
+#[test]
+fn a_disk_probe_never_writes_a_file_it_did_not_create() {
+    let dir = Scratch::new();
+    let store = dir.path("results.sqlite");
+    let content: Vec<u8> = (0..(300u32 << 10)).map(|i| (i % 253) as u8).collect();
+    std::fs::write(&store, &content).unwrap();
+    let json = dir.path("report.json");
+    for probe in ["disk.seq", "disk.rand"] {
+        for mode in ["read", "write", "mixed"] {
+            let out = run(
+                probe,
+                &[format!("path={}", store.display()), format!("mode={mode}")],
+                "0.2",
+                &json,
+            );
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{probe} mode={mode} ran: {stderr}");
+            assert!(
+                stderr.contains("not made by a quietbench disk probe"),
+                "{probe} mode={mode}: {stderr}"
+            );
+        }
+    }
+    let out = run("disk.seq", &["path=relative.dat".into()], "0.2", &json);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("relative path"), "{stderr}");
+    assert_eq!(
+        std::fs::read(&store).unwrap(),
+        content,
+        "the store was changed"
+    );
 }
 
 /// A loop device over a file, detached when dropped.

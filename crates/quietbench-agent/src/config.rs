@@ -68,6 +68,11 @@ pub struct AgentArgs {
     /// Longest trial this agent accepts, in seconds [default: 3600]
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub max_trial_secs: Option<u64>,
+    /// A controller's own agent (`run --local`): read a secret from the first line of standard
+    /// input and refuse every call that does not carry it, so no other user of this machine
+    /// can reach it. The secret is never on a command line or in an environment. Loopback only
+    #[arg(long, hide = true)]
+    pub secret_stdin: bool,
 }
 
 /// The configuration file: every key optional, none unknown.
@@ -115,6 +120,8 @@ pub struct AgentSettings {
     pub insecure: bool,
     /// Longest trial, seconds.
     pub max_trial_secs: u64,
+    /// The calls' secret comes on standard input (a controller's own local agent).
+    pub secret_stdin: bool,
 }
 
 impl AgentArgs {
@@ -122,8 +129,11 @@ impl AgentArgs {
     pub fn settings(&self) -> anyhow::Result<AgentSettings> {
         let file = match &self.config {
             Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("cannot read the config file {}", path.display()))?;
+                let text = quietbench_host::input::read_text(
+                    path,
+                    quietbench_host::input::MAX_INPUT_BYTES,
+                )
+                .with_context(|| format!("cannot read the config file {}", path.display()))?;
                 parse_config(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
             }
             None => AgentConfig::default(),
@@ -138,8 +148,11 @@ pub const MIN_TOKEN_BYTES: usize = 16;
 /// A token file's token: its text without surrounding whitespace, at least
 /// [`MIN_TOKEN_BYTES`] printable ASCII bytes.
 pub fn read_token(path: &Path) -> anyhow::Result<String> {
-    let text = std::fs::read_to_string(path)
+    let text = quietbench_host::input::read_text(path, 64 << 10)
         .with_context(|| format!("cannot read the token file {}", path.display()))?;
+    if let Some(warning) = quietbench_host::input::readable_by_others(path) {
+        tracing::warn!("{warning}");
+    }
     let token = text.trim();
     if token.len() < MIN_TOKEN_BYTES || !token.bytes().all(|b| b.is_ascii_graphic()) {
         anyhow::bail!(
@@ -215,6 +228,12 @@ fn merge(
         ),
     };
     let token = token_file.as_deref().map(read_token).transpose()?;
+    if args.secret_stdin && (tls.is_some() || !listen.ip().is_loopback()) {
+        anyhow::bail!(
+            "--secret-stdin is for a controller's own agent: plain gRPC on a loopback address, \
+             without TLS or a token file"
+        );
+    }
     Ok(AgentSettings {
         listen,
         host_root: args.host_root.clone(),
@@ -224,6 +243,7 @@ fn merge(
         token,
         insecure: args.insecure || file.insecure.unwrap_or(false),
         max_trial_secs,
+        secret_stdin: args.secret_stdin,
     })
 }
 

@@ -6,7 +6,6 @@
 //! threads pinned to the CPUs placement chose (see quietbench-probe), and the only bridge between
 //! the two is a bounded channel fed by a supervisor thread that does all the encoding.
 
-mod accept;
 mod auth;
 mod config;
 mod convert;

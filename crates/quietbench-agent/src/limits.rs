@@ -11,8 +11,6 @@ use tonic::Status;
 pub const MAX_REQUEST_BYTES: usize = 1 << 20;
 /// Concurrent requests on one connection (a controller needs one trial stream and a call or two).
 pub const MAX_REQUESTS_PER_CONNECTION: usize = 16;
-/// Connections open at once: a controller needs one or two (its peer pairing another).
-pub const MAX_CONNECTIONS: usize = 64;
 /// How long a TLS handshake may take before the connection is dropped.
 pub const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// HTTP/2 streams one connection may open at once.

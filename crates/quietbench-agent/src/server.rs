@@ -48,7 +48,7 @@ fn server_tls(args: &AgentSettings) -> anyhow::Result<Option<tonic::transport::S
         return Ok(None);
     };
     let read = |what: &str, path: &PathBuf| {
-        std::fs::read_to_string(path)
+        quietbench_host::input::read_text(path, quietbench_host::input::MAX_INPUT_BYTES)
             .with_context(|| format!("cannot read the {what} {}", path.display()))
     };
     let mut config = ServerTlsConfig::new()
@@ -107,9 +107,19 @@ pub fn serve(args: &AgentArgs) -> anyhow::Result<()> {
         crate::machine::describe(&root, &allowed_cpus, crate::machine::OBSERVATION_WINDOW).layout;
     let agent = Agent::new(root, allowed_cpus, layout, Arc::clone(&tuner))
         .allowing_exec(args.allow_exec)
-        .with_max_trial(args.max_trial_secs);
-    let check = crate::auth::TokenCheck::new(args.token.as_deref());
-    let served = runtime.block_on(run_server(args.listen, agent, tls, check));
+        .with_max_trial(args.max_trial_secs)
+        .with_state_dir(state_dir);
+    let secret = if args.secret_stdin {
+        Some(crate::auth::read_secret(std::io::stdin().lock())?)
+    } else {
+        None
+    };
+    let gate = Arc::new(quietbench_proto::gate::Gate::new(
+        quietbench_proto::gate::AGENT_LIMITS,
+    ));
+    let check = crate::auth::TokenCheck::new(secret.as_deref().or(args.token.as_deref()))
+        .with_gate(Arc::clone(&gate));
+    let served = runtime.block_on(run_server(args.listen, agent, tls, check, gate));
     // A clean stop leaves the host as this agent found it.
     tuner.shutdown();
     served
@@ -120,6 +130,7 @@ async fn run_server(
     agent: Agent,
     tls: Option<tonic::transport::ServerTlsConfig>,
     check: crate::auth::TokenCheck,
+    gate: Arc<quietbench_proto::gate::Gate>,
 ) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -175,7 +186,7 @@ async fn run_server(
             check,
         ))
         .serve_with_incoming_shutdown(
-            crate::accept::CappedIncoming::new(listener, crate::limits::MAX_CONNECTIONS),
+            quietbench_proto::gate::GatedIncoming::new(listener, gate),
             shutdown,
         )
         .await

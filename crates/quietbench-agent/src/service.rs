@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use quietbench_host::HostRoot;
 use quietbench_probe::placement::{MachineLayout, PlacementRequest, network_kind, plan};
-use quietbench_probe::resolve_probe;
+use quietbench_probe::{ProbeContext, resolve_probe_in};
 use quietbench_proto::v1 as pb;
 use quietbench_proto::v1::agent_service_server::AgentService;
 use tokio::sync::mpsc;
@@ -19,7 +19,7 @@ use crate::convert;
 use crate::limits::{DEFAULT_MAX_TRIAL_SECS, check_cpus, check_params};
 use crate::machine::{OBSERVATION_WINDOW, describe};
 use crate::peer::PeerSlot;
-use crate::trial::{TrialJob, TrialSlot, params, spawn_supervisor};
+use crate::trial::{Owner, TrialJob, TrialSlot, params, spawn_supervisor};
 use crate::tuning::Tuner;
 
 /// Shortest reporting interval: below this, per-interval encoding would cost real CPU.
@@ -40,6 +40,8 @@ pub struct Agent {
     allow_exec: bool,
     /// Longest trial accepted, ms (`--max-trial-secs`).
     max_duration_ms: u64,
+    /// What the probes are told of this agent (its state directory).
+    probe_context: ProbeContext,
 }
 
 impl Agent {
@@ -58,7 +60,14 @@ impl Agent {
             peer: Arc::default(),
             allow_exec: false,
             max_duration_ms: DEFAULT_MAX_TRIAL_SECS * 1000,
+            probe_context: ProbeContext::default(),
         }
+    }
+
+    /// The agent's state directory, where disk.scan keeps pre-warm progress (`--state-dir`).
+    pub fn with_state_dir(mut self, dir: std::path::PathBuf) -> Self {
+        self.probe_context.state_dir = Some(dir);
+        self
     }
 
     /// The trial slot, so shutdown can cancel whatever runs.
@@ -76,6 +85,8 @@ impl Agent {
     /// The longest trial this agent accepts (`--max-trial-secs`).
     pub fn with_max_trial(mut self, secs: u64) -> Self {
         self.max_duration_ms = secs.saturating_mul(1000);
+        self.slot
+            .limit_trials_to(Duration::from_millis(self.max_duration_ms));
         self
     }
 
@@ -94,7 +105,7 @@ impl Agent {
                  to allow it (quietbench run --local starts its agent so)",
             ));
         }
-        let spec = resolve_probe(&req.probe, &params(&req.params))
+        let spec = resolve_probe_in(&req.probe, &params(&req.params), &self.probe_context)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         if req.duration_ms == 0 || req.duration_ms > self.max_duration_ms {
             return Err(Status::invalid_argument(format!(
@@ -115,7 +126,13 @@ impl Agent {
                 "interval_ms {interval_ms} is too short: give at least {MIN_INTERVAL_MS}"
             )));
         }
-        let interval_ms = interval_ms.min(req.duration_ms);
+        if interval_ms > req.duration_ms {
+            return Err(Status::invalid_argument(format!(
+                "interval_ms {interval_ms} is longer than the trial's duration_ms {}: give at \
+                 most the duration (one interval for the whole trial)",
+                req.duration_ms
+            )));
+        }
         let layout = Arc::clone(&self.layout.lock().unwrap_or_else(|e| e.into_inner()));
         // A peer on this machine changes where network threads belong (placement's
         // network_kind): its readers share our CPUs, and no NIC carries the flows.
@@ -160,6 +177,24 @@ impl Agent {
             interval: Duration::from_millis(interval_ms),
         })
     }
+}
+
+/// Refuses CPUs this agent may not use (not online, or outside its affinity), naming them: a
+/// host change aimed at CPU 99999 is a mistake to report, not a no-op to journal.
+fn check_known_cpus(field: &str, cpus: &[u32], allowed: &[u32]) -> Result<(), Status> {
+    let unknown: Vec<String> = cpus
+        .iter()
+        .filter(|c| !allowed.contains(c))
+        .map(u32::to_string)
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    Err(Status::invalid_argument(format!(
+        "{field}: CPU {} is not one this agent may use (it may use {})",
+        unknown.join(", "),
+        quietbench_host::format_cpu_list(allowed)
+    )))
 }
 
 /// Whether `ip` is one of this host's addresses (in this network namespace): binding a UDP
@@ -225,7 +260,8 @@ impl AgentService for Agent {
         request: Request<pb::RunProbeRequest>,
     ) -> Result<Response<Self::RunProbeStream>, Status> {
         let job = self.validate(request.get_ref())?;
-        let (guard, cancel) = self.slot.claim(&job.trial_id, job.spec.name)?;
+        let owner = Owner::of(&request);
+        let (guard, cancel) = self.slot.claim(&job.trial_id, job.spec.name, owner)?;
         let (tx, rx) = mpsc::channel(EVENT_BUFFER);
         tracing::info!(trial = %job.trial_id, probe = job.spec.name, "trial accepted");
         spawn_supervisor(job, guard, Arc::clone(&cancel), tx)
@@ -240,7 +276,9 @@ impl AgentService for Agent {
         &self,
         request: Request<pb::CancelRequest>,
     ) -> Result<Response<pb::CancelResponse>, Status> {
-        let cancelled = self.slot.cancel(&request.get_ref().trial_id);
+        let cancelled = self
+            .slot
+            .cancel(&request.get_ref().trial_id, &Owner::of(&request));
         Ok(Response::new(pb::CancelResponse { cancelled }))
     }
 
@@ -249,6 +287,11 @@ impl AgentService for Agent {
         request: Request<pb::PrepareRequest>,
     ) -> Result<Response<pb::PrepareResponse>, Status> {
         check_cpus("probe_cpus", &request.get_ref().probe_cpus)?;
+        check_known_cpus(
+            "probe_cpus",
+            &request.get_ref().probe_cpus,
+            &self.allowed_cpus,
+        )?;
         let req = convert::tune_request(request.into_inner());
         let tuner = Arc::clone(&self.tuner);
         let reports = tokio::task::spawn_blocking(move || tuner.prepare(req))
@@ -304,5 +347,22 @@ impl AgentService for Agent {
             .await
             .map_err(|e| Status::internal(format!("stopping the peer server failed: {e}")))?;
         Ok(Response::new(response))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpus_the_agent_may_not_use_are_refused_by_number() {
+        assert!(check_known_cpus("probe_cpus", &[1, 2], &[0, 1, 2, 3]).is_ok());
+        let err = check_known_cpus("probe_cpus", &[1, 99999], &[0, 1, 2, 3]).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        assert!(
+            err.message().contains("CPU 99999") && err.message().contains("0-3"),
+            "{}",
+            err.message()
+        );
     }
 }

@@ -1,5 +1,11 @@
 //! A connection to one agent, over the wire contract only. Every failure names the agent and
-//! says what to do; nothing waits forever.
+//! says what to do; nothing waits forever, and nothing an agent sends is taken unchecked
+//! ([`intake`]).
+//!
+//! Text in errors that came from the agent (its messages, the transport's words about it) is
+//! escaped when the error is displayed ([`escape_remote`]): errors end up on the terminal.
+
+pub mod intake;
 
 use std::time::{Duration, Instant};
 
@@ -9,7 +15,9 @@ use tokio_stream::StreamExt;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 
+use crate::report::remote_text::escape_remote;
 use crate::tls::TokenHeader;
+use intake::{Retained, RunBudget, TrialIntake, TrialLimits};
 use tonic::{Code, Status};
 
 /// How long connecting may take.
@@ -40,7 +48,8 @@ pub enum AgentError {
     },
     /// No connection could be made.
     #[error(
-        "cannot reach agent {agent}: {detail}; is quietbench-agent running there, and is the port right?"
+        "cannot reach agent {agent}: {}; is quietbench-agent running there, and is the port right?",
+        escape_remote(.detail)
     )]
     Unreachable {
         /// The agent.
@@ -49,7 +58,7 @@ pub enum AgentError {
         detail: String,
     },
     /// The agent said no.
-    #[error("agent {agent} refused the request: {message}")]
+    #[error("agent {agent} refused the request: {}", escape_remote(.message))]
     Refused {
         /// The agent.
         agent: String,
@@ -57,7 +66,7 @@ pub enum AgentError {
         message: String,
     },
     /// The TLS handshake failed: whose side refused and why.
-    #[error("agent {agent}: {why}")]
+    #[error("agent {agent}: {}", escape_remote(.why))]
     Tls {
         /// The agent.
         agent: String,
@@ -65,7 +74,7 @@ pub enum AgentError {
         why: String,
     },
     /// The agent does not allow what was asked (e.g. `exec` without `--allow-exec`).
-    #[error("agent {agent} does not allow this: {message}")]
+    #[error("agent {agent} does not allow this: {}", escape_remote(.message))]
     PermissionDenied {
         /// The agent.
         agent: String,
@@ -73,7 +82,10 @@ pub enum AgentError {
         message: String,
     },
     /// The connection broke.
-    #[error("lost agent {agent} mid-trial ({detail}); it may have crashed or been killed")]
+    #[error(
+        "lost agent {agent} mid-trial ({}); it may have crashed or been killed",
+        escape_remote(.detail)
+    )]
     Lost {
         /// The agent.
         agent: String,
@@ -91,7 +103,7 @@ pub enum AgentError {
         seconds: u64,
     },
     /// The probe failed on the agent.
-    #[error("trial failed on agent {agent}: {message}")]
+    #[error("trial failed on agent {agent}: {}", escape_remote(.message))]
     TrialFailed {
         /// The agent.
         agent: String,
@@ -99,17 +111,43 @@ pub enum AgentError {
         message: String,
     },
     /// The agent sent something the protocol does not allow.
-    #[error("agent {agent} broke the protocol: {what}")]
+    #[error("agent {agent} broke the protocol: {}", escape_remote(.what))]
     Protocol {
         /// The agent.
         agent: String,
         /// What was wrong.
         what: String,
     },
+    /// The trial ran past its deadline ([`TrialLimits::deadline`]); it was cancelled.
+    #[error(
+        "agent {agent} did not finish trial '{trial}' by its deadline, {}; the controller \
+         cancelled it (the agent may be broken, or its host overloaded)",
+        escape_remote(.limit)
+    )]
+    Overran {
+        /// The agent.
+        agent: String,
+        /// The trial id.
+        trial: String,
+        /// The deadline, in words.
+        limit: String,
+    },
+    /// The agent sent more than a trial may hold ([`intake`]); the trial was refused so the
+    /// controller's memory stays bounded.
+    #[error(
+        "agent {agent} sent more than a trial may hold: {}; the trial was refused",
+        escape_remote(.what)
+    )]
+    TooMuch {
+        /// The agent.
+        agent: String,
+        /// Which bound, and where.
+        what: String,
+    },
 }
 
-/// A trial's whole event stream, once it ended with a result.
-#[derive(Debug, Clone)]
+/// A trial's whole event stream, once it ended with a result, every event checked.
+#[derive(Debug)]
 pub struct CompletedTrial {
     /// The acceptance.
     pub accepted: pb::Accepted,
@@ -119,6 +157,33 @@ pub struct CompletedTrial {
     pub intervals: Vec<pb::Interval>,
     /// The final result.
     pub result: pb::ProbeResult,
+    /// What the trial's record holds of its run's budget: [`Retained::keep`] it when the record
+    /// is kept, or drop it to give the bytes back.
+    pub retained: Retained,
+}
+
+/// How an agent is reached.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub enum AgentAccess {
+    /// With this controller's TLS identity, if it has one (agents of a fleet).
+    #[default]
+    Fleet,
+    /// An agent this controller started on this machine: plain loopback, every call carrying
+    /// the secret the agent was handed on its standard input. Never the fleet identity: a
+    /// local agent has no certificate (a `serve` with one could not run local plans).
+    Local {
+        /// The secret.
+        secret: String,
+    },
+}
+
+impl std::fmt::Debug for AgentAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Fleet => f.write_str("Fleet"),
+            Self::Local { .. } => f.write_str("Local { secret: <hidden> }"),
+        }
+    }
 }
 
 /// A connected agent.
@@ -130,18 +195,34 @@ pub struct AgentConnection {
     /// the client's certificate does so after the client's side of the handshake is done, so
     /// the refusal shows as the first call's connection dropping.
     answered: bool,
+    /// Plain gRPC to a fleet's agent: an agent that drops the first call may be serving TLS.
+    plain_fleet: bool,
 }
 
 impl AgentConnection {
-    /// Connects to `address` (HOST:PORT). `label` names the agent in every message.
+    /// Connects to `address` (HOST:PORT) with the fleet's access. `label` names the agent in
+    /// every message.
     pub async fn connect(address: &str, label: String) -> Result<Self, AgentError> {
+        Self::connect_with(address, label, &AgentAccess::Fleet).await
+    }
+
+    /// Connects to `address` (HOST:PORT) as `access` says. `label` names the agent in every
+    /// message.
+    pub async fn connect_with(
+        address: &str,
+        label: String,
+        access: &AgentAccess,
+    ) -> Result<Self, AgentError> {
         if !address.contains(':') {
             return Err(AgentError::BadAddress {
                 agent: address.to_string(),
                 why: "no port".into(),
             });
         }
-        let tls = crate::tls::client();
+        let tls = match access {
+            AgentAccess::Fleet => crate::tls::client(),
+            AgentAccess::Local { .. } => None,
+        };
         let scheme = if tls.is_some() { "https" } else { "http" };
         let mut endpoint = Endpoint::from_shared(format!("{scheme}://{address}"))
             .map_err(|e| AgentError::BadAddress {
@@ -177,8 +258,15 @@ impl AgentConnection {
             })?;
         Ok(Self {
             label,
-            client: AgentServiceClient::with_interceptor(channel, TokenHeader::current()),
+            client: AgentServiceClient::with_interceptor(
+                channel,
+                match access {
+                    AgentAccess::Fleet => TokenHeader::current(),
+                    AgentAccess::Local { secret } => TokenHeader::with(secret),
+                },
+            ),
             answered: false,
+            plain_fleet: tls.is_none() && *access == AgentAccess::Fleet,
         })
     }
 
@@ -272,10 +360,25 @@ impl AgentConnection {
         let _ = tokio::time::timeout(Duration::from_secs(1), call).await;
     }
 
-    /// Runs one trial to its end, calling `on_event` with each event as it arrives.
+    /// Runs one trial to its end, calling `on_event` with each event as it arrives (once
+    /// checked), within a budget of its own ([`RunBudget::default`]).
     pub async fn run_probe(
         &mut self,
         request: pb::RunProbeRequest,
+        on_event: impl FnMut(&pb::probe_event::Event),
+    ) -> Result<CompletedTrial, AgentError> {
+        self.run_probe_within(request, &RunBudget::default(), on_event)
+            .await
+    }
+
+    /// Runs one trial to its end, calling `on_event` with each event as it arrives (once
+    /// checked), its record taking its bytes from `budget` (the run's). The trial fails, and
+    /// its stream is cancelled, when the agent misses the deadline or breaks a bound
+    /// ([`intake`]).
+    pub async fn run_probe_within(
+        &mut self,
+        request: pb::RunProbeRequest,
+        budget: &RunBudget,
         mut on_event: impl FnMut(&pb::probe_event::Event),
     ) -> Result<CompletedTrial, AgentError> {
         let interval = Duration::from_millis(if request.interval_ms == 0 {
@@ -284,6 +387,11 @@ impl AgentConnection {
             request.interval_ms
         });
         let quiet_limit = interval + EVENT_SLACK;
+        let limits = TrialLimits::new(
+            Duration::from_millis(request.duration_ms),
+            interval,
+            quiet_limit,
+        );
         let asked = Instant::now();
         let mut stream = loop {
             let call = self.client.run_probe(request.clone());
@@ -296,50 +404,47 @@ impl AgentConnection {
                 Err(_) => return Err(self.stalled(FIRST_EVENT_TIMEOUT)),
             }
         };
-        let mut accepted = None;
-        let mut placement = None;
-        let mut intervals = Vec::new();
+        // From the moment the agent took the request: the set-up it may take is in the limits.
+        let deadline = tokio::time::Instant::now() + limits.deadline();
+        let mut intake = TrialIntake::new(&self.label, &request.trial_id, limits, budget.clone());
         loop {
-            let limit = if accepted.is_none() {
-                FIRST_EVENT_TIMEOUT
-            } else {
+            let limit = if intake.accepted() {
                 quiet_limit
+            } else {
+                FIRST_EVENT_TIMEOUT
             };
-            let next = match tokio::time::timeout(limit, stream.next()).await {
-                Err(_) => return Err(self.stalled(limit)),
-                Ok(None) => {
-                    return Err(AgentError::Lost {
-                        agent: self.label.clone(),
-                        detail: "the stream ended before the trial's result".into(),
-                    });
-                }
-                Ok(Some(Err(status))) => return Err(self.status_error(status)),
-                Ok(Some(Ok(event))) => event,
-            };
+            let silence_ends = tokio::time::Instant::now() + limit;
+            let next =
+                match tokio::time::timeout_at(silence_ends.min(deadline), stream.next()).await {
+                    Err(_) if deadline <= silence_ends => {
+                        // Dropping the stream cancels the trial on the agent (the contract says
+                        // so); the Cancel call is for an agent that keeps going regardless.
+                        drop(stream);
+                        drop(intake);
+                        self.cancel(&request.trial_id).await;
+                        return Err(AgentError::Overran {
+                            agent: self.label.clone(),
+                            trial: request.trial_id.clone(),
+                            limit: limits.describe(),
+                        });
+                    }
+                    Err(_) => return Err(self.stalled(limit)),
+                    Ok(None) => {
+                        return Err(AgentError::Lost {
+                            agent: self.label.clone(),
+                            detail: "the stream ended before the trial's result".into(),
+                        });
+                    }
+                    Ok(Some(Err(status))) => return Err(self.status_error(status)),
+                    Ok(Some(Ok(event))) => event,
+                };
             let Some(event) = next.event else {
                 return Err(self.protocol("an empty event"));
             };
+            intake.check(&event)?;
             on_event(&event);
-            match event {
-                pb::probe_event::Event::Accepted(a) => accepted = Some(a),
-                pb::probe_event::Event::Placement(p) => placement = Some(p),
-                pb::probe_event::Event::Interval(i) => intervals.push(i),
-                pb::probe_event::Event::Error(e) => {
-                    return Err(AgentError::TrialFailed {
-                        agent: self.label.clone(),
-                        message: e.message,
-                    });
-                }
-                pb::probe_event::Event::Result(result) => {
-                    let accepted =
-                        accepted.ok_or_else(|| self.protocol("a result before acceptance"))?;
-                    return Ok(CompletedTrial {
-                        accepted,
-                        placement,
-                        intervals,
-                        result,
-                    });
-                }
+            if let Some(completed) = intake.keep(event)? {
+                return Ok(completed);
             }
         }
     }
@@ -386,6 +491,23 @@ impl AgentConnection {
                     tls.cert
                         .as_ref()
                         .map_or_else(String::new, |c| c.display().to_string()),
+                    status_detail(&status)
+                ),
+            };
+        }
+        if self.plain_fleet
+            && !self.answered
+            && matches!(
+                status.code(),
+                Code::Unknown | Code::Unavailable | Code::Cancelled | Code::Internal
+            )
+        {
+            return AgentError::Tls {
+                agent,
+                why: format!(
+                    "the agent dropped our first call, made in plain gRPC: it probably serves \
+                     TLS; give --ca with --cert and --key (mutual TLS) or with --token-file \
+                     ({})",
                     status_detail(&status)
                 ),
             };
@@ -442,7 +564,5 @@ fn error_chain(err: &dyn std::error::Error) -> String {
 /// The agent refused a trial because another holds it (its one-trial-at-a-time slot).
 fn is_busy(status: &Status) -> bool {
     status.code() == Code::ResourceExhausted
-        && status
-            .message()
-            .starts_with("this agent is busy with trial")
+        && status.message().starts_with("this agent is busy with")
 }

@@ -1,8 +1,13 @@
 //! An agent process on this machine, started by re-executing this binary as `quietbench agent`
 //! on a free loopback port. It dies with the controller however the controller ends: killed
 //! (SIGKILL included, through PR_SET_PDEATHSIG), interrupted, or failing.
+//!
+//! Only this process can call it: the agent is handed a fresh secret on its standard input (a
+//! pipe no one else holds; never a command line or an environment, which other users can read
+//! in /proc) and refuses every call without it. Loopback is open to every user of the machine,
+//! and the agent runs commands as this user (root, often).
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -47,6 +52,15 @@ pub enum LocalAgentError {
 pub struct LocalAgent {
     child: Child,
     addr: SocketAddr,
+    /// What every call must carry (`--secret-stdin`).
+    secret: String,
+}
+
+/// A fresh secret: 32 bytes of the kernel's randomness, in hex.
+fn new_secret() -> std::io::Result<String> {
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 impl LocalAgent {
@@ -58,11 +72,22 @@ impl LocalAgent {
             exe: "current executable".into(),
             source,
         })?;
+        let secret = new_secret().map_err(|source| LocalAgentError::Spawn {
+            exe: "/dev/urandom (the local agent's secret)".into(),
+            source,
+        })?;
         let mut command = Command::new(&exe);
         command
-            // This machine's own agent, for this user's own commands: exec is allowed.
-            .args(["agent", "--listen", "127.0.0.1:0", "--allow-exec"])
-            .stdin(Stdio::null())
+            // This machine's own agent, for this user's own commands: exec is allowed, and
+            // only this process, which holds the secret, can ask for it.
+            .args([
+                "agent",
+                "--listen",
+                "127.0.0.1:0",
+                "--allow-exec",
+                "--secret-stdin",
+            ])
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             // The store (a PostgreSQL password, perhaps) is the controller's: the agent never
@@ -83,6 +108,18 @@ impl LocalAgent {
             exe: exe.display().to_string(),
             source,
         })?;
+        // The secret, then end of file: the agent reads one line before it listens.
+        let mut stdin = child.stdin.take().expect("stdin is piped");
+        let handed = stdin.write_all(format!("{secret}\n").as_bytes());
+        drop(stdin);
+        if let Err(source) = handed {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(LocalAgentError::Spawn {
+                exe: "the local agent's standard input".into(),
+                source,
+            });
+        }
         let stdout = child.stdout.take().expect("stdout is piped");
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new()
@@ -101,6 +138,7 @@ impl LocalAgent {
         let mut agent = Self {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            secret,
         };
         let line = match rx.recv_timeout(START_TIMEOUT) {
             Ok(Ok(line)) => line,
@@ -127,6 +165,11 @@ impl LocalAgent {
     /// Where the agent listens.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The secret every call to it carries.
+    pub fn secret(&self) -> &str {
+        &self.secret
     }
 
     /// The agent's process id.

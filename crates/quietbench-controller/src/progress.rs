@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::report::remote_text::escape_remote;
+
 /// Above this many hosts a line each would scroll the terminal: the bar's message counts them.
 const MAX_HOST_LINES: usize = 16;
 
@@ -113,13 +115,16 @@ pub struct HostProgress {
 }
 
 impl HostProgress {
-    /// What the host does now (its line's message).
+    /// What the host does now (its line's message). Host lines are one line each and quote
+    /// the agent (its units, its errors), so their text is escaped here ([`escape_remote`]);
+    /// text escaped before reads the same.
     pub fn status(&self, text: String) {
-        self.bar.set_message(text);
+        self.bar.set_message(escape_remote(&text).into_owned());
     }
 
     /// A trial finished: `summary` names it and its figure.
     pub fn trial_done(&self, summary: &str) {
+        let summary = escape_remote(summary);
         self.bar.inc(1);
         self.done.fetch_add(1, Ordering::Relaxed);
         self.bar.set_message(format!("latest: {summary}"));
@@ -131,7 +136,7 @@ impl HostProgress {
 
     /// Something the user must see about this host (a lost agent, a retry), by name.
     pub fn say(&self, text: &str) {
-        let text = format!("quietbench: host {}: {text}", self.label);
+        let text = format!("quietbench: host {}: {}", self.label, escape_remote(text));
         if self.lines {
             eprintln!("{text}");
         } else {
@@ -141,6 +146,7 @@ impl HostProgress {
 
     /// The host failed: said at once, by name, whatever the display.
     pub fn failed(&self, error: &str) {
+        let error = escape_remote(error);
         self.bar.set_message(format!("FAILED: {error}"));
         self.bar.abandon();
         // Its unrun trials leave the overall count, so the bar still ends full.

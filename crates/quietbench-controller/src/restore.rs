@@ -11,8 +11,12 @@ pub async fn restore_all(targets: &[Target], progress: &Progress) -> bool {
     for (index, target) in targets.iter().cloned().enumerate() {
         restoring.spawn(async move {
             let restored = async {
-                let mut conn =
-                    AgentConnection::connect(&target.address, target.label.clone()).await?;
+                let mut conn = AgentConnection::connect_with(
+                    &target.address,
+                    target.label.clone(),
+                    &target.access,
+                )
+                .await?;
                 conn.restore().await
             }
             .await;

@@ -286,6 +286,19 @@ impl Session {
             Ok(stop(run, planned))
         };
         let mut targets: Vec<Target> = Vec::new();
+        if self.fleet.kind() == "ec2" {
+            // Before the first launch: a controller killed while launching leaves its run in
+            // the ledger, and `quietbench gc` on this machine collects it at once.
+            let entry = LedgerEntry::new(&run.run_id, "ec2", run.settings.tune, &[]);
+            if let Err(err) = ledger.record(&entry) {
+                progress.line(&format!(
+                    "quietbench: warning: cannot record the run in {} ({err:#}); if this \
+                     controller is killed, `quietbench gc` removes its instances only when \
+                     their lease expires",
+                    ledger.dir().display()
+                ));
+            }
+        }
         let outcome = rt.block_on(async {
             let acquired = tokio::select! {
                 acquired = self.fleet.acquire(&progress) => Some(acquired),
@@ -401,18 +414,37 @@ impl Session {
     }
 }
 
+/// Host failures, those for one reason together: 20 hosts refused for the same cause read as
+/// one line naming the 20, not 20 lines. A reason is the error with the host's own address
+/// taken out (messages name the agent they are about).
+fn group_failures<'a>(failures: impl Iterator<Item = (&'a str, &'a str)>) -> Vec<String> {
+    let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
+    for (address, error) in failures {
+        let reason = error
+            .replace(&format!("agent {address}: "), "")
+            .replace(address, "HOST");
+        match groups.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, hosts)) => hosts.push(address),
+            None => groups.push((reason, vec![address])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(reason, hosts)| match hosts.as_slice() {
+            [one] => format!("{one}: {}", reason.replace("HOST", one)),
+            many => format!("{} hosts ({}): {reason}", many.len(), many.join(", ")),
+        })
+        .collect()
+}
+
 /// One sentence for a run some of whose hosts failed: which, why, and what is missing (and,
 /// when the run is kept, how to run it).
 fn describe_host_failures(run: &RunRecord, fresh: bool) -> String {
     let missing = crate::record::missing_trials(run);
-    let hosts: Vec<String> = run
-        .host_failures
-        .iter()
-        .map(|f| {
-            let address = run.hosts.get(f.host).map_or("?", |h| h.address.as_str());
-            format!("{address}: {}", f.error)
-        })
-        .collect();
+    let hosts = group_failures(run.host_failures.iter().map(|f| {
+        let address = run.hosts.get(f.host).map_or("?", |h| h.address.as_str());
+        (address, f.error.as_str())
+    }));
     // A fresh run that measured nothing is not kept: there is nothing to resume.
     let resume = if fresh && nothing_measured(run) {
         String::new()
@@ -426,4 +458,35 @@ fn describe_host_failures(run: &RunRecord, fresh: bool) -> String {
         missing.iter().map(|m| m.trials.len()).sum::<usize>(),
         hosts.join("; ")
     )
+}
+
+#[cfg(test)]
+mod failure_tests {
+    use super::group_failures;
+
+    #[test]
+    fn hosts_failing_for_one_reason_are_one_line() {
+        let failures = [
+            (
+                "10.0.0.1:7700",
+                "agent 10.0.0.1:7700: the agent refused our token: wrong token",
+            ),
+            (
+                "10.0.0.2:7700",
+                "agent 10.0.0.2:7700: the agent refused our token: wrong token",
+            ),
+            (
+                "10.0.0.3:7700",
+                "cannot reach 10.0.0.3:7700: connection refused",
+            ),
+        ];
+        let lines = group_failures(failures.iter().copied());
+        assert_eq!(
+            lines,
+            [
+                "2 hosts (10.0.0.1:7700, 10.0.0.2:7700): the agent refused our token: wrong token",
+                "10.0.0.3:7700: cannot reach 10.0.0.3:7700: connection refused",
+            ]
+        );
+    }
 }

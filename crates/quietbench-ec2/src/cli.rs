@@ -108,6 +108,19 @@ pub fn fleet(command: FleetCommand) -> ExitCode {
     }))
 }
 
+/// The EC2 runs in this machine's fleet ledger whose controller is gone (killed before it
+/// released its fleet): collected at once, without waiting for their lease to expire.
+pub fn orphaned_runs(
+    entries: &[quietbench_controller::fleet::LedgerEntry],
+    gone: impl Fn(&quietbench_controller::fleet::LedgerEntry) -> bool,
+) -> Vec<String> {
+    entries
+        .iter()
+        .filter(|e| e.kind == "ec2" && gone(e))
+        .map(|e| e.run_id.clone())
+        .collect()
+}
+
 /// Runs `gc`.
 pub fn gc(args: GcArgs) -> ExitCode {
     report(runtime().and_then(|rt| {
@@ -117,10 +130,28 @@ pub fn gc(args: GcArgs) -> ExitCode {
                 Some(run) => Selection::Run(run.clone()),
                 None => Selection::Expired(SystemTime::now()),
             };
-            let outcome = collect(&ec2, &selection, args.dry_run, &|line| {
-                eprintln!("quietbench: {line}");
-            })
-            .await;
+            let ledger = quietbench_controller::fleet::Ledger::default_location();
+            let orphans = if args.run.is_none() {
+                let entries: Vec<_> = ledger.entries()?.into_iter().flatten().collect();
+                orphaned_runs(&entries, |e| e.holder.as_ref().is_none_or(|h| h.is_gone()))
+            } else {
+                Vec::new()
+            };
+            let say = |line: &str| eprintln!("quietbench: {line}");
+            let mut outcome = collect(&ec2, &selection, args.dry_run, &say).await;
+            for run in &orphans {
+                say(&format!(
+                    "run {run}: its controller on this machine is gone; collecting its \
+                     resources now, not when its lease expires"
+                ));
+                let of_run = collect(&ec2, &Selection::Run(run.clone()), args.dry_run, &say).await;
+                if of_run.errors.is_empty() && !args.dry_run {
+                    ledger.forget(run)?;
+                }
+                outcome.deleted.extend(of_run.deleted);
+                outcome.kept.extend(of_run.kept);
+                outcome.errors.extend(of_run.errors);
+            }
             for line in &outcome.deleted {
                 println!("{line}");
             }
@@ -154,5 +185,33 @@ fn report(result: anyhow::Result<bool>) -> ExitCode {
             eprintln!("quietbench: error: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod orphan_tests {
+    use quietbench_controller::fleet::LedgerEntry;
+
+    use super::orphaned_runs;
+
+    fn entry(run: &str, kind: &str) -> LedgerEntry {
+        LedgerEntry {
+            run_id: run.into(),
+            kind: kind.into(),
+            holder: None,
+            tuned: false,
+            hosts: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn only_ec2_runs_whose_controller_is_gone_are_collected_early() {
+        let entries = [
+            entry("dead-ec2", "ec2"),
+            entry("live-ec2", "ec2"),
+            entry("dead-static", "static"),
+        ];
+        let gone = |e: &LedgerEntry| e.run_id.starts_with("dead");
+        assert_eq!(orphaned_runs(&entries, gone), ["dead-ec2"]);
     }
 }

@@ -16,6 +16,7 @@ pub mod ebs_nvme;
 pub mod ethtool;
 pub mod fingerprint;
 pub mod imds;
+pub mod input;
 pub mod interrupts;
 pub mod journal;
 pub mod kernel;
@@ -24,6 +25,7 @@ mod proc_table;
 pub mod procstat;
 mod root;
 pub mod smaps;
+pub mod sockets;
 #[cfg(test)]
 mod test_fixtures;
 pub mod topology;

@@ -8,12 +8,15 @@
 //! at once, so `qd` requests stay at the device, as fio keeps its iodepth.
 //!
 //! A block device is opened read-only unless `destructive=true`: a write mode on a device
-//! without it is refused before anything is opened.
+//! without it is refused before anything is opened. A file is written only when the probe
+//! created it (its mark is in the file's first block) or the user said `destructive=true`; a
+//! file that is neither is refused in every mode, `mode=read` included, since laying out a
+//! short file writes it (`disk/target.rs` has the rules).
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::spec::IntParam;
 use crate::{
@@ -145,13 +148,15 @@ const TEXTS: &[TextParam] = &[
     (
         "path",
         "",
-        "a file (created and filled with data if missing or short) or a block device",
+        "an absolute path: a new file (created and filled with data), a file an earlier disk \
+         probe created, or a block device",
     ),
     ("mode", "read", "read, write or mixed"),
     (
         "destructive",
         "false",
-        "true to allow writing a block device (destroys its data)",
+        "true to allow writing a block device, or a file no disk probe created (destroys its \
+         data)",
     ),
     (
         "engine",
@@ -183,6 +188,12 @@ struct Config {
     threads: usize,
     engine: EngineKind,
     writable: bool,
+    destructive: bool,
+    /// Where the target's data starts: after the mark's block in a file, 0 on a device.
+    base: u64,
+    /// The file laid out for this trial, once, by whichever thread comes first: the others
+    /// wait, then open that very file.
+    prepared: OnceLock<Result<target::FileId, String>>,
 }
 
 /// Resolves disk.seq and disk.rand.
@@ -215,6 +226,7 @@ pub fn resolve(
     let destructive = p.flag("destructive")?;
     let engine = engine_param(&p)?;
     let block = request_bytes(&p, "block_kib")?;
+    target::require_absolute(&path).map_err(|why| p.bad("path", why))?;
     let target = target::inspect(&path).map_err(|why| p.bad("path", why))?;
     let writes = mode != Mode::Read;
     let size = match target.kind {
@@ -231,6 +243,18 @@ pub fn resolve(
                     ),
                 });
             }
+            if writes && is_symlink(&path) {
+                let real = std::fs::canonicalize(&path)
+                    .map(|r| format!(" ({})", r.display()))
+                    .unwrap_or_default();
+                return Err(p.bad(
+                    "path",
+                    format!(
+                        "{} is a symbolic link: a device is written only by its real path{real}",
+                        path.display()
+                    ),
+                ));
+            }
             let device = target::usable(target.size.unwrap_or(0));
             if p.given("size_mib") {
                 let asked = p.int("size_mib") * MIB;
@@ -245,7 +269,11 @@ pub fn resolve(
                 device
             }
         }
-        TargetKind::File => p.int("size_mib") * MIB,
+        TargetKind::File => {
+            target::check_file_target(&path, destructive).map_err(|why| p.bad("path", why))?;
+            // The file is size_mib long; its first block is the probe's mark, not data.
+            p.int("size_mib") * MIB - target::HEADER_BYTES
+        }
     };
     let threads = p.int("threads") as usize;
     if size / threads as u64 / block == 0 {
@@ -262,11 +290,20 @@ pub fn resolve(
     if !matches!(mode, Mode::Mixed { .. }) {
         resolved.remove("read_pct");
     }
-    resolved.insert("size_mib".into(), (size / MIB).to_string());
+    let size_mib = match target.kind {
+        TargetKind::File => p.int("size_mib"),
+        TargetKind::BlockDevice => size / MIB,
+    };
+    resolved.insert("size_mib".into(), size_mib.to_string());
     resolved.insert("path".into(), path.display().to_string());
     resolved.insert("mode".into(), p.text("mode"));
     resolved.insert("destructive".into(), destructive.to_string());
     resolved.insert("engine".into(), engine.name().to_string());
+    // Where the data starts: after the mark's block in a file, at 0 on a device.
+    let base = match target.kind {
+        TargetKind::File => target::HEADER_BYTES,
+        TargetKind::BlockDevice => 0,
+    };
     let config = Arc::new(Config {
         probe,
         target,
@@ -279,6 +316,9 @@ pub fn resolve(
         threads,
         engine,
         writable: writes,
+        destructive,
+        base,
+        prepared: OnceLock::new(),
     });
     Ok(ProbeSpec {
         name: probe,
@@ -297,16 +337,26 @@ pub fn resolve(
     })
 }
 
-/// The file a thread's queue works on: a file is laid out first (once, under a lock).
-fn open_target(
-    target: &TargetInfo,
-    size: u64,
-    write: bool,
-    seed: u64,
-) -> Result<Arc<File>, String> {
-    if target.kind == TargetKind::File {
-        target::prepare_file(&target.path, size, seed)?;
-    }
+/// Whether `path` itself is a symbolic link.
+fn is_symlink(path: &std::path::Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
+}
+
+/// The file a thread's queue works on: a file is laid out first (once per trial).
+fn open_target(config: &Config, seed: u64) -> Result<Arc<File>, String> {
+    let target = &config.target;
+    let prepared = match target.kind {
+        TargetKind::File => Some(
+            config
+                .prepared
+                .get_or_init(|| {
+                    target::prepare_file(&target.path, config.size, seed, config.destructive)
+                        .map(|p| p.id)
+                })
+                .clone()?,
+        ),
+        TargetKind::BlockDevice => None,
+    };
     // The kind is re-read: the path may have changed since the parameters were checked, and a
     // device must never be opened for writing on the strength of an old look.
     let now = target::inspect(&target.path)?;
@@ -318,7 +368,20 @@ fn open_target(
             now.kind
         ));
     }
-    target::open_direct(&target.path, target.kind, write).map(Arc::new)
+    let file = target::open_direct(&target.path, target.kind, config.writable)?;
+    if let Some(id) = prepared {
+        use std::os::unix::fs::MetadataExt;
+        let meta = file
+            .metadata()
+            .map_err(|e| format!("cannot stat {}: {e}", target.path.display()))?;
+        if (meta.dev(), meta.ino()) != id {
+            return Err(format!(
+                "{} was replaced after it was laid out: refusing to use another file",
+                target.path.display()
+            ));
+        }
+    }
+    Ok(Arc::new(file))
 }
 
 /// One thread of disk.seq or disk.rand.
@@ -338,7 +401,7 @@ struct RwWorkload {
 impl RwWorkload {
     fn new(config: Arc<Config>, thread: usize) -> Result<Self, String> {
         let seed = 0x5157_6265_6e63_6800 ^ thread as u64;
-        let file = open_target(&config.target, config.size, config.writable, seed)?;
+        let file = open_target(&config, seed)?;
         let (region_start, region_len) = stripe(config.size, config.threads, thread, config.block);
         let queue = IoQueue::new(
             config.engine,
@@ -382,7 +445,7 @@ impl RwWorkload {
             };
             b
         };
-        let offset = self.region_start + block * self.config.block;
+        let offset = self.config.base + self.region_start + block * self.config.block;
         self.slot_offset[slot] = offset;
         self.slot_write[slot] = write;
         self.queue

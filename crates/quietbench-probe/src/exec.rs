@@ -13,6 +13,12 @@
 //! The command runs without a shell (argv split like a shell would, no expansion), so no shell's
 //! start-up is part of each sample; `shell=true` runs `/bin/sh -c CMD` for commands that need
 //! one, and then the shell is part of what is measured.
+//!
+//! Every command runs in a process group of its own, killed whole when the command ends, when
+//! the trial is cancelled or its caller goes away, and when the command runs past the trial's
+//! deadline (its duration plus a grace: see [`crate::spec::TrialBounds`]), which fails the
+//! trial; see `child.rs`. Its standard input is /dev/null: in a group of its own, a command
+//! reading the agent's terminal would be stopped (SIGTTIN) rather than read it.
 
 use std::collections::BTreeMap;
 use std::ffi::{CString, c_char};
@@ -26,9 +32,11 @@ use std::time::Instant;
 use crate::rng::Rng;
 use crate::{MetricSet, Samples, Step, Workload};
 
+mod child;
 mod duet;
 mod metric_sets;
 mod resolve;
+use child::{Group, Stopped, Watch};
 use duet::{Rendezvous, runs_b};
 pub use metric_sets::{
     COUNTED_METRIC_SETS, METRIC_SETS, PAIRED_COUNTED_METRIC_SETS, PAIRED_METRIC_SETS,
@@ -73,6 +81,23 @@ pub struct ExecWorkload {
     duet: Option<(usize, Arc<Rendezvous>)>,
     /// Duet pairs run so far (the same on both threads).
     pairs: u64,
+    /// The trial's cancel flag and deadline, which every wait for a command watches.
+    watch: Watch,
+}
+
+/// Why an invocation gave no figures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Halt {
+    /// The trial was cancelled while the command ran: it was killed, and nothing is recorded.
+    Cancelled,
+    /// The command failed, or was killed past the deadline: the trial fails with this.
+    Failed(String),
+}
+
+impl From<String> for Halt {
+    fn from(message: String) -> Self {
+        Halt::Failed(message)
+    }
 }
 
 /// One invocation's figures (also what a duet side publishes to the other).
@@ -151,6 +176,7 @@ impl ExecWorkload {
         let stderr = anonymous_file()
             .map_err(|e| format!("cannot create a file for the command's stderr: {e}"))?;
         let devnull = std::fs::OpenOptions::new()
+            .read(true)
             .write(true)
             .open("/dev/null")
             .map_err(|e| format!("cannot open /dev/null: {e}"))?;
@@ -173,7 +199,18 @@ impl ExecWorkload {
             instructions: command.instructions,
             duet: None,
             pairs: 0,
+            // Made inside the factory, where a bounded spec's bounds are in force.
+            watch: Watch::new(crate::spec::bounds_in_force()),
         })
+    }
+
+    /// How failures name command `which`.
+    fn command_name(&self, which: usize) -> &'static str {
+        match (self.commands.len(), which) {
+            (1, _) => "the command",
+            (_, 0) => "command A",
+            _ => "command B",
+        }
     }
 
     /// The next pair's order: true when B goes first.
@@ -181,15 +218,16 @@ impl ExecWorkload {
         self.order.below(2) == 1
     }
 
-    /// Runs command `which` (0 = A, 1 = B) once: its figures or why it failed.
-    fn run_once(&mut self, which: usize) -> Result<Invocation, String> {
+    /// Runs command `which` (0 = A, 1 = B) once: its figures, or why there are none.
+    fn run_once(&mut self, which: usize) -> Result<Invocation, Halt> {
+        self.watch.start();
         self.stderr
             .set_len(0)
             .map_err(|e| format!("cannot reset the stderr file: {e}"))?;
         self.stderr
             .seek(SeekFrom::Start(0))
             .map_err(|e| e.to_string())?;
-        let (err_fd, out_fd) = (self.stderr.as_raw_fd(), self.devnull.as_raw_fd());
+        let (err_fd, null_fd) = (self.stderr.as_raw_fd(), self.devnull.as_raw_fd());
         // Counting instructions, the child waits at a pipe until its counter is attached (the
         // counter starts at its exec, so it must exist before the exec).
         let gate = if self.instructions {
@@ -203,22 +241,26 @@ impl ExecWorkload {
         let gate_read = gate.as_ref().map_or(-1, |(r, _)| r.as_raw_fd());
         let started = Instant::now();
         // SAFETY: fork in a multi-threaded process is sound when the child makes only
-        // async-signal-safe calls before exec: dup2, chdir, personality, execve and _exit are
-        // system calls, and every pointer they receive was built before the fork.
+        // async-signal-safe calls before exec: setpgid, read, dup2, chdir, personality, execve
+        // and _exit are system calls, and every pointer they receive was built before the fork.
         let pid = unsafe { nix::libc::fork() };
         if pid < 0 {
-            return Err(format!("fork failed: {}", std::io::Error::last_os_error()));
+            return Err(format!("fork failed: {}", std::io::Error::last_os_error()).into());
         }
         if pid == 0 {
             // SAFETY: child side of the fork, see above; _exit never returns.
             unsafe {
+                // Its own process group first, before anything can go wrong: whatever it
+                // starts is killed with it (see child.rs).
+                nix::libc::setpgid(0, 0);
                 if gate_read >= 0 {
                     let mut byte = 0u8;
                     if nix::libc::read(gate_read, (&mut byte as *mut u8).cast(), 1) != 1 {
                         nix::libc::_exit(127);
                     }
                 }
-                nix::libc::dup2(out_fd, 1);
+                nix::libc::dup2(null_fd, 0);
+                nix::libc::dup2(null_fd, 1);
                 nix::libc::dup2(err_fd, 2);
                 if let Some(dir) = &self.cwd
                     && nix::libc::chdir(dir.as_ptr()) != 0
@@ -244,24 +286,29 @@ impl ExecWorkload {
                 nix::libc::_exit(127);
             }
         }
+        let mut group = Group::adopt(pid);
         let counter = match gate {
             Some((_, write_end)) => {
-                let counter = crate::perf_counter::InstructionCounter::attach(pid);
+                let counter = crate::perf_counter::InstructionCounter::attach(group.pid());
                 // Released whatever happened: a child left waiting would never be reaped.
                 let _ = nix::unistd::write(&write_end, &[1]);
                 Some(counter)
             }
             None => None,
         };
-        let mut status = 0;
-        // SAFETY: an all-zero rusage is a valid value; wait4 writes it.
-        let mut usage: nix::libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: pid is our child; status and usage are valid, writable locations.
-        let waited = unsafe { nix::libc::wait4(pid, &mut status, 0, &mut usage) };
+        let waited = group.wait_exit(&self.watch);
         let wall = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        if waited != pid {
-            return Err(format!("wait4 failed: {}", std::io::Error::last_os_error()));
+        // Ended or stopped, whatever is left of its group goes now (`sleep 300 &`).
+        group.kill();
+        let ended = group.reap().map_err(|e| format!("wait4 failed: {e}"))?;
+        match waited {
+            Ok(()) => {}
+            Err(Stopped::Cancelled) => return Err(Halt::Cancelled),
+            Err(Stopped::Overran) => {
+                return Err(Halt::Failed(self.watch.overran(self.command_name(which))));
+            }
         }
+        let (status, usage) = (ended.status, ended.usage);
         let code = if nix::libc::WIFEXITED(status) {
             Some(nix::libc::WEXITSTATUS(status))
         } else {
@@ -270,12 +317,12 @@ impl ExecWorkload {
         if code != Some(0) {
             let tail = self.stderr_tail();
             if code == Some(125) && tail.contains(PERSONALITY_REFUSED_WORDS) {
-                return Err(
+                return Err(Halt::Failed(
                     "aslr=off cannot be measured here: personality(ADDR_NO_RANDOMIZE) was refused \
                      (systemd's LockPersonality=, or a seccomp filter); run with aslr=on or lift \
                      the restriction"
                         .to_string(),
-                );
+                ));
             }
             let how = match code {
                 Some(126) => "could not enter its working directory (exit status 126)".to_string(),
@@ -283,12 +330,10 @@ impl ExecWorkload {
                 Some(c) => format!("exited with status {c}"),
                 None => format!("was killed by signal {}", nix::libc::WTERMSIG(status)),
             };
-            let name = match (self.commands.len(), which) {
-                (1, _) => "the command",
-                (_, 0) => "command A",
-                _ => "command B",
-            };
-            return Err(format!("{name} {how}; its stderr ended with: {tail}"));
+            let name = self.command_name(which);
+            return Err(Halt::Failed(format!(
+                "{name} {how}; its stderr ended with: {tail}"
+            )));
         }
         let cpu =
             |t: nix::libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
@@ -308,7 +353,7 @@ impl ExecWorkload {
     }
 
     /// Runs A and B back to back in a random order and records both and their ratios.
-    fn run_pair(&mut self, samples: &mut Samples<'_>) -> Result<(), String> {
+    fn run_pair(&mut self, samples: &mut Samples<'_>) -> Result<(), Halt> {
         let (a, b) = if self.b_first() {
             let b = self.run_once(1)?;
             (self.run_once(0)?, b)
@@ -329,7 +374,7 @@ impl ExecWorkload {
         me: usize,
         rendezvous: &Rendezvous,
         samples: &mut Samples<'_>,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, Halt> {
         let pair = self.pairs;
         let b = runs_b(me, pair);
         if !rendezvous.meet(me, 2 * pair) {
@@ -443,8 +488,9 @@ impl Workload for ExecWorkload {
         };
         match outcome {
             Ok(true) => Step::Recorded,
-            Ok(false) => Step::Finished,
-            Err(message) => {
+            // Cancelled mid-command: the command is gone, and the trial ends as cancelled.
+            Ok(false) | Err(Halt::Cancelled) => Step::Finished,
+            Err(Halt::Failed(message)) => {
                 self.error = Some(message);
                 Step::Failed
             }
@@ -463,5 +509,7 @@ impl Workload for ExecWorkload {
     }
 }
 
+#[cfg(test)]
+mod bounds_tests;
 #[cfg(test)]
 mod tests;

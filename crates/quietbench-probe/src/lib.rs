@@ -8,6 +8,7 @@
 
 pub mod affinity;
 pub mod catalog;
+pub mod context;
 pub mod disk;
 pub mod exec;
 pub mod histogram;
@@ -24,7 +25,8 @@ pub mod spawn;
 pub mod spec;
 mod worker;
 
-pub use catalog::resolve_probe;
+pub use catalog::{resolve_probe, resolve_probe_in};
+pub use context::ProbeContext;
 pub use placement::{PlacementError, PlacementPlan, plan_placement};
 pub use runner::{
     IntervalReport, MetricSetReport, RunError, ThreadPlacement, TrialEvent, TrialOutcome,

@@ -2,8 +2,11 @@
 //!
 //! The agent and the controller depend on each other only through this crate, so either can be
 //! replaced by other tooling that speaks `quietbench.v1`. The code is generated at build time from
-//! `proto/quietbench/v1` (see build.rs); this file only exposes it.
+//! `proto/quietbench/v1` (see build.rs); this file only exposes it. Beside it, what both ends'
+//! servers share: the connection gate ([`gate`]) that keeps strangers from locking out the
+//! callers a server is for.
 
+pub mod gate;
 pub mod histogram;
 pub mod metrics;
 pub mod roles;

@@ -398,7 +398,7 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
         Some(spec) => Session::for_ec2(spec, false, FailurePolicy::default())?,
         None => Session::for_hosts(
             req.local,
-            super::agent_entries(&req.agents),
+            super::agent_entries(&req.agents)?,
             &[],
             false,
             FailurePolicy::default(),

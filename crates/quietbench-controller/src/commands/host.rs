@@ -28,12 +28,15 @@ pub fn host(local: bool, agent: Option<String>, json_out: bool) -> anyhow::Resul
             label: address.clone(),
             obtained: "--agent".into(),
             instance_id: None,
+            access: crate::connection::AgentAccess::Fleet,
             peer: None,
         },
         (None, None) => anyhow::bail!("give --local or --agent HOST:PORT"),
     };
     let host = runtime()?.block_on(async {
-        let mut conn = AgentConnection::connect(&target.address, target.label.clone()).await?;
+        let mut conn =
+            AgentConnection::connect_with(&target.address, target.label.clone(), &target.access)
+                .await?;
         conn.get_host().await
     })?;
     let record = HostRecord {

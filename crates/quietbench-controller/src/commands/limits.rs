@@ -181,8 +181,9 @@ pub fn candidates(req: &LimitsRequest) -> anyhow::Result<Vec<Candidate>> {
     let cache_path = req.cache.clone().unwrap_or_else(default_path);
     let prices = match &req.prices {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| anyhow::anyhow!("cannot read --prices {}: {e}", path.display()))?;
+            let text =
+                quietbench_host::input::read_text(path, quietbench_host::input::MAX_INPUT_BYTES)
+                    .map_err(|e| anyhow::anyhow!("cannot read --prices {}: {e}", path.display()))?;
             parse_prices(&text).map_err(|e| anyhow::anyhow!("--prices {}: {e}", path.display()))?
         }
         None => BTreeMap::new(),

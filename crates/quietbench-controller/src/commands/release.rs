@@ -60,6 +60,11 @@ pub fn release(ledger: &Ledger, run: Option<&str>) -> anyhow::Result<ExitCode> {
                     }
                 );
             }
+            Action::Gc => println!(
+                "run {}: an EC2 fleet whose controller is gone: `quietbench gc` terminates its \
+                 instances and deletes what it made (at once on this machine)",
+                entry.run_id
+            ),
             Action::RestoreHere => {
                 let agent = LocalAgent::start()?;
                 let target = local_target(&agent, "local agent");
@@ -84,6 +89,7 @@ pub fn release(ledger: &Ledger, run: Option<&str>) -> anyhow::Result<ExitCode> {
                         label: h.label.clone(),
                         obtained: h.obtained.clone(),
                         instance_id: h.instance_id.clone(),
+                        access: crate::connection::AgentAccess::Fleet,
                         peer: None,
                     })
                     .collect();

@@ -91,7 +91,7 @@ pub fn run(req: RunRequest) -> anyhow::Result<ExitCode> {
         } else {
             req.probes
         },
-        params: req.params.into_iter().collect(),
+        params: super::param_map(req.params)?,
         rounds: req.rounds,
         duration_ms: req.duration.as_millis() as u64,
         interval_ms: req.interval.min(req.duration).as_millis() as u64,
@@ -145,7 +145,7 @@ pub fn run(req: RunRequest) -> anyhow::Result<ExitCode> {
     } else {
         let hosts = match &req.hosts_file {
             Some(path) => crate::fleet::read_hosts_file(path)?,
-            None => agent_entries(&req.agents),
+            None => agent_entries(&req.agents)?,
         };
         Session::for_hosts(req.local, hosts, &req.peers, wants_peer, policy)?
     };

@@ -247,7 +247,7 @@ pub fn resume(db: Option<&Path>, run: &str, agents: &[String]) -> anyhow::Result
     let hosts = if local {
         Vec::new()
     } else {
-        super::agent_entries(&addresses)
+        super::agent_entries(&addresses)?
     };
     let session = Session::for_hosts(local, hosts, &[], wants_peer, FailurePolicy::default())?;
     let outputs = Outputs::new(None, None, None, Some(store.path()), false)?.resuming(stored_hosts);

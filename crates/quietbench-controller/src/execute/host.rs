@@ -7,7 +7,8 @@ use std::sync::Arc;
 use quietbench_proto::v1 as pb;
 use tokio::sync::{Mutex, OwnedMutexGuard, mpsc, watch};
 
-use crate::connection::{AgentConnection, AgentError};
+use crate::connection::intake::RunBudget;
+use crate::connection::{AgentAccess, AgentConnection, AgentError};
 use crate::fleet::Target;
 use crate::progress::HostProgress;
 use crate::record::{IntervalRecord, RunSettings, TrialRecord, trial_metrics};
@@ -106,6 +107,8 @@ pub struct HostTask {
     pub locks: AgentLocks,
     /// How long a lost agent is waited for before the host fails; `None`: not at all.
     pub reconnect_within: Option<std::time::Duration>,
+    /// The bytes the run's trial records may hold, shared by every host of the run.
+    pub budget: RunBudget,
 }
 
 impl HostTask {
@@ -174,7 +177,10 @@ impl HostTask {
                     | AgentError::Unreachable { .. }
             )
         );
-        let Some(window) = self.reconnect_within.filter(|_| connection_lost) else {
+        // A local agent is this controller's child: one that lost its connection has died
+        // (the fleet reports how at once), and no agent will come back on its address.
+        let local = matches!(self.target.access, AgentAccess::Local { .. });
+        let Some(window) = self.reconnect_within.filter(|_| connection_lost && !local) else {
             return Err(lost);
         };
         self.progress.say(&format!(
@@ -210,13 +216,21 @@ impl HostTask {
     }
 
     async fn reconnect_once(&mut self) -> Result<(), AgentError> {
-        let mut conn =
-            AgentConnection::connect(&self.target.address, self.target.label.clone()).await?;
+        let mut conn = AgentConnection::connect_with(
+            &self.target.address,
+            self.target.label.clone(),
+            &self.target.access,
+        )
+        .await?;
         conn.get_host().await?;
         let peer = match &self.peer {
             Some(p) => {
-                let mut peer_conn =
-                    AgentConnection::connect(&p.target.address, p.target.label.clone()).await?;
+                let mut peer_conn = AgentConnection::connect_with(
+                    &p.target.address,
+                    p.target.label.clone(),
+                    &p.target.access,
+                )
+                .await?;
                 peer_conn.get_host().await?;
                 Some(peer_conn)
             }
@@ -321,7 +335,7 @@ impl HostTask {
         let progress = self.progress.clone();
         let completed = self
             .conn
-            .run_probe(request, |event| {
+            .run_probe_within(request, &self.budget, |event| {
                 if let pb::probe_event::Event::Interval(i) = event {
                     progress.status(format!(
                         "{what}: interval {} {}",
@@ -336,12 +350,33 @@ impl HostTask {
             peer_flow_cpus = peer.conn.stop_peer().await;
         }
         let completed = completed?;
+        // This controller never cancels a trial it waits for (an interrupted run stops by
+        // hanging up): a cancelled one was stopped by someone else, or by the agent shutting
+        // down, and a run that quietly lost a trial would pass one trial short.
+        if completed.result.cancelled {
+            return Err(AgentError::Protocol {
+                agent: self.conn.label().to_string(),
+                what: format!(
+                    "trial {} was cancelled on the agent, not by this run (another caller of the \
+                     agent, or the agent stopping): the run cannot count it",
+                    completed.result.trial_id
+                ),
+            }
+            .into());
+        }
         let metrics = trial_metrics(&completed.result, &completed.intervals).map_err(|e| {
             AgentError::Protocol {
                 agent: self.conn.label().to_string(),
                 what: e.to_string(),
             }
         })?;
+        let interval_records = completed
+            .intervals
+            .iter()
+            .map(IntervalRecord::from_wire)
+            .collect();
+        // The record goes to the run's writer, which keeps it for the run.
+        completed.retained.keep();
         Ok(TrialRecord {
             probe: probe.clone(),
             variant: spec.name.clone(),
@@ -376,11 +411,7 @@ impl HostTask {
             noise: completed.result.noise.clone(),
             peer: peer_address,
             block_device: completed.result.block_device.clone(),
-            interval_records: completed
-                .intervals
-                .iter()
-                .map(IntervalRecord::from_wire)
-                .collect(),
+            interval_records,
         })
     }
 }

@@ -20,6 +20,7 @@ use tokio::task::JoinSet;
 pub use host::{headline, with_peer_flows};
 
 use crate::connection::AgentConnection;
+use crate::connection::intake::RunBudget;
 use crate::fleet::Target;
 use crate::progress::Progress;
 use crate::record::{HostFailure, HostRecord, RunRecord, RunSettings};
@@ -79,7 +80,9 @@ async fn connect(
 ) -> anyhow::Result<Connected> {
     let peer = match &target.peer {
         Some(peer) => {
-            let mut conn = AgentConnection::connect(&peer.address, peer.label.clone()).await?;
+            let mut conn =
+                AgentConnection::connect_with(&peer.address, peer.label.clone(), &peer.access)
+                    .await?;
             let host = conn.get_host().await?;
             Some(PeerLink {
                 conn,
@@ -89,7 +92,9 @@ async fn connect(
         }
         None => None,
     };
-    let mut conn = AgentConnection::connect(&target.address, target.label.clone()).await?;
+    let mut conn =
+        AgentConnection::connect_with(&target.address, target.label.clone(), &target.access)
+            .await?;
     let host = conn.get_host().await?;
     let mut record = HostRecord {
         address: target.address.clone(),
@@ -234,6 +239,9 @@ pub async fn execute(
     let (released_tx, released) = watch::channel(gate.released());
     let (stop_tx, stop) = watch::channel(false);
     let locks = AgentLocks::default();
+    // One budget for all the hosts' trial records: a run's memory is bounded whatever its
+    // agents send, not only each trial's.
+    let budget = RunBudget::default();
     let mut tasks = JoinSet::new();
     let mut task_hosts = HashMap::new();
     for (index, (host, trials)) in connected.into_iter().zip(per_host).enumerate() {
@@ -253,6 +261,7 @@ pub async fn execute(
             progress: host_progress[index].clone(),
             locks: locks.clone(),
             reconnect_within: policy.reconnect_within,
+            budget: budget.clone(),
         };
         let handle = tasks.spawn(task.run());
         task_hosts.insert(handle.id(), index);

@@ -21,9 +21,9 @@ pub enum HostsFileError {
     Read {
         /// The file.
         path: String,
-        /// The OS error.
+        /// Why.
         #[source]
-        source: std::io::Error,
+        source: quietbench_host::input::InputError,
     },
     /// A line is not `HOST:PORT [label]`.
     #[error("{path} line {line}: {why} (each line is HOST:PORT, optionally followed by a label)")]
@@ -43,10 +43,11 @@ pub enum HostsFileError {
 /// Reads and parses a hosts file.
 pub fn read_hosts_file(path: &Path) -> Result<Vec<HostEntry>, HostsFileError> {
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| HostsFileError::Read {
-        path: shown.clone(),
-        source,
-    })?;
+    let text = quietbench_host::input::read_text(path, quietbench_host::input::MAX_INPUT_BYTES)
+        .map_err(|source| HostsFileError::Read {
+            path: shown.clone(),
+            source,
+        })?;
     parse_hosts_file(&text, &shown)
 }
 
@@ -66,7 +67,14 @@ pub fn parse_hosts_file(text: &str, path: &str) -> Result<Vec<HostEntry>, HostsF
         };
         let mut words = content.split_whitespace();
         let address = words.next().unwrap_or_default();
-        check_address(address).map_err(bad)?;
+        // The line itself is not shown: `--hosts` may name any file (/etc/passwd, a key), and
+        // an error can travel further than the file may (a service's client).
+        check_address(address).map_err(|why| {
+            bad(format!(
+                "its first word is not an agent's address: {} (the line is not shown)",
+                why.replace(&format!("'{address}'"), "it")
+            ))
+        })?;
         let label = words.collect::<Vec<_>>().join(" ");
         if let Some(earlier) = hosts.iter().find(|h| h.address == address) {
             return Err(bad(format!(
@@ -156,6 +164,22 @@ mod tests {
             assert!(message.contains(words), "{text:?}: {message}");
             assert!(message.contains(&format!("f line {line}")), "{message}");
         }
+    }
+
+    #[test]
+    fn a_line_that_is_not_an_address_is_not_echoed() {
+        // `--hosts /etc/passwd`: the error says what is wrong, never what the file holds.
+        let passwd = "root:x:0:0:root:/root:/bin/bash\n";
+        let message = parse_hosts_file(passwd, "/etc/passwd")
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("/etc/passwd line 1"), "{message}");
+        assert!(!message.contains("root"), "{message}");
+        assert!(!message.contains("/bin/bash"), "{message}");
+        let err = read_hosts_file(Path::new("/dev/zero"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("larger than"), "{err}");
     }
 
     #[test]

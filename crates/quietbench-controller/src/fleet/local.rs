@@ -34,6 +34,9 @@ pub fn local_target(agent: &LocalAgent, role: &str) -> Target {
         label: format!("{} ({role}, pid {})", agent.addr(), agent.pid()),
         obtained: format!("started here (pid {})", agent.pid()),
         instance_id: None,
+        access: crate::connection::AgentAccess::Local {
+            secret: agent.secret().to_string(),
+        },
         peer: None,
     }
 }

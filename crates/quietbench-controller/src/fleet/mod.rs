@@ -38,6 +38,8 @@ pub struct Target {
     pub obtained: String,
     /// The cloud instance it runs on, where the fleet knows it.
     pub instance_id: Option<String>,
+    /// How to reach it: the fleet's identity, or a local agent's own secret.
+    pub access: crate::connection::AgentAccess,
     /// The agent that serves the other end of network probes for this one.
     pub peer: Option<Box<Target>>,
 }

@@ -20,6 +20,10 @@ pub enum Action {
     /// Nothing on the hosts to undo (a local fleet's agents ended with their controller; a
     /// static fleet that was not tuned): forget the entry.
     Forget,
+    /// An EC2 fleet whose controller is gone: its instances are terminated by `quietbench gc`
+    /// (on this machine at once, from this entry; elsewhere when the lease expires), which
+    /// forgets the entry when done. Restoring hosts about to be terminated is pointless.
+    Gc,
 }
 
 /// The rule, pure: a live holder keeps its entry; a dead one's tuned hosts are restored.
@@ -28,6 +32,7 @@ pub fn action(entry: &LedgerEntry, holder_gone: bool) -> Action {
         Some(holder) if !holder_gone => Action::Held { pid: holder.pid },
         // No holder recorded: nothing says it is alive, and only the user's word (`--run`)
         // brings us here for it; see `crate::commands::release::release`.
+        _ if entry.kind == "ec2" => Action::Gc,
         _ if entry.tuned && entry.kind == "local" => Action::RestoreHere,
         _ if entry.tuned => Action::Restore,
         _ => Action::Forget,
@@ -52,6 +57,16 @@ mod tests {
             tuned,
             hosts: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_dead_controllers_ec2_fleet_is_left_to_gc() {
+        assert_eq!(action(&entry("ec2", true, true), true), Action::Gc);
+        assert_eq!(action(&entry("ec2", false, true), true), Action::Gc);
+        assert_eq!(
+            action(&entry("ec2", false, true), false),
+            Action::Held { pid: 42 }
+        );
     }
 
     #[test]

@@ -61,6 +61,7 @@ impl Fleet for StaticFleet {
                     },
                     obtained: host.source.clone(),
                     instance_id: None,
+                    access: crate::connection::AgentAccess::Fleet,
                     peer: self.peers.get(i).or(self.peers.first()).map(|p| {
                         Box::new(Target {
                             address: p.clone(),
@@ -68,6 +69,7 @@ impl Fleet for StaticFleet {
                             label: format!("{p} (peer)"),
                             obtained: "--peer".into(),
                             instance_id: None,
+                            access: crate::connection::AgentAccess::Fleet,
                             peer: None,
                         })
                     }),

@@ -29,7 +29,7 @@ pub enum PlanError {
         /// The file.
         path: PathBuf,
         /// Why.
-        source: std::io::Error,
+        source: quietbench_host::input::InputError,
     },
     /// The plan file was read but is not a valid plan.
     // The inner message is part of this one, and deliberately not a `source`: reports print

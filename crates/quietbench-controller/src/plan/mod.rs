@@ -135,10 +135,11 @@ struct VariantFile {
 /// Reads and checks the plan file at `path`; errors name the file. `default_seed` is the seed
 /// when the plan gives none.
 pub fn read_plan(path: &Path, default_seed: u64) -> Result<Plan, PlanError> {
-    let text = std::fs::read_to_string(path).map_err(|source| PlanError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text = quietbench_host::input::read_text(path, quietbench_host::input::MAX_INPUT_BYTES)
+        .map_err(|source| PlanError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
     let mut plan = parse_plan(&text, default_seed).map_err(|error| PlanError::InFile {
         path: path.to_path_buf(),
         error: Box::new(error),
@@ -283,7 +284,8 @@ pub fn parse_plan(text: &str, default_seed: u64) -> Result<Plan, PlanError> {
             params: BTreeMap::new(),
             rounds,
             duration_ms: duration.as_millis() as u64,
-            interval_ms: interval.as_millis() as u64,
+            // As `run` does: an interval longer than the trial is the trial (agents refuse more).
+            interval_ms: interval.min(duration).as_millis() as u64,
             cpus,
             tune: file.tune,
             unpinned: file.unpinned,

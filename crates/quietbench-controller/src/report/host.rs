@@ -4,6 +4,7 @@ use std::fmt::Write;
 
 use quietbench_host::format_cpu_list;
 
+use super::remote_text::escape_remote;
 use super::table::host_line;
 use crate::record::HostRecord;
 
@@ -30,13 +31,18 @@ fn or_dash(list: &[u32]) -> String {
     }
 }
 
-/// The full description of a host, as text.
+/// One line of agent-supplied text, escaped ([`escape_remote`]).
+fn push_line(out: &mut String, line: std::fmt::Arguments<'_>) {
+    let _ = writeln!(out, "{}", escape_remote(&line.to_string()));
+}
+
+/// The full description of a host, as text. Everything in it but the layout is the agent's.
 pub fn render(host: &HostRecord) -> String {
     let fp = &host.fingerprint;
     let mut out = String::new();
     let _ = writeln!(out, "{}", host_line(host));
     let row = |out: &mut String, key: &str, value: String| {
-        let _ = writeln!(out, "  {key:<13} {value}");
+        push_line(out, format_args!("  {key:<13} {value}"));
     };
     row(&mut out, "hostname", fp.hostname.clone());
     if let Some(k) = &fp.kernel {
@@ -185,35 +191,39 @@ pub fn render(host: &HostRecord) -> String {
         } else {
             "busy sibling"
         };
-        let _ = writeln!(
-            out,
-            "  {:<4} {:<13} {:<5} {:<13} {:<18} {}",
-            r.cpu,
-            role,
-            r.numa_node.map_or("-".into(), |n| n.to_string()),
-            or_dash(&r.smt_siblings),
-            r.window_interrupts,
-            if r.rss_queues.is_empty() {
-                "-".into()
-            } else {
-                r.rss_queues.join(", ")
-            }
+        push_line(
+            &mut out,
+            format_args!(
+                "  {:<4} {:<13} {:<5} {:<13} {:<18} {}",
+                r.cpu,
+                role,
+                r.numa_node.map_or("-".into(), |n| n.to_string()),
+                or_dash(&r.smt_siblings),
+                r.window_interrupts,
+                if r.rss_queues.is_empty() {
+                    "-".into()
+                } else {
+                    r.rss_queues.join(", ")
+                }
+            ),
         );
     }
 
     if !fp.nics.is_empty() {
         let _ = writeln!(out, "\n  NICs");
         for n in &fp.nics {
-            let _ = writeln!(
-                out,
-                "  {:<8} driver {}, mtu {}, {} rx / {} tx queues, NUMA node {}, IRQs {}",
-                n.name,
-                n.driver.as_deref().unwrap_or("?"),
-                n.mtu.map_or("?".into(), |m| m.to_string()),
-                n.rx_queues.map_or("?".into(), |q| q.to_string()),
-                n.tx_queues.map_or("?".into(), |q| q.to_string()),
-                n.numa_node.map_or("-".into(), |x| x.to_string()),
-                or_dash(&n.irqs),
+            push_line(
+                &mut out,
+                format_args!(
+                    "  {:<8} driver {}, mtu {}, {} rx / {} tx queues, NUMA node {}, IRQs {}",
+                    n.name,
+                    n.driver.as_deref().unwrap_or("?"),
+                    n.mtu.map_or("?".into(), |m| m.to_string()),
+                    n.rx_queues.map_or("?".into(), |q| q.to_string()),
+                    n.tx_queues.map_or("?".into(), |q| q.to_string()),
+                    n.numa_node.map_or("-".into(), |x| x.to_string()),
+                    or_dash(&n.irqs),
+                ),
             );
         }
     }
@@ -228,76 +238,84 @@ pub fn render(host: &HostRecord) -> String {
             } else {
                 format!("{} ({})", q.interface, q.device)
             };
-            let _ = writeln!(
-                out,
-                "  IRQ {:<5} {} {} {}: affinity {}, effective {}, serviced by {} ({} in window)",
-                q.irq,
-                name,
-                q.direction,
-                q.queue.map_or("-".into(), |x| x.to_string()),
-                or_dash(&q.affinity_cpus),
-                or_dash(&q.effective_cpus),
-                or_dash(&q.serviced_by),
-                q.window_count
+            push_line(
+                &mut out,
+                format_args!(
+                    "  IRQ {:<5} {} {} {}: affinity {}, effective {}, serviced by {} ({} in window)",
+                    q.irq,
+                    name,
+                    q.direction,
+                    q.queue.map_or("-".into(), |x| x.to_string()),
+                    or_dash(&q.affinity_cpus),
+                    or_dash(&q.effective_cpus),
+                    or_dash(&q.serviced_by),
+                    q.window_count
+                ),
             );
         }
     }
     if !fp.block_devices.is_empty() {
         let _ = writeln!(out, "\n  block devices");
         for b in &fp.block_devices {
-            let _ = writeln!(
-                out,
-                "  {:<8} {} {}, {}, scheduler {}{}",
-                b.name,
-                b.model.as_deref().unwrap_or("unknown model"),
-                b.size_bytes.map_or("?".into(), bytes),
-                match b.rotational {
-                    Some(true) => "rotational",
-                    Some(false) => "non-rotational",
-                    None => "rotational?",
-                },
-                b.scheduler.as_deref().unwrap_or("?"),
-                b.ebs_volume_id
-                    .as_ref()
-                    .map_or(String::new(), |v| format!(", EBS {v}")),
+            push_line(
+                &mut out,
+                format_args!(
+                    "  {:<8} {} {}, {}, scheduler {}{}",
+                    b.name,
+                    b.model.as_deref().unwrap_or("unknown model"),
+                    b.size_bytes.map_or("?".into(), bytes),
+                    match b.rotational {
+                        Some(true) => "rotational",
+                        Some(false) => "non-rotational",
+                        None => "rotational?",
+                    },
+                    b.scheduler.as_deref().unwrap_or("?"),
+                    b.ebs_volume_id
+                        .as_ref()
+                        .map_or(String::new(), |v| format!(", EBS {v}")),
+                ),
             );
         }
     }
     let _ = writeln!(out, "\n  host controls (quietbench prepare)");
     for c in &fp.controls {
-        let _ = writeln!(
-            out,
-            "  {:<13} {:<13} {}",
-            c.control,
-            if c.available {
-                "available"
-            } else {
-                "unavailable"
-            },
-            c.detail
+        push_line(
+            &mut out,
+            format_args!(
+                "  {:<13} {:<13} {}",
+                c.control,
+                if c.available {
+                    "available"
+                } else {
+                    "unavailable"
+                },
+                c.detail
+            ),
         );
     }
     if !fp.monitors.is_empty() {
         let _ = writeln!(out, "\n  EC2 device monitors (noise)");
         for m in &fp.monitors {
-            let _ = writeln!(
-                out,
-                "  {:<15} {:<8} {:<11} {}",
-                m.monitor,
-                m.device,
-                if m.available {
-                    "available"
-                } else {
-                    "unavailable"
-                },
-                m.detail
+            push_line(
+                &mut out,
+                format_args!(
+                    "  {:<15} {:<8} {:<11} {}",
+                    m.monitor,
+                    m.device,
+                    if m.available {
+                        "available"
+                    } else {
+                        "unavailable"
+                    },
+                    m.detail
+                ),
             );
         }
     }
     if !fp.unreadable.is_empty() {
         let _ = writeln!(out, "\n  not readable here");
         for u in &fp.unreadable {
-            let _ = writeln!(out, "  - {u}");
+            push_line(&mut out, format_args!("  - {u}"));
         }
     }
     out

@@ -5,5 +5,6 @@ pub mod hdrlog;
 pub mod host;
 pub mod html;
 pub mod json;
+pub mod remote_text;
 pub mod spread;
 pub mod table;

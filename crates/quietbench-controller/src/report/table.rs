@@ -7,6 +7,7 @@ use hdrhistogram::Histogram;
 use quietbench_proto::v1 as pb;
 use quietbench_stats::summarize;
 
+use super::remote_text::escape_remote;
 use crate::record::queries::{counted, metric_keys, metric_values, placement_matches_plan};
 use crate::record::{HostRecord, RunRecord, missing_trials};
 use crate::verdicts::spread::fleet_spread;
@@ -110,8 +111,13 @@ pub fn bottleneck_lines(run: &RunRecord) -> String {
     out
 }
 
-/// One line describing a host: address, CPU model and the facts that split results.
+/// One line describing a host: address, CPU model and the facts that split results. The
+/// agent's words are escaped ([`escape_remote`]): a CPU model may hold anything.
 pub fn host_line(host: &HostRecord) -> String {
+    escape_remote(&host_line_raw(host)).into_owned()
+}
+
+fn host_line_raw(host: &HostRecord) -> String {
     let fp = &host.fingerprint;
     let mut line = format!("host {} ({}): ", host.address, host.kind.as_str());
     match &fp.cpu {
@@ -166,9 +172,10 @@ pub fn placement_line(p: &pb::Placement) -> String {
         })
         .collect();
     let housekeeping: Vec<String> = p.housekeeping_cpus.iter().map(u32::to_string).collect();
+    // The agent's words (policy, notes) escaped; the line breaks are ours.
     let mut line = format!(
         "placement {}: {}; housekeeping CPU {}",
-        p.policy,
+        escape_remote(&p.policy),
         threads.join("; "),
         housekeeping.join(",")
     );
@@ -189,7 +196,7 @@ pub fn placement_line(p: &pb::Placement) -> String {
     }
     for note in &p.notes {
         line.push_str("\n  placement note: ");
-        line.push_str(note);
+        line.push_str(&escape_remote(note));
     }
     line
 }
@@ -210,11 +217,11 @@ pub fn controls(reports: &[pb::ControlReport]) -> String {
             Ok(Outcome::Failed) => "FAILED",
             _ => "unknown",
         };
-        let _ = writeln!(
-            out,
+        let line = format!(
             "  {:<13} {:<width$}  {:<8} {}",
             r.control, r.target, outcome, r.detail
         );
+        let _ = writeln!(out, "{}", escape_remote(&line));
     }
     out
 }
@@ -292,8 +299,8 @@ pub fn render(run: &RunRecord) -> String {
             } else {
                 format!("{variant}: {probe}")
             },
-            metric.clone(),
-            unit.clone(),
+            escape_remote(&metric).into_owned(),
+            escape_remote(&unit).into_owned(),
             s.n.to_string(),
             format_value(s.mean, &unit),
             format_value(s.median, &unit),
@@ -363,7 +370,7 @@ pub fn missing_lines(run: &RunRecord) -> String {
             out,
             "  {address}: {} trial(s), {rounds}: {}",
             m.trials.len(),
-            m.reason
+            escape_remote(&m.reason)
         );
     }
     out

@@ -35,8 +35,11 @@ impl ClientTls {
         token: Option<String>,
     ) -> anyhow::Result<Self> {
         let read = |what: &str, path: &Path| -> anyhow::Result<String> {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| anyhow::anyhow!("cannot read the {what} {}: {e}", path.display()))?;
+            let text =
+                quietbench_host::input::read_text(path, quietbench_host::input::MAX_INPUT_BYTES)
+                    .map_err(|e| {
+                        anyhow::anyhow!("cannot read the {what} {}: {e}", path.display())
+                    })?;
             if !text.contains("-----BEGIN ") {
                 anyhow::bail!("{} is not PEM: expected the {what}", path.display());
             }
@@ -120,6 +123,13 @@ impl TokenHeader {
                 .and_then(|t| format!("Bearer {t}").parse().ok()),
         }
     }
+
+    /// The header of `token` (a local agent's secret).
+    pub fn with(token: &str) -> Self {
+        Self {
+            value: format!("Bearer {token}").parse().ok(),
+        }
+    }
 }
 
 impl tonic::service::Interceptor for TokenHeader {
@@ -137,8 +147,11 @@ impl tonic::service::Interceptor for TokenHeader {
 /// A token file's token, without surrounding whitespace (`--token-file`, a plan's
 /// `token_file`).
 pub fn read_token_file(path: &Path) -> anyhow::Result<String> {
-    let text = std::fs::read_to_string(path)
+    let text = quietbench_host::input::read_text(path, 64 << 10)
         .map_err(|e| anyhow::anyhow!("cannot read the token file {}: {e}", path.display()))?;
+    if let Some(warning) = quietbench_host::input::readable_by_others(path) {
+        eprintln!("quietbench: warning: {warning}");
+    }
     let token = text.trim();
     if token.is_empty() {
         anyhow::bail!("the token file {} is empty", path.display());

@@ -173,6 +173,12 @@ impl Ec2Fleet {
     /// instances need, the launch template, the lease.
     async fn prepare(&mut self, progress: &Progress) -> anyhow::Result<(Template, Addresses)> {
         let spec = self.spec.clone();
+        // Before anything is made: the id that names (tags) all of it.
+        progress.line(&format!(
+            "quietbench: run {}: the EC2 resources it makes carry this id; if this controller \
+             is killed, `quietbench gc` (here: at once; elsewhere: --run {}) removes them",
+            self.run_id, self.run_id
+        ));
         progress.status("connecting to EC2".into());
         let ec2 = Ec2::connect(&Ec2Options {
             region: spec.region.clone(),
@@ -334,6 +340,7 @@ impl Ec2Fleet {
             label: format!("{} ({address})", i.id),
             obtained: format!("launched in {} for run {}", i.zone, self.run_id),
             instance_id: Some(i.id.clone()),
+            access: quietbench_controller::connection::AgentAccess::Fleet,
             peer: None,
         }
     }

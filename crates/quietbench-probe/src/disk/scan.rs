@@ -21,7 +21,7 @@ use crate::disk::engine::{EngineKind, IoQueue};
 use crate::disk::params::{Params, TextParam};
 use crate::disk::scan_state::ScanState;
 use crate::disk::survey::{RegionPass, Walk, region_bounds, spread, summarize};
-use crate::disk::target::{self, TargetInfo, TargetKind};
+use crate::disk::target::{self, TargetInfo};
 use crate::disk::{READ, engine_counters, stripe};
 use crate::spec::IntParam;
 use crate::{Counter, Merge, MetricSet, ParamError, ProbeSpec, RateBasis, Samples, Step, Workload};
@@ -32,8 +32,8 @@ mod workload;
 
 use workload::ScanWorkload;
 
-/// Where device pre-warms keep their state by default.
-pub const DEVICE_STATE_DIR: &str = "/var/lib/quietbench-agent";
+/// The folder of the agent's state directory that holds pre-warm progress files.
+pub const STATE_FOLDER: &str = "scan";
 
 /// Reads of the sampled regions' second pass, per region.
 const REREADS_PER_REGION: u64 = 4;
@@ -120,7 +120,8 @@ const TEXTS: &[TextParam] = &[
     (
         "state",
         "",
-        "pre-warm progress file (default <path>.qbscan for a file, under /var/lib/quietbench-agent for a device)",
+        "name of the pre-warm progress file, kept in the agent's state directory under scan/ \
+         (default: made from the path)",
     ),
     (
         "engine",
@@ -157,37 +158,60 @@ impl ScanConfig {
     }
 }
 
-/// The default state file for a pre-warm of `target`.
-pub(crate) fn default_state_path(target: &TargetInfo) -> PathBuf {
-    match target.kind {
-        TargetKind::File => {
-            let mut name = target.path.clone().into_os_string();
-            name.push(".qbscan");
-            PathBuf::from(name)
-        }
-        TargetKind::BlockDevice => {
-            let name: String = target
-                .path
-                .to_string_lossy()
-                .trim_start_matches('/')
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || c == '-' {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect();
-            Path::new(DEVICE_STATE_DIR).join(format!("{name}.qbscan"))
-        }
+/// The default name of the progress file of a pre-warm of `target`: its path in safe
+/// characters, and a hash of the whole path, so `/a/b_c` and `/a_b/c` never share one.
+pub(crate) fn default_state_name(target: &TargetInfo) -> String {
+    let path = target.path.to_string_lossy();
+    let readable: String = path
+        .trim_start_matches('/')
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(96)
+        .collect();
+    // FNV-1a: a stable name across agent versions (std's hasher promises no stability).
+    let hash = path.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("{readable}-{hash:016x}.qbscan")
+}
+
+/// Checks a user's `state=` name: a plain file name, so the file stays in the agent's state
+/// directory whatever the name says.
+fn check_state_name(name: &str) -> Result<(), String> {
+    let plain = !name.is_empty()
+        && name.len() <= 128
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if plain {
+        Ok(())
+    } else {
+        Err(
+            "a plain file name (letters, digits, '-', '_', '.'; not starting with '.'; at most \
+             128 characters): the file is kept in the agent's state directory under scan/, \
+             never at a path a request names"
+                .to_string(),
+        )
     }
+}
+
+/// Where a pre-warm's progress file is: `<state dir>/scan/<name>`.
+pub fn state_path(state_dir: &Path, name: &str) -> PathBuf {
+    state_dir.join(STATE_FOLDER).join(name)
 }
 
 /// Resolves disk.scan.
 pub fn resolve(
     probe: &'static str,
     params: &BTreeMap<String, String>,
+    context: &crate::ProbeContext,
 ) -> Result<ProbeSpec, ParamError> {
     if probe != "disk.scan" {
         return Err(ParamError::UnknownProbe(probe.to_string()));
@@ -210,6 +234,7 @@ pub fn resolve(
     }
     let engine = crate::disk::engine_param(&p)?;
     let read_bytes = crate::disk::request_bytes(&p, "read_kib")?;
+    target::require_absolute(&path).map_err(|why| p.bad("path", why))?;
     let target = target::inspect(&path).map_err(|why| p.bad("path", why))?;
     let size = match target.size {
         Some(size) if size >= 4096 => size,
@@ -251,10 +276,21 @@ pub fn resolve(
     resolved.insert("prewarm".into(), prewarm.to_string());
     resolved.insert("engine".into(), engine.name().to_string());
     let state = if prewarm {
-        let state = match p.text("state") {
-            s if s.is_empty() => default_state_path(&target),
-            s => PathBuf::from(s),
+        let name = match p.text("state") {
+            s if s.is_empty() => default_state_name(&target),
+            s => {
+                check_state_name(&s).map_err(|why| p.bad("state", why))?;
+                s
+            }
         };
+        let Some(state_dir) = &context.state_dir else {
+            return Err(p.bad(
+                "prewarm",
+                "a pre-warm keeps its progress in the agent's state directory, and this caller \
+                 gave none",
+            ));
+        };
+        let state = state_path(state_dir, &name);
         resolved.insert("state".into(), state.display().to_string());
         resolved.remove("resample");
         resolved.remove("cold_factor");

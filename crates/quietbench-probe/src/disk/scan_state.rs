@@ -11,7 +11,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Read;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -72,17 +72,28 @@ impl ScanState {
     /// Opens the progress file at `path`, creating it (all regions pending) when missing.
     pub(crate) fn open(path: &Path, size: u64, regions: usize) -> Result<Self, String> {
         let shown = path.display();
+        // The path is always the agent's state directory's `scan/` and a checked name (see
+        // `scan::state_path`): the one directory a probe may make is there.
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)
                 .map_err(|e| format!("cannot create the directory of state file {shown}: {e}"))?;
         }
+        // Never through a link: one planted there would turn a progress mark into a write
+        // into whatever file it names.
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW)
             .open(path)
-            .map_err(|e| format!("cannot open state file {shown}: {e}"))?;
+            .map_err(|e| match e.raw_os_error() {
+                Some(nix::libc::ELOOP) => {
+                    format!("state file {shown} is a symbolic link: refused, delete it")
+                }
+                _ => format!("cannot open state file {shown}: {e}"),
+            })?;
         // Threads of one trial open it together: one creates, the others read.
         file.lock()
             .map_err(|e| format!("cannot lock state file {shown}: {e}"))?;

@@ -207,3 +207,131 @@ fn a_failing_device_is_an_error_not_a_number() {
     );
     assert!(error.contains("only 0 bytes transferred"), "{error}");
 }
+
+/// A file someone else made: `len` bytes of a pattern no probe writes.
+fn foreign_file(dir: &ScratchDir, name: &str, len: usize) -> (PathBuf, Vec<u8>) {
+    let path = dir.path().join(name);
+    let content: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&path, &content).unwrap();
+    (path, content)
+}
+
+#[test]
+fn a_file_the_probe_did_not_create_is_never_written_in_any_mode() {
+    // The red team's case: a store smaller than the fill size, named with mode=read.
+    let dir = ScratchDir::new();
+    let (path, content) = foreign_file(&dir, "results.db", 300 << 10);
+    let p = path.to_str().unwrap();
+    for probe in ["disk.seq", "disk.rand"] {
+        for mode in ["read", "write", "mixed"] {
+            let err = resolve(
+                probe,
+                &params(&[("path", p), ("mode", mode), ("size_mib", "4")]),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                err.contains("not made by a quietbench disk probe")
+                    && err.contains("destructive=true"),
+                "{probe} mode={mode}: {err}"
+            );
+        }
+    }
+    // A file that appears after the parameters were checked is refused by the trial too.
+    let late = dir.path().join("late.db");
+    let spec = resolve(
+        "disk.seq",
+        &params(&[("path", late.to_str().unwrap()), ("size_mib", "4")]),
+    )
+    .unwrap();
+    std::fs::write(&late, b"someone's data").unwrap();
+    let err = spec.workload(0).err().expect("a foreign file is refused");
+    assert!(err.contains("not made by a quietbench disk probe"), "{err}");
+    assert_eq!(std::fs::read(&late).unwrap(), b"someone's data");
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        content,
+        "the file was changed"
+    );
+}
+
+#[test]
+fn destructive_lets_a_probe_claim_a_file_it_did_not_create() {
+    let dir = ScratchDir::new();
+    let (path, _) = foreign_file(&dir, "scratch.img", 64 << 10);
+    let spec = resolve(
+        "disk.seq",
+        &params(&[
+            ("path", path.to_str().unwrap()),
+            ("size_mib", "2"),
+            ("destructive", "true"),
+        ]),
+    )
+    .unwrap();
+    run_for(&spec, 100).unwrap();
+    let data = std::fs::read(&path).unwrap();
+    assert!(data.starts_with(target::MARK));
+    assert_eq!(data.len() as u64, 2 * MIB);
+    // Now the probe's own: no destructive needed, and writes are allowed.
+    let spec = resolve(
+        "disk.rand",
+        &params(&[
+            ("path", path.to_str().unwrap()),
+            ("size_mib", "2"),
+            ("mode", "write"),
+        ]),
+    )
+    .unwrap();
+    run_for(&spec, 100).unwrap();
+    assert!(std::fs::read(&path).unwrap().starts_with(target::MARK));
+}
+
+#[test]
+fn paths_must_be_absolute_and_free_of_links_and_directories_are_never_made() {
+    let dir = ScratchDir::new();
+    let err = resolve("disk.seq", &params(&[("path", "probe.dat")]))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("relative path"), "{err}");
+    assert!(!std::path::Path::new("probe.dat").exists());
+
+    // A link to a file the probe made, and a file reached through a linked directory.
+    let own = dir.path().join("own.dat");
+    let spec = resolve(
+        "disk.seq",
+        &params(&[("path", own.to_str().unwrap()), ("size_mib", "1")]),
+    )
+    .unwrap();
+    run_for(&spec, 50).unwrap();
+    let link = dir.path().join("link.dat");
+    std::os::unix::fs::symlink(&own, &link).unwrap();
+    let err = resolve(
+        "disk.seq",
+        &params(&[("path", link.to_str().unwrap()), ("size_mib", "1")]),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("symbolic link"), "{err}");
+    let linked_dir = dir.path().join("linked");
+    std::os::unix::fs::symlink(dir.path(), &linked_dir).unwrap();
+    for name in ["own.dat", "new.dat"] {
+        let through = linked_dir.join(name);
+        let given = params(&[("path", through.to_str().unwrap()), ("size_mib", "1")]);
+        let err = match resolve("disk.seq", &given) {
+            Err(e) => e.to_string(),
+            Ok(spec) => spec.workload(0).err().expect("refused"),
+        };
+        assert!(err.contains("symbolic link"), "{name}: {err}");
+    }
+    assert!(!dir.path().join("new.dat").exists());
+
+    let nested = dir.path().join("no/such/dir/probe.dat");
+    let spec = resolve(
+        "disk.seq",
+        &params(&[("path", nested.to_str().unwrap()), ("size_mib", "1")]),
+    )
+    .unwrap();
+    let err = spec.workload(0).err().expect("no directory is made");
+    assert!(err.contains("creates no directories"), "{err}");
+    assert!(!dir.path().join("no").exists());
+}

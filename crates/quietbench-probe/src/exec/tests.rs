@@ -56,7 +56,12 @@ fn one_run(pairs: &[(&str, &str)]) -> Result<(u64, u64), String> {
         },
         &[("QB_TEST".into(), "7".into())],
     )?;
-    w.run_once(0).map(|one| (one.wall_ns, one.cpu_ns))
+    w.run_once(0)
+        .map(|one| (one.wall_ns, one.cpu_ns))
+        .map_err(|halt| match halt {
+            Halt::Failed(message) => message,
+            Halt::Cancelled => "cancelled".into(),
+        })
 }
 
 fn paired(a: &str, b: &str) -> ExecWorkload {

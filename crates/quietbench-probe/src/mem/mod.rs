@@ -264,6 +264,41 @@ pub fn resolve(
     }
 }
 
+/// What each thread of a resolved mem probe allocates, for admission
+/// ([`crate::spec::admit`]): bytes, and what they are in the request's own terms. Read back
+/// from the resolved parameters (every key there: resolve wrote them), with the sizes the
+/// factories use: three arrays of `size_mib` for bandwidth, every rung up to `max_size_mib`
+/// for latency (a thread keeps its rungs between visits).
+pub(crate) fn buffers_per_thread(
+    probe: &str,
+    resolved: &BTreeMap<String, String>,
+) -> (u64, String) {
+    let int = |key: &str| {
+        resolved
+            .get(key)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    match probe {
+        "mem.bandwidth" => {
+            let size_mib = int("size_mib");
+            (
+                size_mib.saturating_mul(3 << 20),
+                format!("3 arrays of size_mib={size_mib}"),
+            )
+        }
+        "mem.latency" => {
+            let max_size_mib = int("max_size_mib");
+            let bytes: usize = RUNG_BYTES[..rungs_up_to(max_size_mib)].iter().sum();
+            (
+                bytes as u64,
+                format!("rungs up to max_size_mib={max_size_mib}"),
+            )
+        }
+        _ => (0, String::new()),
+    }
+}
+
 /// How many rungs fit in `max_size_mib` (at least the three below 1 MiB).
 fn rungs_up_to(max_size_mib: u64) -> usize {
     let max = usize::try_from(max_size_mib)
@@ -295,7 +330,7 @@ fn check_memory(
 }
 
 /// `MemAvailable` of `/proc/meminfo` under `root`, in bytes; None where it cannot be read.
-fn mem_available(root: &HostRoot) -> Option<u64> {
+pub(crate) fn mem_available(root: &HostRoot) -> Option<u64> {
     parse_mem_available(&root.read("/proc/meminfo").ok()?)
 }
 

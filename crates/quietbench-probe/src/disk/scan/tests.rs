@@ -1,6 +1,7 @@
 use std::time::Instant;
 
 use super::*;
+use crate::disk::target::TargetKind;
 use crate::disk::{ScratchDir, run_for};
 use crate::test_params as params;
 
@@ -15,27 +16,79 @@ fn counter(outcome: &crate::TrialOutcome, name: &str) -> Option<f64> {
 /// A file of `mib` MiB of data, laid out as disk.seq does.
 fn data_file(dir: &ScratchDir, mib: u64) -> PathBuf {
     let path = dir.path().join("scan.dat");
-    target::prepare_file(&path, mib << 20, 9).unwrap();
+    target::prepare_file(&path, (mib << 20) - target::HEADER_BYTES, 9, false).unwrap();
     path
 }
 
+/// An agent context whose state directory is `dir`/state.
+fn context(dir: &ScratchDir) -> crate::ProbeContext {
+    crate::ProbeContext {
+        state_dir: Some(dir.path().join("state")),
+    }
+}
+
+fn resolve(probe: &'static str, given: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamError> {
+    // No state directory: what a pre-warm needs is given by the tests that run one.
+    super::resolve(probe, given, &crate::ProbeContext::default())
+}
+
 #[test]
-fn state_files_default_beside_a_file_or_under_the_agents_directory() {
-    let file = TargetInfo {
-        path: "/data/x.img".into(),
-        kind: TargetKind::File,
-        size: None,
+fn state_files_are_named_from_the_path_and_kept_in_the_agents_directory() {
+    let named = |path: &str| {
+        default_state_name(&TargetInfo {
+            path: path.into(),
+            kind: TargetKind::File,
+            size: None,
+        })
     };
-    assert_eq!(default_state_path(&file), Path::new("/data/x.img.qbscan"));
-    let dev = TargetInfo {
-        path: "/dev/nvme1n1".into(),
-        kind: TargetKind::BlockDevice,
-        size: None,
-    };
-    assert_eq!(
-        default_state_path(&dev),
-        Path::new("/var/lib/quietbench-agent/dev_nvme1n1.qbscan")
+    let a = named("/data/x.img");
+    assert!(
+        a.starts_with("data_x_img-") && a.ends_with(".qbscan"),
+        "{a}"
     );
+    assert!(named("/dev/nvme1n1").starts_with("dev_nvme1n1-"));
+    // Paths that read alike get files of their own.
+    assert_ne!(named("/a/b_c"), named("/a_b/c"));
+    assert_eq!(named("/data/x.img"), a, "stable");
+    assert_eq!(
+        state_path(Path::new("/var/lib/quietbench-agent"), &a),
+        Path::new("/var/lib/quietbench-agent/scan").join(&a)
+    );
+}
+
+#[test]
+fn a_state_name_cannot_leave_the_agents_directory() {
+    let dir = ScratchDir::new();
+    let path = data_file(&dir, 4);
+    let p = path.to_str().unwrap();
+    for bad in ["/etc/shadow.qbscan", "../x", "a/b", ".hidden"] {
+        let given = params(&[("path", p), ("prewarm", "true"), ("state", bad)]);
+        let err = super::resolve("disk.scan", &given, &context(&dir))
+            .err()
+            .unwrap_or_else(|| panic!("state={bad} was accepted"))
+            .to_string();
+        assert!(err.contains("plain file name"), "{bad}: {err}");
+    }
+    let err = resolve("disk.scan", &params(&[("path", p), ("prewarm", "true")]))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("state directory"), "{err}");
+    let err = resolve("disk.scan", &params(&[("path", "scan.dat")]))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("relative path"), "{err}");
+
+    // A link planted where the progress file goes is refused, not written through.
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, b"keep").unwrap();
+    let scan_dir = dir.path().join("state").join(STATE_FOLDER);
+    std::fs::create_dir_all(&scan_dir).unwrap();
+    std::os::unix::fs::symlink(&victim, scan_dir.join("planted")).unwrap();
+    let given = params(&[("path", p), ("prewarm", "true"), ("state", "planted")]);
+    let spec = super::resolve("disk.scan", &given, &context(&dir)).unwrap();
+    let err = spec.workload(0).err().expect("a planted link is refused");
+    assert!(err.contains("symbolic link"), "{err}");
+    assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
 }
 
 #[test]
@@ -74,10 +127,19 @@ fn refuses_bad_parameters_with_clear_errors() {
             .to_string();
         assert!(err.contains(expected), "{given:?}: {err}");
     }
-    let spec = resolve("disk.scan", &params(&[("path", p), ("prewarm", "yes")])).unwrap();
+    let spec = super::resolve(
+        "disk.scan",
+        &params(&[("path", p), ("prewarm", "yes")]),
+        &context(&dir),
+    )
+    .unwrap();
     assert_eq!(spec.resolved_params["qd"], "4");
     assert_eq!(spec.resolved_params["regions"], "64");
-    assert_eq!(spec.resolved_params["state"], format!("{p}.qbscan"));
+    let state = &spec.resolved_params["state"];
+    assert!(
+        state.starts_with(&dir.path().join("state/scan/").display().to_string()),
+        "{state}"
+    );
     assert!(!spec.resolved_params.contains_key("resample"));
     let spec = resolve("disk.scan", &params(&[("path", p)])).unwrap();
     assert_eq!(spec.resolved_params["qd"], "4");
@@ -151,15 +213,15 @@ fn a_quick_survey_reads_the_start_of_each_region() {
 fn a_prewarm_resumes_where_an_interrupted_one_stopped() {
     let dir = ScratchDir::new();
     let path = data_file(&dir, 32);
-    let state = dir.path().join("progress.qbscan");
+    let state = dir.path().join("state/scan/progress.qbscan");
     let given = params(&[
         ("path", path.to_str().unwrap()),
         ("prewarm", "true"),
         ("regions", "32"),
         ("qd", "2"),
-        ("state", state.to_str().unwrap()),
+        ("state", "progress.qbscan"),
     ]);
-    let spec = resolve("disk.scan", &given).unwrap();
+    let spec = super::resolve("disk.scan", &given, &context(&dir)).unwrap();
 
     // Interrupted: a few steps, then the trial ends (finish reaps what is in flight).
     let mut workload = spec.workload(0).unwrap();
@@ -218,7 +280,7 @@ fn a_prewarm_resumes_where_an_interrupted_one_stopped() {
 fn a_parallel_prewarm_splits_the_target_into_disjoint_stripes() {
     let dir = ScratchDir::new();
     let path = data_file(&dir, 16);
-    let spec = resolve(
+    let spec = super::resolve(
         "disk.scan",
         &params(&[
             ("path", path.to_str().unwrap()),
@@ -226,6 +288,7 @@ fn a_parallel_prewarm_splits_the_target_into_disjoint_stripes() {
             ("threads", "2"),
             ("regions", "64"),
         ]),
+        &context(&dir),
     )
     .unwrap();
     let outcome = run_for(&spec, 60_000).unwrap();
@@ -235,6 +298,6 @@ fn a_parallel_prewarm_splits_the_target_into_disjoint_stripes() {
     );
     assert_eq!(outcome.total.metric_sets[0].bytes, 16 << 20);
     assert_eq!(counter(&outcome, "prewarm_complete"), Some(1.0));
-    let state = std::fs::read(format!("{}.qbscan", path.display())).unwrap();
+    let state = std::fs::read(&spec.resolved_params["state"]).unwrap();
     assert!(state.ends_with(&[b'#'; 64]));
 }
