@@ -109,7 +109,7 @@ fn the_cli_gets_the_same_output_from_a_service_as_from_its_own_store() {
         )
     };
     for args in [
-        vec!["show", &run_id[..8]],
+        vec!["show", &run_id],
         vec!["runs"],
         vec![
             "history",
@@ -135,6 +135,10 @@ fn the_cli_gets_the_same_output_from_a_service_as_from_its_own_store() {
     let (code, _, stderr) = remote(&["show", "../etc/passwd"]);
     assert_eq!(code, 1);
     assert!(stderr.contains("is not a run id"), "{stderr}");
+    // Ids are whole: the service completes no prefix (the store's own CLI still does).
+    let (code, _, stderr) = remote(&["show", &run_id[..8]]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("never a prefix"), "{stderr}");
     let (code, _, stderr) = remote(&["run", "--local", "--probe", "no.such", "--rounds", "1"]);
     assert_ne!(code, 0);
     assert!(stderr.contains("no.such"), "{stderr}");
@@ -245,12 +249,16 @@ fn runs_wait_for_their_host_are_cancelled_and_survive_a_killed_service() {
         "the third run to wait for the host",
     );
     let third_id = run_id_in(&read(&third_log));
-    let (code, said, stderr) = output(common::quietbench().args([
+    let (code, _, stderr) = output(common::quietbench().args([
         "cancel",
         &third_id[..8],
         "--controller",
         &service.address,
     ]));
+    assert_eq!(code, 1);
+    assert!(stderr.contains("not a whole run id"), "{stderr}");
+    let (code, said, stderr) =
+        output(common::quietbench().args(["cancel", &third_id, "--controller", &service.address]));
     assert_eq!(code, 0, "{stderr}");
     assert!(said.contains("cancelled: it had not started"), "{said}");
     assert_eq!(

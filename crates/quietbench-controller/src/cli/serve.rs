@@ -48,6 +48,19 @@ pub struct ServeArgs {
     /// commands on your agents
     #[arg(long)]
     insecure: bool,
+    /// What each client may run (probes, exec, fleets, agents) and who the admins are (TOML,
+    /// docs/service.md) [default: every probe but exec, on local and static hosts; this user
+    /// and root on plain loopback: admins, and everything]
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+    /// Finished runs' own files (record, plan, output) are removed after this many days; their
+    /// results stay in the store
+    #[arg(long, value_name = "DAYS", default_value_t = crate::service::retention::DEFAULT_KEEP_DAYS, value_parser = clap::value_parser!(u32).range(1..=36500))]
+    keep_days: u32,
+    /// While the runs' own files take more than this many MiB, the oldest finished runs'
+    /// files go first
+    #[arg(long, value_name = "MIB", default_value_t = crate::service::retention::DEFAULT_KEEP_MIB, value_parser = clap::value_parser!(u64).range(1..))]
+    keep_mib: u64,
     /// How the service's runs reach agents (--ca, --cert, --key, --token-file)
     #[command(flatten)]
     pub(super) tls: TlsArgs,
@@ -73,7 +86,7 @@ pub struct RemoteArgs {
 
 #[derive(Debug, Args)]
 pub struct CancelArgs {
-    /// The run's id, or a unique prefix of it
+    /// The run's whole id, as `run --controller` printed it
     run: String,
     #[command(flatten)]
     remote: RemoteArgs,
@@ -141,6 +154,15 @@ pub fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
             agent_tls_args.push(format!("--{flag}={}", absolute(path)?.display()));
         }
     }
+    let service_uid = nix::unistd::geteuid().as_raw();
+    let policy = match &args.policy {
+        Some(path) => crate::service::policy::Policy::read(path, service_uid)?,
+        None => crate::service::policy::Policy::built_in(service_uid),
+    };
+    let tenancy = crate::service::policy::Tenancy {
+        policy,
+        retention: crate::service::retention::Retention::new(args.keep_days, args.keep_mib),
+    };
     let tls = match (args.tls_cert, args.tls_key, args.client_ca) {
         (Some(cert), Some(key), Some(client_ca)) => Some(ServeTls {
             cert,
@@ -158,6 +180,7 @@ pub fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
         insecure: args.insecure,
         agent_tls_args,
         check_run_args,
+        tenancy,
     })
 }
 
@@ -209,7 +232,7 @@ pub(super) fn run_remote(remote: &Remote, args: RunArgs) -> anyhow::Result<ExitC
         if let Some((_, what)) = with_plan.iter().find(|(given, _)| *given) {
             anyhow::bail!("--controller sends a plan as it is: it cannot take {what}");
         }
-        let text = std::fs::read_to_string(plan)
+        let text = quietbench_host::input::read_text(plan, quietbench_host::input::MAX_INPUT_BYTES)
             .map_err(|e| anyhow::anyhow!("cannot read the plan {}: {e}", plan.display()))?;
         pb::submit_run_request::What::PlanToml(text)
     } else {
@@ -219,7 +242,10 @@ pub(super) fn run_remote(remote: &Remote, args: RunArgs) -> anyhow::Result<ExitC
             peers: args.peers,
             probes: args.probes,
             params: args.params.into_iter().collect(),
-            control: args.control.map(control_text).unwrap_or_default(),
+            control: args
+                .control
+                .map(crate::service::launch::control_text)
+                .unwrap_or_default(),
             figure: args.figure.unwrap_or_default(),
             rounds: args.rounds,
             warmup: Some(args.warmup),
@@ -242,19 +268,6 @@ pub(super) fn run_remote(remote: &Remote, args: RunArgs) -> anyhow::Result<ExitC
     )
 }
 
-/// `--control`'s text back from its parsed form (values with blanks quoted).
-fn control_text((probe, params): (String, std::collections::BTreeMap<String, String>)) -> String {
-    let mut text = probe;
-    for (key, value) in params {
-        if value.contains(char::is_whitespace) {
-            text.push_str(&format!(" {key}=\"{value}\""));
-        } else {
-            text.push_str(&format!(" {key}={value}"));
-        }
-    }
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -262,7 +275,7 @@ mod tests {
     #[test]
     fn a_control_goes_back_to_the_text_that_parses_to_it() {
         let parsed = crate::commands::run::parse_control("exec cmd='./build --fast' n=2").unwrap();
-        let text = control_text(parsed.clone());
+        let text = crate::service::launch::control_text(parsed.clone());
         assert_eq!(crate::commands::run::parse_control(&text).unwrap(), parsed);
     }
 

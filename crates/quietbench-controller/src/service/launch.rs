@@ -1,9 +1,16 @@
 //! What a submitted run becomes: the arguments of `quietbench run` (from structured options or
-//! a plan), checked and bounded, and the hosts it measures on. The service never passes a
-//! client's path to a command: reports come back through the API, the store is the service's.
+//! a plan), checked and bounded, the hosts it measures on, what the policy judges it by
+//! ([`Uses`]) and its `env.*` values, taken out of its parameters ([`super::secret_env`]). The
+//! service never passes a client's path to a command: reports come back through the API, the
+//! store is the service's.
+
+use std::collections::BTreeMap;
 
 use quietbench_proto::v1 as pb;
 use tonic::Status;
+
+use super::policy::Uses;
+use super::secret_env::{self, EnvValues, Workload};
 
 /// The longest plan accepted, bytes.
 pub const MAX_PLAN_BYTES: usize = 256 * 1024;
@@ -16,7 +23,8 @@ pub const MAX_ENTRIES: usize = 1024;
 pub const LOCAL_HOST: &str = "local";
 
 /// A run ready to queue: `quietbench run`'s arguments, the plan's text when there is one
-/// (written beside them as plan.toml, which `--plan` then names), and its hosts.
+/// (written beside them as plan.toml, which `--plan` then names), and its hosts. Neither the
+/// arguments nor the plan hold an `env.*` value: those are in `env` only.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Launch {
     /// Arguments after `run`, without `--plan`, the store, the run id or TLS.
@@ -25,7 +33,30 @@ pub struct Launch {
     pub plan_toml: Option<String>,
     /// Host keys ([`host_key`]): "local", or agent addresses (peers included).
     pub hosts: Vec<String>,
+    /// What the policy judges.
+    pub uses: Uses,
+    /// The `env.*` values, for the run's environment.
+    pub env: EnvValues,
 }
+
+impl Launch {
+    /// Refuses `env.*` values where the run's environment does not reach the command: on agents
+    /// other than the run's own local one.
+    pub fn check_env_reaches(&self) -> Result<(), Status> {
+        if self.env.is_empty() || (self.uses.agents.is_empty() && !self.uses.ec2) {
+            return Ok(());
+        }
+        Err(Status::invalid_argument(
+            "env.* values reach a command only on the service's own machine (local): the \
+             service gives them to the run's environment, never to its parameters, which the \
+             run would store and send to its agents; for runs on agents, set the variable in \
+             each agent's environment",
+        ))
+    }
+}
+
+/// The probe `run` measures when none is given.
+const DEFAULT_PROBE: &str = "cpu.primes";
 
 fn field(what: &str, text: &str) -> Result<(), Status> {
     if text.len() > MAX_FIELD_BYTES {
@@ -83,6 +114,54 @@ pub fn from_options(o: &pb::RunOptions) -> Result<Launch, Status> {
     entries("probes", o.probes.len())?;
     entries("params", o.params.len())?;
     entries("cpus", o.cpus.len())?;
+    let control = if o.control.is_empty() {
+        None
+    } else {
+        field("control", &o.control)?;
+        Some(
+            crate::commands::run::parse_control(&o.control)
+                .map_err(|e| Status::invalid_argument(format!("control: {e}")))?,
+        )
+    };
+    // `run` trims a parameter's name and value: a name with blanks around it would be an
+    // env.* parameter there that is not one here, and go to the store.
+    if let Some(key) = o.params.keys().find(|k| k.trim() != k.as_str()) {
+        return Err(Status::invalid_argument(format!(
+            "the parameter name {key:?} has blanks around it"
+        )));
+    }
+    let params: BTreeMap<String, String> = o
+        .params
+        .iter()
+        .map(|(k, v)| {
+            let value = if k.starts_with(secret_env::PREFIX) {
+                v.trim()
+            } else {
+                v
+            };
+            (k.clone(), value.to_string())
+        })
+        .collect();
+    let mut probes = o.probes.clone();
+    if probes.is_empty() {
+        probes.push(DEFAULT_PROBE.to_string());
+    }
+    let mut workloads: Vec<Workload<'_>> = probes
+        .iter()
+        .map(|probe| Workload {
+            label: format!("probe {probe}"),
+            probe,
+            params: &params,
+        })
+        .collect();
+    if let Some((probe, control_params)) = &control {
+        workloads.push(Workload {
+            label: "the control".into(),
+            probe,
+            params: control_params,
+        });
+    }
+    let env = secret_env::collect(&workloads)?;
     let mut args = Vec::new();
     let mut hosts = Vec::new();
     if o.local {
@@ -110,14 +189,24 @@ pub fn from_options(o: &pb::RunOptions) -> Result<Launch, Status> {
         field("a probe", probe)?;
         opt(&mut args, "probe", probe);
     }
-    for (key, value) in &o.params {
+    for (key, value) in &params {
         field("a parameter name", key)?;
         field("a parameter value", value)?;
-        opt(&mut args, "param", format!("{key}={value}"));
+        if !key.starts_with(secret_env::PREFIX) {
+            opt(&mut args, "param", format!("{key}={value}"));
+        }
     }
-    if !o.control.is_empty() {
-        field("control", &o.control)?;
-        opt(&mut args, "control", &o.control);
+    let control_probe = control.as_ref().map(|(probe, _)| probe.clone());
+    if let Some((probe, control_params)) = control {
+        if control_params
+            .keys()
+            .any(|k| k.starts_with(secret_env::PREFIX))
+        {
+            let kept = secret_env::without_env(&control_params);
+            opt(&mut args, "control", control_text((probe, kept)));
+        } else {
+            opt(&mut args, "control", &o.control);
+        }
     }
     if !o.figure.is_empty() {
         field("figure", &o.figure)?;
@@ -157,11 +246,32 @@ pub fn from_options(o: &pb::RunOptions) -> Result<Launch, Status> {
     }
     hosts.sort();
     hosts.dedup();
+    probes.extend(control_probe);
     Ok(Launch {
         run_args: args,
         plan_toml: None,
         hosts,
+        uses: Uses {
+            probes,
+            local: o.local,
+            ec2: false,
+            agents: o.agents.iter().chain(&o.peers).cloned().collect(),
+        },
+        env,
     })
+}
+
+/// `--control`'s text back from its parsed form (values with blanks quoted).
+pub fn control_text((probe, params): (String, BTreeMap<String, String>)) -> String {
+    let mut text = probe;
+    for (key, value) in params {
+        if value.contains(char::is_whitespace) {
+            text.push_str(&format!(" {key}=\"{value}\""));
+        } else {
+            text.push_str(&format!(" {key}={value}"));
+        }
+    }
+    text
 }
 
 /// Milliseconds as `run`'s seconds (exact: three decimals at most).
@@ -219,10 +329,55 @@ pub fn from_plan(toml: &str) -> Result<Launch, Status> {
             "the plan names no host: set local = true or agents = [...]",
         ));
     }
+    let variants = &plan.settings.variants;
+    let labels: Vec<String> = variants
+        .iter()
+        .map(|v| format!("variant '{}'", v.name))
+        .collect();
+    let workloads: Vec<Workload<'_>> = variants
+        .iter()
+        .zip(&labels)
+        .map(|(v, label)| Workload {
+            label: label.clone(),
+            probe: &v.probe,
+            params: &v.params,
+        })
+        .collect();
+    let env = secret_env::collect(&workloads)?;
+    let plan_toml = match secret_env::strip_plan(toml)
+        .map_err(|e| Status::invalid_argument(format!("the plan: {e}")))?
+    {
+        None => toml.to_string(),
+        Some(stripped) => {
+            // The plan written again must be the plan given, less its env.* values: anything
+            // else would measure something the client did not ask for.
+            let mut expected = plan.clone();
+            for v in &mut expected.settings.variants {
+                v.params = secret_env::without_env(&v.params);
+            }
+            let again = crate::plan::parse_plan(&stripped, 0)
+                .map_err(|e| Status::internal(format!("the plan without its env.* values: {e}")))?;
+            if format!("{again:?}") != format!("{expected:?}") {
+                return Err(Status::internal(
+                    "the plan without its env.* values reads differently from the plan given; \
+                     submit the values with run options (params) instead",
+                ));
+            }
+            stripped
+        }
+    };
+    let uses = Uses {
+        probes: variants.iter().map(|v| v.probe.clone()).collect(),
+        local: plan.local,
+        ec2: plan.ec2.is_some(),
+        agents: plan.agents.iter().chain(&plan.peers).cloned().collect(),
+    };
     Ok(Launch {
         run_args: Vec::new(),
-        plan_toml: Some(toml.to_string()),
+        plan_toml: Some(plan_toml),
         hosts,
+        uses,
+        env,
     })
 }
 
@@ -344,5 +499,87 @@ mod tests {
         assert!(broken.message().starts_with("the plan: "));
         let big = from_plan(&"#".repeat(MAX_PLAN_BYTES + 1)).unwrap_err();
         assert!(big.message().contains("at most"));
+    }
+
+    #[test]
+    fn env_values_leave_the_arguments_and_the_policy_sees_every_probe() {
+        let launch = from_options(&pb::RunOptions {
+            local: true,
+            probes: vec!["exec".into()],
+            params: [
+                ("cmd".to_string(), "./build".to_string()),
+                ("env.API_TOKEN".to_string(), "s3cret".to_string()),
+            ]
+            .into(),
+            control: "exec cmd=true env.API_TOKEN=s3cret".into(),
+            ..Default::default()
+        })
+        .unwrap();
+        let args = launch.run_args.join(" ");
+        assert!(!args.contains("s3cret") && !args.contains("env."), "{args}");
+        assert!(args.contains("--param=cmd=./build"), "{args}");
+        assert!(args.contains("--control=exec cmd=true"), "{args}");
+        assert_eq!(
+            launch.env.iter().collect::<Vec<_>>(),
+            [("API_TOKEN", "s3cret")]
+        );
+        assert_eq!(launch.uses.probes, ["exec", "exec"]);
+        assert!(launch.uses.local && launch.uses.agents.is_empty());
+        assert!(launch.check_env_reaches().is_ok());
+
+        // The default probe and a control's probe are judged too.
+        let plain = from_options(&pb::RunOptions {
+            agents: vec!["10.0.0.1:7700".into()],
+            peers: vec!["10.0.0.2:7700".into()],
+            control: "exec cmd=true".into(),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(plain.uses.probes, ["cpu.primes", "exec"]);
+        assert_eq!(plain.uses.agents, ["10.0.0.1:7700", "10.0.0.2:7700"]);
+        assert!(plain.env.is_empty());
+
+        // On agents, the run's environment would not reach the command.
+        let remote = from_options(&pb::RunOptions {
+            agents: vec!["10.0.0.1:7700".into()],
+            probes: vec!["exec".into()],
+            params: [("env.T".to_string(), "v".to_string())].into(),
+            ..Default::default()
+        })
+        .unwrap();
+        let err = remote.check_env_reaches().unwrap_err();
+        assert!(err.message().contains("only on the service's own machine"));
+
+        // A name `run` would trim into an env.* one is refused, not passed on.
+        let sneaked = from_options(&pb::RunOptions {
+            local: true,
+            probes: vec!["exec".into()],
+            params: [(" env.T".to_string(), "v".to_string())].into(),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(
+            sneaked.message().contains("blanks around it"),
+            "{}",
+            sneaked.message()
+        );
+    }
+
+    #[test]
+    fn a_plan_with_env_values_is_written_without_them() {
+        let plan = "hosts = \"local\"\n[[variant]]\nname = \"a\"\nprobe = \"exec\"\n\
+                    params = { cmd = \"true\", \"env.API_TOKEN\" = \"s3cret\" }\n";
+        let launch = from_plan(plan).unwrap();
+        let written = launch.plan_toml.unwrap();
+        assert!(
+            !written.contains("s3cret") && !written.contains("env."),
+            "{written}"
+        );
+        assert_eq!(launch.uses.probes, ["exec"]);
+        assert!(launch.uses.local && !launch.uses.ec2);
+        assert_eq!(
+            launch.env.iter().collect::<Vec<_>>(),
+            [("API_TOKEN", "s3cret")]
+        );
     }
 }

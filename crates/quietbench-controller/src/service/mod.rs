@@ -7,12 +7,20 @@
 //! - [`runs`]: the queue, the limit, and one controller process per measuring run.
 //! - [`watch`]: a run's events, read from its traces (state, store, output).
 //! - [`api`]: the gRPC service; [`auth`]: the client role mutual TLS must show.
+//! - [`policy`]: what each caller may run; [`access`]: whose runs a caller sees;
+//!   [`secret_env`]: `env.*` values, never written; [`retention`]: how long finished runs'
+//!   folders are kept; [`listing`]: what reads answer, written nowhere.
 
+pub mod access;
 pub mod api;
 pub mod auth;
 pub mod client;
 pub mod launch;
+pub mod listing;
+pub mod policy;
+pub mod retention;
 pub mod runs;
+pub mod secret_env;
 pub mod state;
 pub mod watch;
 
@@ -63,6 +71,8 @@ pub struct ServeSettings {
     pub agent_tls_args: Vec<String>,
     /// Checks a run's arguments with the CLI's parser.
     pub check_run_args: fn(&[String]) -> Result<(), String>,
+    /// What each caller may do, and how long finished runs are kept.
+    pub tenancy: policy::Tenancy,
 }
 
 fn server_tls(settings: &ServeSettings) -> anyhow::Result<Option<ServerTlsConfig>> {
@@ -120,7 +130,12 @@ pub fn serve(settings: ServeSettings) -> anyhow::Result<ExitCode> {
         .build()
         .context("cannot start the service's runtime")?;
     rt.block_on(async {
-        let runs = runs::Runs::load(state, children, settings.max_runs)?;
+        let runs = runs::Runs::load(
+            state,
+            children,
+            settings.max_runs,
+            settings.tenancy.retention,
+        )?;
         let pending = runs
             .all()
             .iter()
@@ -137,12 +152,10 @@ pub fn serve(settings: ServeSettings) -> anyhow::Result<ExitCode> {
         let reflection_v1alpha = reflection_builder()
             .build_v1alpha()
             .context("building the reflection service (v1alpha)")?;
-        let check = auth::ClientRole {
-            required: tls.is_some(),
-        };
         let api = pb::controller_server::ControllerServer::new(api::ControllerApi::new(
             runs.clone(),
             settings.check_run_args,
+            std::sync::Arc::new(settings.tenancy.policy.clone()),
         ))
         .max_decoding_message_size(MAX_REQUEST_BYTES);
         // As for agents: a client cannot hold the service with one connection's requests.
@@ -158,13 +171,32 @@ pub fn serve(settings: ServeSettings) -> anyhow::Result<ExitCode> {
             .await
             .with_context(|| format!("cannot listen on {}", settings.listen))?;
         let bound = listener.local_addr()?;
+        let gate = std::sync::Arc::new(quietbench_proto::gate::Gate::new(
+            quietbench_proto::gate::SERVICE_LIMITS,
+        ));
+        let check = auth::ClientRole {
+            gate: Some(std::sync::Arc::clone(&gate)),
+            admission: if settings.tls.is_some() {
+                auth::Admission::Tls
+            } else if bound.ip().is_loopback() {
+                auth::Admission::Loopback {
+                    local: bound,
+                    root: quietbench_host::HostRoot::live(),
+                    uid: nix::unistd::geteuid().as_raw(),
+                }
+            } else {
+                auth::Admission::Anyone
+            },
+        };
         eprintln!(
             "quietbench serve: listening on {bound} ({}), store {}, state {}, {} run(s) at \
              once{}",
             if settings.tls.is_some() {
                 "mutual TLS, client certificates only"
+            } else if bound.ip().is_loopback() {
+                "plain gRPC, this user's processes only"
             } else {
-                "plain gRPC"
+                "plain gRPC, anyone who reaches it"
             },
             crate::store::shown(&settings.db),
             settings.state_dir.display(),
@@ -199,7 +231,7 @@ pub fn serve(settings: ServeSettings) -> anyhow::Result<ExitCode> {
             .add_service(InterceptedService::new(reflection_v1alpha, check.clone()))
             .add_service(InterceptedService::new(api, check))
             .serve_with_incoming_shutdown(
-                tokio_stream::wrappers::TcpListenerStream::new(listener),
+                quietbench_proto::gate::GatedIncoming::new(listener, gate),
                 stopped(stop_rx.clone()),
             );
         tokio::select! {

@@ -2,7 +2,9 @@
 //! measuring run. A process per run keeps a run's failure, its Ctrl-C handling and its host
 //! restore exactly those of the CLI, and lets a cancel be a SIGINT. Each child gets SIGINT when
 //! the service dies (PR_SET_PDEATHSIG), so a killed service leaves interrupted runs, which a
-//! restarted one resumes.
+//! restarted one resumes. A run's `env.*` values live here, in memory only, and reach its
+//! process by its environment ([`super::secret_env`]). Finished runs' folders go by the
+//! retention rule ([`super::retention`]) at start and whenever a run ends.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -12,7 +14,9 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use super::state::{Stage, StateDir, Submission};
+use super::retention::{self, Kept, Retention};
+use super::secret_env::EnvValues;
+use super::state::{START_LINE, Stage, StateDir, Submission};
 use crate::store::{RunStatus, Store};
 
 /// What every child of the service is started with.
@@ -33,6 +37,10 @@ pub struct Runs {
     max_running: usize,
     submissions: Mutex<BTreeMap<String, Submission>>,
     pids: Mutex<BTreeMap<String, u32>>,
+    /// Each waiting or measuring run's `env.*` values: never written anywhere.
+    secrets: Mutex<BTreeMap<String, EnvValues>>,
+    /// How long finished runs' folders are kept.
+    retention: Retention,
     /// The service is stopping: runs it interrupts stay `running` in its state, to be resumed.
     stopping: std::sync::atomic::AtomicBool,
     /// Woken when a run is queued, ends or is cancelled.
@@ -44,41 +52,121 @@ pub struct Runs {
 const OLD_PROCESS_GRACE: Duration = Duration::from_secs(180);
 /// How soon a run whose old process still holds it is looked at again.
 const RETRY_HELD: Duration = Duration::from_secs(5);
+/// Why a run with `env.*` values cannot go on after a restart.
+const ENV_LOST: &str = "its env.* values were kept in the service's memory only (they are never \
+                        written) and the service restarted: submit the run again";
 
 impl Runs {
     /// The runs saved in `state`; those that were running when the service stopped are queued
-    /// again, to be resumed.
+    /// again, to be resumed, but for those whose `env.*` values went with the old service.
+    /// Then the finished runs `retention` no longer keeps are removed.
     pub fn load(
         state: StateDir,
         children: ChildSettings,
         max_running: usize,
+        retention: Retention,
     ) -> anyhow::Result<Arc<Self>> {
         let mut submissions = state.load_all()?;
         for submission in submissions.values_mut() {
-            if submission.stage == Stage::Running {
+            let unfinished = matches!(submission.stage, Stage::Running | Stage::Queued);
+            if unfinished && !submission.env.is_empty() {
+                submission.finish(Stage::Finished {
+                    status: "failed".into(),
+                    exit_code: 1,
+                    error: Some(ENV_LOST.into()),
+                });
+            } else if submission.stage == Stage::Running {
                 // A run cancelled before the service stopped is not started again to be
                 // cancelled once more.
-                submission.stage = if submission.cancel_requested {
-                    Stage::Finished {
+                if submission.cancel_requested {
+                    submission.finish(Stage::Finished {
                         status: "cancelled".into(),
                         exit_code: 130,
                         error: Some("cancelled".into()),
-                    }
+                    });
                 } else {
-                    Stage::Queued
-                };
-                state.save(submission)?;
+                    submission.stage = Stage::Queued;
+                }
+            } else {
+                continue;
+            }
+            // A full disk must not keep the service from starting: the record is written
+            // again at the run's next change.
+            if let Err(err) = state.save(submission) {
+                eprintln!("quietbench serve: warning: {err:#}");
             }
         }
-        Ok(Arc::new(Self {
+        let runs = Arc::new(Self {
             state,
             children,
             max_running: max_running.max(1),
             submissions: Mutex::new(submissions),
             pids: Mutex::new(BTreeMap::new()),
+            secrets: Mutex::new(BTreeMap::new()),
+            retention,
             stopping: std::sync::atomic::AtomicBool::new(false),
             wake: Notify::new(),
-        }))
+        });
+        runs.prune();
+        Ok(runs)
+    }
+
+    /// Removes the folders of the finished runs the retention rule no longer keeps; returns
+    /// their ids. Their results stay in the store.
+    pub fn prune(&self) -> Vec<String> {
+        let now = std::time::SystemTime::now();
+        let listed: Vec<(String, Option<i64>, bool)> = self
+            .lock()
+            .values()
+            .map(|s| {
+                let finished = matches!(s.stage, Stage::Finished { .. });
+                (s.run_id.clone(), s.finished_at_unix_ns, finished)
+            })
+            .collect();
+        // Measured without the lock: reading folders takes a while.
+        let kept: Vec<Kept> = listed
+            .into_iter()
+            .map(|(run_id, finished_at, finished)| {
+                let (bytes, written) = self.state.measure_run(&run_id);
+                let finished_at = finished_at
+                    .and_then(|ns| u64::try_from(ns).ok())
+                    .map(|ns| std::time::UNIX_EPOCH + Duration::from_nanos(ns))
+                    .or(written);
+                let finished_ago = finished.then(|| {
+                    finished_at.map_or(Duration::MAX, |at| {
+                        now.duration_since(at).unwrap_or(Duration::ZERO)
+                    })
+                });
+                Kept {
+                    run_id,
+                    finished_ago,
+                    bytes,
+                }
+            })
+            .collect();
+        let chosen = retention::select(&kept, self.retention);
+        let mut removed = Vec::new();
+        for run_id in chosen {
+            let mut subs = self.lock();
+            // Finished when measured, so finished still: a finished run never starts again.
+            if !subs
+                .get(&run_id)
+                .is_some_and(|s| matches!(s.stage, Stage::Finished { .. }))
+            {
+                continue;
+            }
+            match self.state.remove_run(&run_id) {
+                Ok(()) => {
+                    subs.remove(&run_id);
+                    removed.push(run_id);
+                }
+                Err(err) => eprintln!(
+                    "quietbench serve: warning: cannot remove {}: {err}",
+                    self.state.run_dir(&run_id).display()
+                ),
+            }
+        }
+        removed
     }
 
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Submission>> {
@@ -111,19 +199,16 @@ impl Runs {
         self.lock().values().cloned().collect()
     }
 
-    /// The full id of a submitted run from its id or a unique prefix.
-    pub fn resolve(&self, id_or_prefix: &str) -> Option<String> {
-        let subs = self.lock();
-        let mut found = subs
-            .keys()
-            .filter(|id| id.starts_with(id_or_prefix) && !id_or_prefix.is_empty());
-        let first = found.next()?;
-        found.next().is_none().then(|| first.clone())
-    }
-
-    /// Queues a run (its plan already in its folder); returns how many wait before it.
-    pub fn submit(&self, submission: Submission) -> anyhow::Result<usize> {
+    /// Queues a run (its plan already in its folder) with its `env.*` values; returns how many
+    /// wait before it.
+    pub fn submit(&self, submission: Submission, env: EnvValues) -> anyhow::Result<usize> {
         self.state.save(&submission)?;
+        if !env.is_empty() {
+            self.secrets
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(submission.run_id.clone(), env);
+        }
         let mut subs = self.lock();
         let ahead = subs.values().filter(|s| s.stage == Stage::Queued).count();
         subs.insert(submission.run_id.clone(), submission);
@@ -140,11 +225,11 @@ impl Runs {
         };
         let was = match submission.stage {
             Stage::Queued => {
-                submission.stage = Stage::Finished {
+                submission.finish(Stage::Finished {
                     status: "cancelled".into(),
                     exit_code: 130,
                     error: Some("cancelled before it started".into()),
-                };
+                });
                 "queued"
             }
             Stage::Running => {
@@ -163,8 +248,19 @@ impl Runs {
         };
         self.state.save(submission)?;
         drop(subs);
+        if was == "queued" {
+            self.forget_env(run_id);
+            self.prune();
+        }
         self.wake.notify_one();
         Ok(Some(was))
+    }
+
+    fn forget_env(&self, run_id: &str) {
+        self.secrets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(run_id);
     }
 
     /// Why a queued run waits, `None` when it does not.
@@ -314,11 +410,34 @@ impl Runs {
             }
             _ => {}
         }
+        let env = self
+            .secrets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&run_id)
+            .cloned();
+        if !submission.env.is_empty() && env.is_none() {
+            self.unstart(&run_id);
+            self.end(
+                &run_id,
+                Stage::Finished {
+                    status: "failed".into(),
+                    exit_code: 1,
+                    error: Some(ENV_LOST.into()),
+                },
+            );
+            return;
+        }
         let dir = self.state.run_dir(&run_id);
         let mut command = tokio::process::Command::new(&self.children.exe);
         // The store by the environment, not the command line: a PostgreSQL URL's password
         // would be in every run's `ps` line.
         command.env(crate::store::DB_VARIABLE, &self.children.db);
+        // env.* values the same way, for the command its local agent runs, which inherits
+        // them (names are checked: never QUIETBENCH_*, so the store above stays).
+        for (name, value) in env.iter().flat_map(EnvValues::iter) {
+            command.env(name, value);
+        }
         if stored.is_some() {
             command.args(["resume", &run_id]);
         } else {
@@ -335,31 +454,34 @@ impl Runs {
             command.args(&self.children.agent_tls_args);
         }
         let starts = submission.starts;
-        let spawned = open_logs(&dir, starts).and_then(|(out, err)| {
-            // Its own process group: a Ctrl-C at the service's terminal is the service's to
-            // handle (it interrupts its runs and keeps them to resume), not each run's.
-            command
-                .process_group(0)
-                .current_dir(&dir)
-                .stdin(Stdio::null())
-                .stdout(out)
-                .stderr(err)
-                .kill_on_drop(false);
-            // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe and touches no memory of
-            // the parent; it is all the child runs between fork and exec.
-            unsafe {
-                command.pre_exec(|| {
-                    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGINT)
-                        .map_err(std::io::Error::from)
-                });
-            }
-            Ok(command.spawn()?)
-        });
+        let spawned = self
+            .state
+            .open_logs(&run_id, starts)
+            .and_then(|(out, err)| {
+                // Its own process group: a Ctrl-C at the service's terminal is the service's to
+                // handle (it interrupts its runs and keeps them to resume), not each run's.
+                command
+                    .process_group(0)
+                    .current_dir(&dir)
+                    .stdin(Stdio::null())
+                    .stdout(out)
+                    .stderr(err)
+                    .kill_on_drop(false);
+                // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe and touches no memory of
+                // the parent; it is all the child runs between fork and exec.
+                unsafe {
+                    command.pre_exec(|| {
+                        nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGINT)
+                            .map_err(std::io::Error::from)
+                    });
+                }
+                Ok(command.spawn()?)
+            });
         let mut child = match spawned {
             Ok(child) => child,
             Err(err) => {
-                append_line(
-                    &dir,
+                self.state.append_line(
+                    &run_id,
                     &format!("quietbench: error: cannot start the run: {err:#}"),
                 );
                 self.finish(&run_id, 1).await;
@@ -413,18 +535,29 @@ impl Runs {
                 Some(last_error.unwrap_or_else(|| format!("exit code {exit_code}"))),
             ),
         };
-        let mut subs = self.lock();
-        if let Some(s) = subs.get_mut(run_id) {
-            s.stage = Stage::Finished {
+        self.end(
+            run_id,
+            Stage::Finished {
                 status,
                 exit_code,
                 error,
-            };
+            },
+        );
+    }
+
+    /// Records a run's end (`stage`, finished), forgets its env.* values, applies the
+    /// retention rule and wakes the scheduler.
+    fn end(&self, run_id: &str, stage: Stage) {
+        let mut subs = self.lock();
+        if let Some(s) = subs.get_mut(run_id) {
+            s.finish(stage);
             if let Err(err) = self.state.save(s) {
                 eprintln!("quietbench serve: warning: {err:#}");
             }
         }
         drop(subs);
+        self.forget_env(run_id);
+        self.prune();
         self.wake.notify_one();
     }
 
@@ -491,34 +624,6 @@ fn exit_code(status: std::process::ExitStatus) -> i32 {
         .unwrap_or(1)
 }
 
-/// A run's output files for its start number `start`: stdout afresh (a resumed run prints its
-/// whole table again), stderr appended to, after a line that says which start follows.
-fn open_logs(dir: &std::path::Path, start: u32) -> anyhow::Result<(std::fs::File, std::fs::File)> {
-    use std::io::Write;
-    std::fs::create_dir_all(dir)?;
-    let out = std::fs::File::create(dir.join("stdout"))?;
-    let mut err = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("stderr"))?;
-    writeln!(err, "{START_LINE}{start}")?;
-    Ok((out, err))
-}
-
-/// The line before each start's output in a run's stderr.
-pub const START_LINE: &str = "quietbench serve: run process, start ";
-
-fn append_line(dir: &std::path::Path, line: &str) {
-    use std::io::Write;
-    if let Ok(mut err) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("stderr"))
-    {
-        let _ = writeln!(err, "{line}");
-    }
-}
-
 /// The last `quietbench: error:` line a run's process wrote, without the prefix.
 fn last_error_line(dir: &std::path::Path) -> Option<String> {
     let text = std::fs::read_to_string(dir.join("stderr")).ok()?;
@@ -529,4 +634,66 @@ fn last_error_line(dir: &std::path::Path) -> Option<String> {
         .rev()
         .find_map(|l| l.strip_prefix("quietbench: error: "))
         .map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn submission(id: &str, stage: Stage, finished_days_ago: Option<u64>) -> Submission {
+        let mut s = Submission::new(id.into(), vec!["--local".into()], vec!["local".into()]);
+        s.owner = Some("client a".into());
+        s.stage = stage;
+        s.finished_at_unix_ns = finished_days_ago.map(|days| {
+            super::super::state::now_unix_ns()
+                - i64::try_from(days * 86_400).unwrap() * 1_000_000_000
+        });
+        s
+    }
+
+    fn complete() -> Stage {
+        Stage::Finished {
+            status: "complete".into(),
+            exit_code: 0,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn a_start_prunes_old_finished_runs_and_fails_those_whose_env_values_are_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open(&dir.path().join("state")).unwrap();
+        let mut with_env = submission("env", Stage::Queued, None);
+        with_env.env = [("API_TOKEN".to_string(), "<redacted>".to_string())].into();
+        for s in [
+            submission("old", complete(), Some(40)),
+            submission("recent", complete(), Some(2)),
+            submission("queued", Stage::Queued, None),
+            submission("was running", Stage::Running, None),
+            with_env,
+        ] {
+            state.save(&s).unwrap();
+        }
+        let children = ChildSettings {
+            exe: PathBuf::from("/bin/false"),
+            db: dir.path().join("store.sqlite3"),
+            agent_tls_args: Vec::new(),
+        };
+        let runs = Runs::load(state.clone(), children, 1, Retention::new(30, 1024)).unwrap();
+        // The old one's folder is gone; the others stay, queued ones as they were.
+        assert!(runs.get("old").is_none() && !state.run_dir("old").exists());
+        assert_eq!(runs.get("recent").unwrap().stage, complete());
+        assert_eq!(runs.get("queued").unwrap().stage, Stage::Queued);
+        assert_eq!(runs.get("was running").unwrap().stage, Stage::Queued);
+        let lost = runs.get("env").unwrap();
+        assert!(
+            matches!(&lost.stage, Stage::Finished { status, error: Some(e), .. }
+                if status == "failed" && e.contains("submit the run again")),
+            "{:?}",
+            lost.stage
+        );
+        assert!(lost.finished_at_unix_ns.is_some());
+        // It just failed: kept through the grace, whatever the limits.
+        assert!(runs.prune().is_empty());
+    }
 }
