@@ -91,3 +91,43 @@ fn a_full_disk_stops_the_run_clearly_and_keeps_every_stored_trial() {
     assert_eq!(stored + 1, finished, "stored {stored}, finished {finished}");
     println!("disk full after {stored} stored trials; integrity_check ok");
 }
+
+/// The store and the JSON report on one full disk: the run never points at a JSON report that
+/// was not written (an older one left there would not have the trials the store refused).
+#[test]
+fn a_full_disk_under_the_json_report_too_is_said_so() {
+    let disk = SmallDisk::mount("400k");
+    let db = disk.dir.path().join("store.sqlite3");
+    let json = disk.dir.path().join("run.json");
+    let out = common::quietbench()
+        .args([
+            "run",
+            "--local",
+            "--rounds",
+            "200",
+            "--warmup",
+            "0",
+            "--duration",
+            "0.1",
+            "--db",
+        ])
+        .arg(&db)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    if stderr.contains("has them") {
+        // Claimed: then the report is there and whole.
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert!(!report["trials"].as_array().unwrap().is_empty(), "{stderr}");
+    } else {
+        assert!(
+            stderr.contains("could not be written either")
+                || stderr.contains(&json.display().to_string()),
+            "the JSON report's fate is not said:\n{stderr}"
+        );
+    }
+}

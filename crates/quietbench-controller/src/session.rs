@@ -137,6 +137,12 @@ impl Outputs {
 
     /// At the end: the final JSON, HTML and HDR interval logs; the run's status in the store.
     fn finish(&mut self, run: &RunRecord, status: RunStatus) -> anyhow::Result<()> {
+        // The JSON first: whether the store's message may point at it depends on it (on a
+        // full disk it may fail too, and an older JSON left there does not have the trials).
+        let json_written = self.json.as_ref().map(|path| write_json(path, run));
+        if let (Some(path), Some(Ok(()))) = (&self.json, &json_written) {
+            eprintln!("quietbench: JSON report written to {}", path.display());
+        }
         if let Some(store) = &self.store {
             while self.hosts_stored < run.hosts.len() {
                 store.add_host(
@@ -160,17 +166,20 @@ impl Outputs {
                     run.run_id,
                     store.path().display(),
                     self.trials_unstored,
-                    if self.json.is_some() {
-                        "; the JSON report has them"
-                    } else {
-                        ""
+                    match (&self.json, &json_written) {
+                        (Some(path), Some(Ok(()))) =>
+                            format!("; the JSON report {} has them", path.display()),
+                        (Some(_), Some(Err(_))) =>
+                            "; the JSON report could not be written either (below): they are \
+                             lost"
+                                .to_string(),
+                        _ => String::new(),
                     }
                 );
             }
         }
-        if let Some(path) = &self.json {
-            write_json(path, run)?;
-            eprintln!("quietbench: JSON report written to {}", path.display());
+        if let Some(Err(err)) = json_written {
+            return Err(err);
         }
         if let Some(path) = &self.html {
             std::fs::write(path, crate::report::html::render_html(run))

@@ -43,8 +43,9 @@ pub enum PlanError {
     },
     /// Not TOML, a field plans do not have, a missing field, or a value of the wrong type.
     /// toml's message gives the line and column and quotes the line (its trailing newline is
-    /// trimmed so the message ends where others do).
-    #[error("{}", .0.to_string().trim_end())]
+    /// trimmed so the message ends where others do); each quoted line is clipped, so a plan of
+    /// one 40 KB line (a deeply nested array) does not come back whole in its error.
+    #[error("{}", clip_lines(.0.to_string().trim_end(), MAX_QUOTED_CHARS))]
     Toml(#[from] toml::de::Error),
     /// No `[[variant]]` table.
     #[error(
@@ -226,4 +227,18 @@ pub enum PlanError {
         /// Where cpus is.
         at: Location,
     },
+}
+
+/// Most characters of one line of a quoted plan line in an error.
+const MAX_QUOTED_CHARS: usize = 160;
+
+/// `text` with each line cut to `max` characters and an ellipsis.
+fn clip_lines(text: &str, max: usize) -> String {
+    text.lines()
+        .map(|line| match line.char_indices().nth(max) {
+            Some((cut, _)) => format!("{}…", &line[..cut]),
+            None => line.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }

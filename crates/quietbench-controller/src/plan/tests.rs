@@ -578,3 +578,12 @@ fn a_figure_is_one_exec_trials_have() {
         "line 2, column 10: figure = \"p99\": use median, mean, cpu or instructions"
     );
 }
+
+#[test]
+fn a_deeply_nested_plan_is_refused_without_echoing_it_whole() {
+    let deep = format!("probes = {}{}\n", "[".repeat(20_000), "]".repeat(20_000));
+    let message = error(&deep).to_string();
+    assert!(message.contains("line 1"), "{}", &message[..200]);
+    assert!(message.len() < 2_000, "{} bytes", message.len());
+    assert!(message.contains('…'));
+}

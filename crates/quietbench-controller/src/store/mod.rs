@@ -198,6 +198,23 @@ impl Store {
         if let Some(url) = postgres_url(path) {
             return postgres_schema::open(url);
         }
+        match Self::open_writable(path) {
+            Ok(store) => Ok(store),
+            // A store on read-only media (a mounted snapshot, a CD of results, a read-only
+            // bind mount) is read as it is: nothing can be written there anyway, and a reader
+            // must not need to (WAL mode, pragmas and migrations all write).
+            Err(err) if path.exists() && !writable(path) => {
+                Self::open_read_only(path).map_err(|read_only| match read_only {
+                    // The read-only look explains more (an old schema, a damaged file).
+                    StoreError::NewerSchema { .. } | StoreError::Unreadable { .. } => read_only,
+                    _ => err,
+                })
+            }
+            Err(err) => Err(err),
+        }
+    }
+
+    fn open_writable(path: &Path) -> Result<Store, StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
                 path: dir.to_path_buf(),
@@ -209,6 +226,30 @@ impl Store {
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(|e| schema::sql_error(path, "setting the busy timeout", e))?;
         schema::prepare(&mut conn, path)?;
+        Ok(Store {
+            conn: Conn::Sqlite(conn),
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Opens a store that cannot be written, as SQLite's immutable file: read, never locked,
+    /// never changed. Only a store of this build's schema version can be read so.
+    fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        use rusqlite::OpenFlags;
+        let uri = format!(
+            "file:{}?immutable=1",
+            path.display()
+                .to_string()
+                .replace('%', "%25")
+                .replace('?', "%3f")
+                .replace('#', "%23")
+        );
+        let conn = Connection::open_with_flags(
+            uri,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
+        )
+        .map_err(|e| schema::sql_error(path, "opening the file read-only", e))?;
+        schema::check_read_only(&conn, path)?;
         Ok(Store {
             conn: Conn::Sqlite(conn),
             path: path.to_path_buf(),
@@ -298,9 +339,73 @@ fn sql_int<T: TryInto<i64> + Copy + std::fmt::Display>(
     })
 }
 
+/// Whether this process may write `path` (false on read-only media, whoever it is).
+fn writable(path: &Path) -> bool {
+    nix::unistd::access(path, nix::unistd::AccessFlags::W_OK).is_ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A tmpfs mounted here, made read-only by `read_only`, unmounted when dropped.
+    struct Mount(PathBuf);
+
+    impl Mount {
+        fn tmpfs(dir: &Path) -> Self {
+            let status = std::process::Command::new("mount")
+                .args(["-t", "tmpfs", "-o", "size=16m", "qb-ro-test"])
+                .arg(dir)
+                .status()
+                .expect("run mount");
+            assert!(status.success(), "mount -t tmpfs failed");
+            Self(dir.to_path_buf())
+        }
+
+        fn read_only(&self) {
+            let status = std::process::Command::new("mount")
+                .args(["-o", "remount,ro"])
+                .arg(&self.0)
+                .status()
+                .expect("run mount");
+            assert!(status.success(), "remount,ro failed");
+        }
+    }
+
+    impl Drop for Mount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+
+    #[test]
+    fn a_store_on_read_only_media_is_read() {
+        assert!(
+            nix::unistd::geteuid().is_root(),
+            "this test needs root: it mounts a tmpfs and makes it read-only, as a snapshot of a \
+             store would be; run the tests as root"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let mount = Mount::tmpfs(dir.path());
+        let path = dir.path().join("results.sqlite3");
+        let store = Store::open(&path).unwrap();
+        let mut run = crate::report::html::sample_run::sample_run();
+        run.run_id = "kept-run".into();
+        store.begin_run(&run, None).unwrap();
+        drop(store);
+        mount.read_only();
+        assert!(!writable(&path));
+        let store = Store::open(&path).expect("a read-only store opens");
+        let list = store.list_runs(5).unwrap();
+        assert_eq!(list[0].id, "kept-run");
+        // Writes fail: the file is immutable to this connection.
+        run.run_id = "new-run".into();
+        assert!(
+            store.begin_run(&run, None).is_err(),
+            "a read-only store took a write"
+        );
+        drop(store);
+    }
 
     #[test]
     fn location_is_the_flag_then_the_variable_then_the_default() {

@@ -215,7 +215,90 @@ pub(crate) fn prepare(conn: &mut Connection, path: &Path) -> Result<(), StoreErr
         conn.pragma_update(None, name, value)
             .map_err(|e| sql_error(path, &format!("setting {name}"), e))?;
     }
-    migrate(conn, path)
+    migrate(conn, path)?;
+    check_tables(conn, path)
+}
+
+/// Checks a store opened read-only: ours, of this build's schema version (an older one would
+/// need its migrations written), with every table.
+pub(crate) fn check_read_only(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    match inspect(conn, path)? {
+        Found::Empty => {
+            return Err(StoreError::Unreadable {
+                path: path.to_path_buf(),
+                detail: "it is empty, and read-only".into(),
+            });
+        }
+        Found::Ours => {}
+    }
+    let version: i64 = conn
+        .query_row("SELECT max(version) FROM schema_version", [], |r| r.get(0))
+        .map_err(|e| StoreError::Unreadable {
+            path: path.to_path_buf(),
+            detail: format!("its schema_version table cannot be read: {e}"),
+        })?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::NewerSchema {
+            path: path.to_path_buf(),
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    if version < SCHEMA_VERSION {
+        return Err(StoreError::Unreadable {
+            path: path.to_path_buf(),
+            detail: format!(
+                "it is read-only and of schema version {version}, older than this build's \
+                 {SCHEMA_VERSION}: copy it somewhere writable, where it is brought up to date"
+            ),
+        });
+    }
+    check_tables(conn, path)
+}
+
+/// The tables and their columns, as `name(col, col, …)`, sorted.
+fn layout(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    let mut tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    for table in &mut tables {
+        let columns: Vec<String> = conn
+            .prepare(&format!(
+                "SELECT name FROM pragma_table_info('{table}') ORDER BY cid"
+            ))?
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        *table = format!("{table}({})", columns.join(", "));
+    }
+    Ok(tables)
+}
+
+/// Checks that a store at the current version has the tables and columns its migrations make
+/// (those of a fresh store in memory): a store changed by hand, or half restored, is named as
+/// such with what it lacks, not left to fail later with SQLite's "SQL logic error".
+fn check_tables(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    let err = |e| sql_error(path, "reading the store's tables", e);
+    let mut fresh = Connection::open_in_memory().map_err(err)?;
+    migrate(&mut fresh, Path::new(":memory:"))?;
+    let want = layout(&fresh).map_err(err)?;
+    let have = layout(conn).map_err(err)?;
+    let missing: Vec<&String> = want.iter().filter(|t| !have.contains(t)).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(StoreError::Unreadable {
+        path: path.to_path_buf(),
+        detail: format!(
+            "it is marked as a quietbench store of schema version {SCHEMA_VERSION}, but lacks or \
+             changed {}: it was edited by hand or damaged; restore it from a backup",
+            missing
+                .iter()
+                .map(|t| t.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    })
 }
 
 /// Brings the schema to [`SCHEMA_VERSION`], in one IMMEDIATE transaction so that two
@@ -312,6 +395,26 @@ mod tests {
             [super::super::codec::settings_json(&settings)],
         )
         .unwrap();
+    }
+
+    #[test]
+    fn a_store_missing_a_table_is_named_as_damaged() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sqlite3");
+        drop(Store::open(&path).unwrap());
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("DROP TABLE interval_histograms")
+            .unwrap();
+        drop(conn);
+        let err = Store::open(&path)
+            .err()
+            .expect("a damaged store is refused")
+            .to_string();
+        assert!(
+            err.contains("lacks or changed interval_histograms(") && err.contains("backup"),
+            "{err}"
+        );
+        assert!(!err.contains("SQL logic error"), "{err}");
     }
 
     #[test]
