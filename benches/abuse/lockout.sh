@@ -5,15 +5,16 @@
 # latency, the time until it is served again, and the server's peak memory (VmHWM).
 # Before the connection gate, 64 idle sockets or 64 token-less TLS handshakes served 0 calls.
 #
-# Usage: benches/abuse/lockout.sh [SECONDS=10] [COUNT=300]
+# Usage: benches/abuse/lockout.sh [SECONDS=10] [COUNT=300]   (PROFILE=debug: the debug build)
 set -euo pipefail
 seconds=${1:-10}
 count=${2:-300}
+profile=${PROFILE:-release}
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-cargo build --release --quiet -p quietbench -p quietbench-benches --bin quietbench --bin abuse \
-  --manifest-path "$repo/Cargo.toml"
-qb="$repo/target/release/quietbench"
-abuse="$repo/target/release/abuse"
+cargo build --profile "$([ "$profile" = debug ] && echo dev || echo release)" --quiet \
+  -p quietbench -p quietbench-benches --bin quietbench --bin abuse --manifest-path "$repo/Cargo.toml"
+qb="$repo/target/$profile/quietbench"
+abuse="$repo/target/$profile/abuse"
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }

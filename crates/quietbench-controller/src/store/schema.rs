@@ -407,8 +407,7 @@ mod tests {
             .unwrap();
         drop(conn);
         let err = Store::open(&path)
-            .err()
-            .expect("a damaged store is refused")
+            .expect_err("a damaged store is refused")
             .to_string();
         assert!(
             err.contains("lacks or changed interval_histograms(") && err.contains("backup"),
