@@ -4,7 +4,7 @@
 //!
 //! - [`launch`]: a submitted run as `quietbench run`'s arguments, checked and bounded.
 //! - [`state`]: the runs accepted, kept on disk so a restarted service goes on with them.
-//! - [`runs`]: the queue, the limit, and one controller process per measuring run.
+//! - [`runs`]: the queue, the limit, and one controller process per measuring run ([`child`]).
 //! - [`watch`]: a run's events, read from its traces (state, store, output).
 //! - [`api`]: the gRPC service; [`auth`]: the client role mutual TLS must show.
 //! - [`policy`]: what each caller may run; [`access`]: whose runs a caller sees;
@@ -14,6 +14,7 @@
 pub mod access;
 pub mod api;
 pub mod auth;
+pub mod child;
 pub mod client;
 pub mod launch;
 pub mod listing;

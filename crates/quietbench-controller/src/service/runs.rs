@@ -7,28 +7,17 @@
 //! retention rule ([`super::retention`]) at start and whenever a run ends.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 
+pub use super::child::ChildSettings;
+use super::child::{self, exit_code, interrupt, last_error_line};
 use super::retention::{self, Kept, Retention};
 use super::secret_env::EnvValues;
-use super::state::{START_LINE, Stage, StateDir, Submission};
+use super::state::{Stage, StateDir, Submission};
 use crate::store::{RunStatus, Store};
-
-/// What every child of the service is started with.
-#[derive(Debug, Clone)]
-pub struct ChildSettings {
-    /// The quietbench binary.
-    pub exe: PathBuf,
-    /// The result store.
-    pub db: PathBuf,
-    /// The service's identity toward agents (`--ca ...`), passed to every run.
-    pub agent_tls_args: Vec<String>,
-}
 
 /// The service's runs, shared by the API and the scheduler.
 pub struct Runs {
@@ -429,53 +418,18 @@ impl Runs {
             return;
         }
         let dir = self.state.run_dir(&run_id);
-        let mut command = tokio::process::Command::new(&self.children.exe);
-        // The store by the environment, not the command line: a PostgreSQL URL's password
-        // would be in every run's `ps` line.
-        command.env(crate::store::DB_VARIABLE, &self.children.db);
-        // env.* values the same way, for the command its local agent runs, which inherits
-        // them (names are checked: never QUIETBENCH_*, so the store above stays).
-        for (name, value) in env.iter().flat_map(EnvValues::iter) {
-            command.env(name, value);
-        }
-        if stored.is_some() {
-            command.args(["resume", &run_id]);
-        } else {
-            command.arg("run");
-            command.arg(format!("--run-id={run_id}"));
-            if dir.join("plan.toml").exists() {
-                command.arg("--plan").arg(dir.join("plan.toml"));
-            }
-            command.args(&submission.run_args);
-        }
-        // The service's identity towards agents is for the agents it is told of; an EC2 run
-        // makes its own for the instances it launches, and refuses another.
-        if !submission.launches_its_hosts() {
-            command.args(&self.children.agent_tls_args);
-        }
-        let starts = submission.starts;
         let spawned = self
             .state
-            .open_logs(&run_id, starts)
+            .open_logs(&run_id, submission.starts)
             .and_then(|(out, err)| {
-                // Its own process group: a Ctrl-C at the service's terminal is the service's to
-                // handle (it interrupts its runs and keeps them to resume), not each run's.
-                command
-                    .process_group(0)
-                    .current_dir(&dir)
-                    .stdin(Stdio::null())
-                    .stdout(out)
-                    .stderr(err)
-                    .kill_on_drop(false);
-                // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe and touches no memory of
-                // the parent; it is all the child runs between fork and exec.
-                unsafe {
-                    command.pre_exec(|| {
-                        nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGINT)
-                            .map_err(std::io::Error::from)
-                    });
-                }
-                Ok(command.spawn()?)
+                child::spawn(
+                    &self.children,
+                    &submission,
+                    env.as_ref(),
+                    stored.is_some(),
+                    &dir,
+                    (out, err),
+                )
             });
         let mut child = match spawned {
             Ok(child) => child,
@@ -606,94 +560,5 @@ impl Runs {
     }
 }
 
-fn interrupt(pid: u32) {
-    if let Ok(pid) = i32::try_from(pid) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGINT,
-        );
-    }
-}
-
-/// A process's exit code as a shell reports it (128 + signal when killed).
-fn exit_code(status: std::process::ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    status
-        .code()
-        .or_else(|| status.signal().map(|s| 128 + s))
-        .unwrap_or(1)
-}
-
-/// The last `quietbench: error:` line a run's process wrote, without the prefix.
-fn last_error_line(dir: &std::path::Path) -> Option<String> {
-    let text = std::fs::read_to_string(dir.join("stderr")).ok()?;
-    // The last start's lines only: an error of an earlier start was dealt with by this one.
-    let last_start = text.rfind(START_LINE).unwrap_or(0);
-    text[last_start..]
-        .lines()
-        .rev()
-        .find_map(|l| l.strip_prefix("quietbench: error: "))
-        .map(str::to_string)
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn submission(id: &str, stage: Stage, finished_days_ago: Option<u64>) -> Submission {
-        let mut s = Submission::new(id.into(), vec!["--local".into()], vec!["local".into()]);
-        s.owner = Some("client a".into());
-        s.stage = stage;
-        s.finished_at_unix_ns = finished_days_ago.map(|days| {
-            super::super::state::now_unix_ns()
-                - i64::try_from(days * 86_400).unwrap() * 1_000_000_000
-        });
-        s
-    }
-
-    fn complete() -> Stage {
-        Stage::Finished {
-            status: "complete".into(),
-            exit_code: 0,
-            error: None,
-        }
-    }
-
-    #[test]
-    fn a_start_prunes_old_finished_runs_and_fails_those_whose_env_values_are_gone() {
-        let dir = tempfile::tempdir().unwrap();
-        let state = StateDir::open(&dir.path().join("state")).unwrap();
-        let mut with_env = submission("env", Stage::Queued, None);
-        with_env.env = [("API_TOKEN".to_string(), "<redacted>".to_string())].into();
-        for s in [
-            submission("old", complete(), Some(40)),
-            submission("recent", complete(), Some(2)),
-            submission("queued", Stage::Queued, None),
-            submission("was running", Stage::Running, None),
-            with_env,
-        ] {
-            state.save(&s).unwrap();
-        }
-        let children = ChildSettings {
-            exe: PathBuf::from("/bin/false"),
-            db: dir.path().join("store.sqlite3"),
-            agent_tls_args: Vec::new(),
-        };
-        let runs = Runs::load(state.clone(), children, 1, Retention::new(30, 1024)).unwrap();
-        // The old one's folder is gone; the others stay, queued ones as they were.
-        assert!(runs.get("old").is_none() && !state.run_dir("old").exists());
-        assert_eq!(runs.get("recent").unwrap().stage, complete());
-        assert_eq!(runs.get("queued").unwrap().stage, Stage::Queued);
-        assert_eq!(runs.get("was running").unwrap().stage, Stage::Queued);
-        let lost = runs.get("env").unwrap();
-        assert!(
-            matches!(&lost.stage, Stage::Finished { status, error: Some(e), .. }
-                if status == "failed" && e.contains("submit the run again")),
-            "{:?}",
-            lost.stage
-        );
-        assert!(lost.finished_at_unix_ns.is_some());
-        // It just failed: kept through the grace, whatever the limits.
-        assert!(runs.prune().is_empty());
-    }
-}
+mod tests;
