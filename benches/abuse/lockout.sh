@@ -27,7 +27,7 @@ start() { # name command... ; sets $addr and $pid
   QUIETBENCH_LOG=error "$@" > "$work/$name.out" 2>"$work/$name.err" &
   pid=$!; pids+=("$pid")
   for _ in $(seq 1 200); do
-    addr=$(grep -ho 'listening on [0-9.:]*' "$work/$name.out" "$work/$name.err" | awk '{print $3}' | head -1)
+    addr=$({ grep -ho 'listening on [0-9.:]*' "$work/$name.out" "$work/$name.err" || true; } | awk '{print $3}' | head -1)
     [ -n "$addr" ] && return 0
     sleep 0.05
   done
