@@ -204,17 +204,7 @@ fn idle_sockets_cannot_lock_a_controller_out() {
 fn a_plain_controller_at_a_tls_agent_is_told_to_use_tls() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    common::succeed(quietbench().args(["certs", "init", "--dir", d]));
-    common::succeed(quietbench().args([
-        "certs",
-        "issue",
-        "--dir",
-        d,
-        "--agent",
-        "a1",
-        "--san",
-        "127.0.0.1",
-    ]));
+    common::issue_certs(dir.path(), &[&["--agent", "a1", "--san", "127.0.0.1"]]);
     let mut command = agent_command();
     command.args(["--tls-cert", &format!("{d}/agent-a1.pem")]);
     command.args(["--tls-key", &format!("{d}/agent-a1.key")]);

@@ -294,19 +294,14 @@ fn runs_wait_for_their_host_are_cancelled_and_survive_a_killed_service() {
 fn over_mutual_tls_only_client_certificates_are_let_in() {
     let dir = tempfile::tempdir().unwrap();
     let certs = dir.path().join("certs");
-    let certs_arg = certs.to_str().unwrap();
-    common::succeed(common::quietbench().args(["certs", "init", "--dir", certs_arg]));
-    for role in [
-        vec!["--service", "svc", "--san", "127.0.0.1"],
-        vec!["--client", "ci"],
-        vec!["--controller", "ctl"],
-    ] {
-        common::succeed(
-            common::quietbench()
-                .args(["certs", "issue", "--dir", certs_arg])
-                .args(role),
-        );
-    }
+    common::issue_certs(
+        &certs,
+        &[
+            &["--service", "svc", "--san", "127.0.0.1"],
+            &["--client", "ci"],
+            &["--controller", "ctl"],
+        ],
+    );
     let file = |name: &str| certs.join(name).to_str().unwrap().to_string();
     let service = Service::start(
         &dir.path().join("store.sqlite3"),

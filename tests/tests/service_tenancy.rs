@@ -34,20 +34,15 @@ struct Certs {
 impl Certs {
     fn make(dir: &Path) -> Self {
         let dir = dir.join("certs");
-        let arg = dir.to_str().unwrap();
-        common::succeed(common::quietbench().args(["certs", "init", "--dir", arg]));
-        for role in [
-            vec!["--service", "svc", "--san", "127.0.0.1"],
-            vec!["--client", "a"],
-            vec!["--client", "b"],
-            vec!["--client", "ops"],
-        ] {
-            common::succeed(
-                common::quietbench()
-                    .args(["certs", "issue", "--dir", arg])
-                    .args(role),
-            );
-        }
+        common::issue_certs(
+            &dir,
+            &[
+                &["--service", "svc", "--san", "127.0.0.1"],
+                &["--client", "a"],
+                &["--client", "b"],
+                &["--client", "ops"],
+            ],
+        );
         Self { dir }
     }
 

@@ -35,13 +35,9 @@ impl Drop for SmallDisk {
     }
 }
 
-#[test]
-fn a_full_disk_stops_the_run_clearly_and_keeps_every_stored_trial() {
-    let disk = SmallDisk::mount("400k");
-    let db = disk.dir.path().join("store.sqlite3");
-    let json_dir = tempfile::tempdir().unwrap();
-    let json = json_dir.path().join("run.json");
-    let out = common::quietbench()
+/// A run of 200 short rounds, more than a small disk holds, into `db` and `json`.
+fn long_run(db: &std::path::Path, json: &std::path::Path) -> std::process::Output {
+    common::quietbench()
         .args([
             "run",
             "--local",
@@ -53,11 +49,20 @@ fn a_full_disk_stops_the_run_clearly_and_keeps_every_stored_trial() {
             "0.1",
             "--db",
         ])
-        .arg(&db)
+        .arg(db)
         .arg("--json")
-        .arg(&json)
+        .arg(json)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn a_full_disk_stops_the_run_clearly_and_keeps_every_stored_trial() {
+    let disk = SmallDisk::mount("400k");
+    let db = disk.dir.path().join("store.sqlite3");
+    let json_dir = tempfile::tempdir().unwrap();
+    let json = json_dir.path().join("run.json");
+    let out = long_run(&db, &json);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
@@ -99,23 +104,7 @@ fn a_full_disk_under_the_json_report_too_is_said_so() {
     let disk = SmallDisk::mount("400k");
     let db = disk.dir.path().join("store.sqlite3");
     let json = disk.dir.path().join("run.json");
-    let out = common::quietbench()
-        .args([
-            "run",
-            "--local",
-            "--rounds",
-            "200",
-            "--warmup",
-            "0",
-            "--duration",
-            "0.1",
-            "--db",
-        ])
-        .arg(&db)
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
+    let out = long_run(&db, &json);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_ne!(out.status.code(), Some(0), "{stderr}");
     if stderr.contains("has them") {

@@ -82,6 +82,20 @@ pub fn succeed(command: &mut Command) -> String {
     stdout
 }
 
+/// A fleet CA made with `quietbench certs init` in `dir`, and a certificate issued from it for
+/// each of `issues` (the flags of `certs issue`, e.g. `["--client", "ci"]`).
+pub fn issue_certs(dir: &std::path::Path, issues: &[&[&str]]) {
+    let arg = dir.to_str().unwrap();
+    succeed(quietbench().args(["certs", "init", "--dir", arg]));
+    for flags in issues {
+        succeed(
+            quietbench()
+                .args(["certs", "issue", "--dir", arg])
+                .args(*flags),
+        );
+    }
+}
+
 /// `quietbench agent`, to which [`AgentProcess::start_with`] adds `--listen`.
 pub fn agent_command() -> Command {
     let mut command = Command::new(quietbench_bin());
