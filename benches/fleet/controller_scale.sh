@@ -6,7 +6,7 @@
 # Goal on a 2-core machine: 200 agents at no more than 0.5 core and 200 MB RSS.
 #
 # How 200 agents fit on one small box: they are not real agents. `agent-farm` (a binary of the
-# benches crate, benches/src/bin/agent_farm/) serves N `quietbench.v1.AgentService` instances in
+# benches crate, benches/src/bin/agent_farm.rs) serves N `quietbench.v1.AgentService` instances in
 # one process, each on its own loopback port (127.0.0.1:0), each a synthetic host (hostname
 # farm-NNN, a Xeon fingerprint, its own events/s figure within ±3% of 1379). Their probe
 # measures nothing: for any probe name it streams the event sequence a real agent streams

@@ -1,23 +1,43 @@
-//! `history --change-points` and `--fail-on-change` on real runs: a nightly job whose command
-//! sleeps 20 ms longer, checked after each night as CI would, must fail on exactly one night: the
+//! `history --change-points` and `--fail-on-change` on stored runs: a nightly job whose command
+//! takes 20 ms longer, checked after each night as CI would, must fail on exactly one night: the
 //! one on which the regression becomes significant; and text, JSON and the HTML chart show it.
+//!
+//! The nights run on a fake agent (quietbench-testkit) that reports the times this file
+//! injects (10 ms, then 30 ms, each trial 2% off by a fixed draw), so which night trips depends
+//! on the history's statistics alone, never on this machine's speed.
 
 mod common;
 
 use std::path::Path;
 use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
+use quietbench_testkit::{Cpu, FakeFleet, FakeHost, normal, splitmix64};
 use serde_json::Value;
 
-/// One night's run: `sleep_s` per invocation, two 1-second rounds, on a local agent.
-fn nightly_run(db: &Path, sleep_s: f64) {
+/// One fake host whose invocations take what `night_ms` holds, each trial 2% off by a draw
+/// fixed by the night and the trial.
+fn nightly_agent(night_ms: Arc<AtomicU64>) -> FakeFleet {
+    let cpu = Cpu::intel("Intel(R) Xeon(R) Processor", 207, 2, "0x1");
+    let host = FakeHost::new("nightly", cpu, move |ask| {
+        let ms = night_ms.load(Ordering::Relaxed);
+        let noise = 1.0 + 0.02 * normal(splitmix64(ask.trial));
+        quietbench_testkit::exec(ms as f64 * 1e6 * noise, 1e6)
+    });
+    FakeFleet::start(vec![host]).unwrap()
+}
+
+/// One night's run: two 1-second rounds on the nightly agent.
+fn nightly_run(db: &Path, agent: &FakeFleet) {
     common::succeed(common::quietbench().args([
         "run",
-        "--local",
+        "--agent",
+        &agents_address(agent),
         "--probe",
         "exec",
         "--param",
-        &format!("cmd=sleep {sleep_s}"),
+        "cmd=./nightly-job",
         "--rounds",
         "2",
         "--warmup",
@@ -27,6 +47,10 @@ fn nightly_run(db: &Path, sleep_s: f64) {
         "--db",
         db.to_str().unwrap(),
     ]));
+}
+
+fn agents_address(agent: &FakeFleet) -> String {
+    agent.addresses()[0].to_string()
 }
 
 fn history(db: &Path, extra: &[&str]) -> Command {
@@ -48,12 +72,13 @@ fn history(db: &Path, extra: &[&str]) -> Command {
 fn fail_on_change_trips_on_the_night_a_regression_becomes_significant_and_only_then() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("store.sqlite3");
-    // Ten nights at 10 ms, then six at 30 ms. A step of 20 ms dwarfs the run-to-run noise of a
-    // sleep and of fork and exec's cost around it (a few ms on a loaded machine at most), so the
-    // outcome does not depend on the machine's speed.
+    // Ten nights at 10 ms, then six at 30 ms.
+    let night_ms = Arc::new(AtomicU64::new(10));
+    let agent = nightly_agent(Arc::clone(&night_ms));
     let mut exits = Vec::new();
     for night in 1..=16 {
-        nightly_run(&db, if night <= 10 { 0.010 } else { 0.030 });
+        night_ms.store(if night <= 10 { 10 } else { 30 }, Ordering::Relaxed);
+        nightly_run(&db, &agent);
         if night >= 10 {
             let out = history(&db, &["--fail-on-change"]).output().unwrap();
             exits.push((night, out.status.code()));
@@ -108,13 +133,12 @@ fn fail_on_change_trips_on_the_night_a_regression_becomes_significant_and_only_t
     assert_eq!(c["index"], 10);
     assert_eq!(c["kind"], "regression");
     assert_eq!(c["run_id"], s["points"][10]["run_id"]);
-    // The step is 20 ms of sleep. In relative terms it is less than 200%, by how much depends
-    // on the machine: the wall time includes fork and exec (3 ms on a loaded 2-vCPU CI machine).
-    // So check the absolute step, and that the relative figure is the medians' ratio.
+    // The step is 20 ms, 200%, within the trials' 2% draws; the relative figure is the
+    // medians' ratio.
     let before = c["before_median"].as_f64().unwrap();
     let after = c["after_median"].as_f64().unwrap();
-    let step_ms = (after - before) / 1e6;
-    assert!((16.0..24.0).contains(&step_ms), "{step_ms} ms: {json}");
+    assert!((before / 10e6 - 1.0).abs() < 0.02, "{before}: {json}");
+    assert!((after / 30e6 - 1.0).abs() < 0.02, "{after}: {json}");
     let change = c["change"].as_f64().unwrap();
     assert!((change - (after / before - 1.0)).abs() < 1e-9, "{change}");
     assert!(c["p_value"].as_f64().unwrap() <= 0.01);
