@@ -17,7 +17,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use quietbench_testkit::{Ask, Cpu, FakeFleet, FakeHost, Figure, normal, splitmix64};
+use quietbench_testkit::{Ask, Cpu, FakeFleet, FakeHost, Figure, Invocation, normal, splitmix64};
 use serde_json::Value;
 
 const HOSTS: usize = 20;
@@ -316,7 +316,17 @@ fn compare_says_when_a_change_differs_between_cpu_models() {
         let host = 1.0 + 0.003 * ((ask.host / 2) as f64 / 2.0 - 1.0);
         let a_ns = 0.5e9 * injected(ask.host).1 * trial_noise(TRIAL_SD, 2, ask);
         let pair = trial_noise(0.002, 3, ask);
-        quietbench_testkit::exec_pairs(a_ns, a_ns * change * host * pair)
+        let (a, b) = (a_ns, a_ns * change * host * pair);
+        quietbench_testkit::exec_pairs(
+            Invocation {
+                wall_ns: a,
+                cpu_ns: a / 100.0,
+            },
+            Invocation {
+                wall_ns: b,
+                cpu_ns: b / 100.0,
+            },
+        )
     });
     let json = dir.path().join("verdict.json");
     let mut command = common::quietbench();

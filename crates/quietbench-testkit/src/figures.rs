@@ -107,24 +107,61 @@ pub fn exec(wall_ns: f64, cpu_ns: f64) -> Vec<Figure> {
     ]
 }
 
-/// The `exec` probe's metrics in pairs (`cmd_b` given): A taking `a_ns` and B `b_ns` of wall
-/// time per invocation, and each pair's B/A ratio around `b_ns / a_ns`.
-pub fn exec_pairs(a_ns: f64, b_ns: f64) -> Vec<Figure> {
-    let pairs_per_sec = 1e9 / (a_ns + b_ns);
-    let ratio_ppm = b_ns / a_ns * 1e6;
-    vec![
-        Figure::value(metrics::INVOCATIONS_PER_SEC, "invocations/s", 1e9 / a_ns),
-        Figure::distribution(metrics::WALL_TIME, "ns", a_ns, 0.01, pairs_per_sec),
-        Figure::value(metrics::B_INVOCATIONS_PER_SEC, "invocations/s", 1e9 / b_ns),
-        Figure::distribution(metrics::B_WALL_TIME, "ns", b_ns, 0.01, pairs_per_sec),
-        Figure::distribution(
-            metrics::B_OVER_A_WALL_PPM,
+/// One invocation's times.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Invocation {
+    pub wall_ns: f64,
+    /// User + system CPU time.
+    pub cpu_ns: f64,
+}
+
+/// The `exec` probe's metrics in pairs (`cmd_b` given), in the order the probe sends them:
+/// A's and B's times (each ±1% around the median given) and each pair's B/A wall and CPU
+/// ratios (±0.5% around B's over A's).
+pub fn exec_pairs(a: Invocation, b: Invocation) -> Vec<Figure> {
+    let pairs_per_sec = 1e9 / (a.wall_ns + b.wall_ns);
+    let mut figures = Vec::new();
+    for (side, times) in [("", a), ("b_", b)] {
+        figures.extend([
+            Figure::value(
+                &format!("{side}invocations_per_sec"),
+                "invocations/s",
+                1e9 / times.wall_ns,
+            ),
+            Figure::distribution(
+                &format!("{side}wall_time"),
+                "ns",
+                times.wall_ns,
+                0.01,
+                pairs_per_sec,
+            ),
+            Figure::value(
+                &format!("{side}invocations_per_cpu_sec"),
+                "invocations/CPU-s",
+                1e9 / times.cpu_ns,
+            ),
+            Figure::distribution(
+                &format!("{side}cpu_time"),
+                "ns",
+                times.cpu_ns,
+                0.01,
+                pairs_per_sec,
+            ),
+        ]);
+    }
+    for (name, ratio) in [
+        (metrics::B_OVER_A_WALL_PPM, b.wall_ns / a.wall_ns),
+        (metrics::B_OVER_A_CPU_PPM, b.cpu_ns / a.cpu_ns),
+    ] {
+        figures.push(Figure::distribution(
+            name,
             "ppm",
-            ratio_ppm,
+            ratio * 1e6,
             0.005,
             pairs_per_sec,
-        ),
-    ]
+        ));
+    }
+    figures
 }
 
 /// A probe that counts events (e.g. `cpu.primes`): `per_sec` events a second, each taking
@@ -185,6 +222,27 @@ mod tests {
         let mut hist = new_histogram();
         Figure::value("x", "ns", 3.0).fill(&mut hist, 1.0);
         assert!(hist.is_empty());
+    }
+
+    #[test]
+    fn paired_figures_carry_the_names_the_controller_reads() {
+        let a = Invocation {
+            wall_ns: 1e6,
+            cpu_ns: 5e5,
+        };
+        let names: Vec<String> = exec_pairs(a, a).into_iter().map(|f| f.name).collect();
+        for name in [
+            metrics::INVOCATIONS_PER_SEC,
+            metrics::WALL_TIME,
+            metrics::CPU_TIME,
+            metrics::B_INVOCATIONS_PER_SEC,
+            metrics::B_WALL_TIME,
+            metrics::B_CPU_TIME,
+            metrics::B_OVER_A_WALL_PPM,
+            metrics::B_OVER_A_CPU_PPM,
+        ] {
+            assert!(names.iter().any(|n| n == name), "{name}: {names:?}");
+        }
     }
 
     #[test]

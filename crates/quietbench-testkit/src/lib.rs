@@ -21,7 +21,8 @@ mod service;
 mod trial;
 
 pub use figures::{
-    Ask, Figure, FigureFn, Kind, events, exec, exec_pairs, normal, splitmix64, unit_interval,
+    Ask, Figure, FigureFn, Invocation, Kind, events, exec, exec_pairs, normal, splitmix64,
+    unit_interval,
 };
 pub use fleet::{FakeFleet, serve};
 pub use host::{Cpu, HOUSEKEEPING_CPU, PROBE_CPU, fingerprint};
