@@ -6,11 +6,12 @@
 #
 #   benches/fuzz/run.sh [RUNS_PER_TARGET]   (default 1200000: 12 million executions in all)
 #
-# It seeds the corpora (seed.sh), runs each target for RUNS executions (two at a time), then
-# minimizes each corpus (cargo fuzz cmin) so what is checked in stays small, and prints a table:
-# executions, crashes, corpus size. A crash leaves its input in fuzz/artifacts/TARGET/ and makes
-# the script exit 1. CI replays the corpora (crates/quietbench-fuzz/tests/replay.rs); it does not
-# fuzz.
+# It seeds the corpora (seed.sh: git keeps only the named seeds and regressions, fuzz/README.md),
+# runs each target for RUNS executions (two at a time), then minimizes each corpus (cargo fuzz
+# cmin) so the local fuzz/corpus stays small, and prints a table: executions, crashes, corpus
+# size. A crash leaves its input in fuzz/artifacts/TARGET/ and makes the script exit 1; keep it
+# as fuzz/regressions/TARGET/NAME (fuzz/README.md says how). CI replays the named seeds and
+# regressions (crates/quietbench-fuzz/tests/replay.rs); it does not fuzz.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 runs=${1:-1200000}
@@ -51,6 +52,7 @@ for t in $targets; do
 done
 echo "executions in all: $total"
 if [ -s "$logs/FAILED" ]; then
-    echo "FAILED: $(tr '\n' ' ' <"$logs/FAILED") (inputs in fuzz/artifacts/, logs in $logs/)" >&2
+    echo "FAILED: $(tr '\n' ' ' <"$logs/FAILED") (inputs in fuzz/artifacts/, logs in $logs/;" \
+        "keep each, minimized, as fuzz/regressions/TARGET/NAME: fuzz/README.md)" >&2
     exit 1
 fi

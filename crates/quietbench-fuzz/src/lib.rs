@@ -8,14 +8,17 @@
 //! crashes.
 //!
 //! `fuzz/` (cargo fuzz, libFuzzer) runs these for coverage-guided search; `tests/replay.rs` runs
-//! every checked-in corpus file through them on every `cargo test`.
+//! the inputs kept in git (`fuzz/seeds/`, `fuzz/regressions/`: fuzz/README.md) through them on
+//! every `cargo test`, and the local corpus too where a fuzzing run left one.
 
 use quietbench_host::{imds, journal, kernel, noise, procstat, smaps, topology, tuning};
 use quietbench_probe::net::wire;
+use quietbench_proto::histogram::{MAX_DECODED, MAX_TOTAL_COUNT, decode_bounded};
 
-/// A fuzz target: its name (its folder under `fuzz/corpus/`) and its body.
+/// A fuzz target: its name and its body.
 pub struct Target {
-    /// The target's name, also its `fuzz/fuzz_targets/NAME.rs` and `fuzz/corpus/NAME/`.
+    /// The target's name, also its `fuzz/fuzz_targets/NAME.rs` and its folder under
+    /// `fuzz/seeds/`, `fuzz/regressions/` and `fuzz/corpus/`.
     pub name: &'static str,
     /// Runs one input; panics only on a defect.
     pub run: fn(&[u8]),
@@ -130,12 +133,25 @@ pub fn kernel_files(data: &[u8]) {
     let _ = journal::parse_journal(&text);
 }
 
-/// A histogram as an agent ships it (`Histogram.hdr_v2_deflate`). One that decodes must
-/// re-encode and decode to the same histogram.
+/// A histogram as an agent ships it (`Histogram.hdr_v2_deflate`). One that decodes must be
+/// within the bounds `decode_bounded` promises, and re-encode and decode to the same histogram.
 pub fn histogram(data: &[u8]) {
-    if let Ok(hist) = quietbench_proto::histogram::decode_bounded(data) {
+    if let Ok(hist) = decode_bounded(data) {
+        // Checked here as well as in decode_bounded's own unit tests so that the regression
+        // inputs of these bounds (fuzz/regressions/histogram) fail the replay, not only pass
+        // through it, should a bound ever go.
+        let counts_bytes = hist.distinct_values() * 8;
+        assert!(
+            counts_bytes <= MAX_DECODED,
+            "decoded a counts array of {counts_bytes} bytes"
+        );
+        assert!(
+            hist.len() <= MAX_TOTAL_COUNT,
+            "decoded {} samples",
+            hist.len()
+        );
         let bytes = quietbench_probe::histogram::encode_v2_deflate(&hist).expect("re-encodes");
-        let again = quietbench_proto::histogram::decode_bounded(&bytes).expect("re-decodes");
+        let again = decode_bounded(&bytes).expect("re-decodes");
         assert_eq!(again, hist);
     }
 }
