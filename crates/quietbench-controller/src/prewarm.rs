@@ -8,6 +8,7 @@
 use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
+use quietbench_proto::metrics;
 use quietbench_proto::v1 as pb;
 
 use crate::connection::AgentConnection;
@@ -103,7 +104,7 @@ pub async fn prewarm_path(
                     let mb_s = i
                         .metrics
                         .iter()
-                        .find(|m| m.name == "read_mb_per_sec")
+                        .find(|m| m.name == metrics::READ_MB_PER_SEC)
                         .and_then(|m| m.value)
                         .unwrap_or(0.0);
                     let secs = (i.end_unix_ns.saturating_sub(i.start_unix_ns)) as f64 / 1e9;
@@ -118,7 +119,7 @@ pub async fn prewarm_path(
         if let Some(mb_s) = r
             .metrics
             .iter()
-            .find(|m| m.name == "read_mb_per_sec")
+            .find(|m| m.name == metrics::READ_MB_PER_SEC)
             .and_then(|m| m.value)
         {
             bytes = before + mb_s * 1e6 * took.as_secs_f64();

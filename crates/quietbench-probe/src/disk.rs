@@ -18,6 +18,8 @@ use std::fs::File;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
+use quietbench_vocab::metrics;
+
 use crate::spec::IntParam;
 use crate::{
     Counter, Merge, MetricSet, ParamError, ProbeSpec, RateBasis, Samples, Step, Throughput,
@@ -41,28 +43,28 @@ const MIB: u64 = 1 << 20;
 
 /// MB/s, decimal, as fio and the cloud providers' caps count.
 const MB_PER_SEC: Throughput = Throughput {
-    metric: "read_mb_per_sec",
+    metric: metrics::READ_MB_PER_SEC,
     unit: "MB/s",
     bytes_per_unit: 1e6,
 };
 
 /// Reads.
 pub const READ: MetricSet = MetricSet {
-    rate_metric: "read_iops",
+    rate_metric: metrics::READ_IOPS,
     rate_unit: "IOPS",
-    latency_metric: "read_latency",
+    latency_metric: metrics::READ_LATENCY,
     latency_unit: "ns",
     throughput: Some(MB_PER_SEC),
 };
 
 /// Writes.
 pub const WRITE: MetricSet = MetricSet {
-    rate_metric: "write_iops",
+    rate_metric: metrics::WRITE_IOPS,
     rate_unit: "IOPS",
-    latency_metric: "write_latency",
+    latency_metric: metrics::WRITE_LATENCY,
     latency_unit: "ns",
     throughput: Some(Throughput {
-        metric: "write_mb_per_sec",
+        metric: metrics::WRITE_MB_PER_SEC,
         ..MB_PER_SEC
     }),
 };
@@ -577,20 +579,20 @@ fn check_buffers(p: &Params<'_>, size_key: &str, qd: u64, request: u64) -> Resul
 /// buffers huge pages back (absent when /proc/self/smaps could not say).
 pub(crate) fn engine_counters(queue: &IoQueue) -> Vec<Counter> {
     let huge = queue.huge_page_pct().map(|pct| Counter {
-        name: quietbench_proto::metrics::IO_BUFFERS_HUGE_PAGES,
+        name: metrics::IO_BUFFERS_HUGE_PAGES,
         unit: "%",
         value: pct,
         merge: Merge::Mean,
     });
     let mut counters = vec![
         Counter {
-            name: "engine_io_uring",
+            name: metrics::ENGINE_IO_URING,
             unit: "bool",
             value: f64::from(u8::from(queue.kind() == EngineKind::IoUring)),
             merge: Merge::Mean,
         },
         Counter {
-            name: "io_uring_fixed_buffers",
+            name: metrics::IO_URING_FIXED_BUFFERS,
             unit: "bool",
             value: f64::from(u8::from(queue.fixed_buffers())),
             merge: Merge::Mean,

@@ -46,7 +46,7 @@ use resolve::Command;
 pub use resolve::{resolve, split_words};
 
 /// The metric of the per-pair B/A wall-time ratios, in parts per million.
-pub const PAIR_RATIO_METRIC: &str = quietbench_proto::metrics::B_OVER_A_WALL_PPM;
+pub const PAIR_RATIO_METRIC: &str = quietbench_vocab::metrics::B_OVER_A_WALL_PPM;
 
 /// Bytes of standard error kept for the failure message.
 const STDERR_TAIL: usize = 2048;

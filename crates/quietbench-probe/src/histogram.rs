@@ -53,7 +53,7 @@ pub fn encode_v2_deflate(hist: &Histogram<u64>) -> Result<Vec<u8>, CodecError> {
 
 /// Decodes HdrHistogram V2 bytes, compressed or not, within the wire contract's bounds.
 pub fn decode_v2(bytes: &[u8]) -> Result<Histogram<u64>, CodecError> {
-    quietbench_proto::histogram::decode_bounded(bytes)
+    quietbench_vocab::histogram::decode_bounded(bytes)
         .map_err(|err| CodecError::Decode(err.to_string()))
 }
 

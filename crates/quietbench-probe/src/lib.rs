@@ -23,6 +23,8 @@ mod runner;
 pub use disk::scan;
 pub mod spawn;
 pub mod spec;
+#[cfg(test)]
+mod vocab_tests;
 mod worker;
 
 pub use catalog::{resolve_probe, resolve_probe_in};
@@ -33,6 +35,8 @@ pub use runner::{
     TrialSettings, run_trial,
 };
 pub use spec::{IntParam, ParamError, ProbeSpec};
+
+use quietbench_vocab::metrics;
 
 /// A probe's work, driven by a probe thread's measuring loop. Each call of [`Workload::step`]
 /// does one unit of work and says what it measured: either one event the harness times around
@@ -156,7 +160,7 @@ pub struct MetricSet {
 /// A throughput metric: bytes per second in a unit.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Throughput {
-    /// e.g. "mb_per_sec", "gbit_per_sec".
+    /// e.g. "read_mb_per_sec", "gbit_per_sec".
     pub metric: &'static str,
     /// e.g. "MB/s", "Gbit/s".
     pub unit: &'static str,
@@ -169,9 +173,9 @@ impl Eq for Throughput {}
 impl MetricSet {
     /// The single metric set of most probes.
     pub const EVENTS: MetricSet = MetricSet {
-        rate_metric: "events_per_sec",
+        rate_metric: metrics::EVENTS_PER_SEC,
         rate_unit: "events/s",
-        latency_metric: "event_latency",
+        latency_metric: metrics::EVENT_LATENCY,
         latency_unit: "ns",
         throughput: None,
     };

@@ -11,12 +11,12 @@
 //! The wire protocol is ours, not iperf3's: a 24-byte header per connection says what the
 //! server does (see `wire.rs`), so one port serves every mode and the server never guesses.
 
-mod rr;
+pub(crate) mod rr;
 mod server;
-mod sys;
+pub(crate) mod sys;
 #[cfg(test)]
 mod tests;
-mod throughput;
+pub(crate) mod throughput;
 pub mod wire;
 
 use std::collections::BTreeMap;

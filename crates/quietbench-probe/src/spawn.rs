@@ -9,6 +9,7 @@
 
 use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::Pid;
+use quietbench_vocab::metrics;
 
 use crate::exec::Prepared;
 use crate::{MetricSet, Samples, Step, Workload};
@@ -30,16 +31,16 @@ const ADDR_NO_RANDOMIZE: nix::libc::c_ulong = 0x0040000;
 /// The two metric sets: events alternate between them.
 pub const METRIC_SETS: &[MetricSet] = &[
     MetricSet {
-        rate_metric: "spawns_per_sec_aslr_on",
+        rate_metric: metrics::SPAWNS_PER_SEC_ASLR_ON,
         rate_unit: "spawns/s",
-        latency_metric: "spawn_latency_aslr_on",
+        latency_metric: metrics::SPAWN_LATENCY_ASLR_ON,
         latency_unit: "ns",
         throughput: None,
     },
     MetricSet {
-        rate_metric: "spawns_per_sec_aslr_off",
+        rate_metric: metrics::SPAWNS_PER_SEC_ASLR_OFF,
         rate_unit: "spawns/s",
-        latency_metric: "spawn_latency_aslr_off",
+        latency_metric: metrics::SPAWN_LATENCY_ASLR_OFF,
         latency_unit: "ns",
         throughput: None,
     },

@@ -5,11 +5,15 @@
 //! `proto/quietbench/v1` (see build.rs); this file only exposes it. Beside it, what both ends'
 //! servers share: the connection gate ([`gate`]) that keeps strangers from locking out the
 //! callers a server is for.
+//!
+//! The metric names and the histogram codec are the vocabulary of the wire too, but the probes
+//! need them without gRPC, so they live in quietbench-vocab; they are re-exported here, and the
+//! agent and the controller read them through this crate.
 
 pub mod gate;
-pub mod histogram;
-pub mod metrics;
 pub mod roles;
+
+pub use quietbench_vocab::{histogram, metrics};
 
 /// Version 1 of the quietbench protocol (`package quietbench.v1`).
 pub mod v1 {

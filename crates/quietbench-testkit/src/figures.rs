@@ -121,32 +121,32 @@ pub struct Invocation {
 pub fn exec_pairs(a: Invocation, b: Invocation) -> Vec<Figure> {
     let pairs_per_sec = 1e9 / (a.wall_ns + b.wall_ns);
     let mut figures = Vec::new();
-    for (side, times) in [("", a), ("b_", b)] {
+    let sides = [
+        (
+            a,
+            [
+                metrics::INVOCATIONS_PER_SEC,
+                metrics::WALL_TIME,
+                metrics::INVOCATIONS_PER_CPU_SEC,
+                metrics::CPU_TIME,
+            ],
+        ),
+        (
+            b,
+            [
+                metrics::B_INVOCATIONS_PER_SEC,
+                metrics::B_WALL_TIME,
+                metrics::B_INVOCATIONS_PER_CPU_SEC,
+                metrics::B_CPU_TIME,
+            ],
+        ),
+    ];
+    for (times, [rate, wall, cpu_rate, cpu]) in sides {
         figures.extend([
-            Figure::value(
-                &format!("{side}invocations_per_sec"),
-                "invocations/s",
-                1e9 / times.wall_ns,
-            ),
-            Figure::distribution(
-                &format!("{side}wall_time"),
-                "ns",
-                times.wall_ns,
-                0.01,
-                pairs_per_sec,
-            ),
-            Figure::value(
-                &format!("{side}invocations_per_cpu_sec"),
-                "invocations/CPU-s",
-                1e9 / times.cpu_ns,
-            ),
-            Figure::distribution(
-                &format!("{side}cpu_time"),
-                "ns",
-                times.cpu_ns,
-                0.01,
-                pairs_per_sec,
-            ),
+            Figure::value(rate, "invocations/s", 1e9 / times.wall_ns),
+            Figure::distribution(wall, "ns", times.wall_ns, 0.01, pairs_per_sec),
+            Figure::value(cpu_rate, "invocations/CPU-s", 1e9 / times.cpu_ns),
+            Figure::distribution(cpu, "ns", times.cpu_ns, 0.01, pairs_per_sec),
         ]);
     }
     for (name, ratio) in [
@@ -168,8 +168,8 @@ pub fn exec_pairs(a: Invocation, b: Invocation) -> Vec<Figure> {
 /// 1/`per_sec` (±1.5%).
 pub fn events(per_sec: f64) -> Vec<Figure> {
     vec![
-        Figure::value("events_per_sec", "events/s", per_sec),
-        Figure::distribution("event_latency", "ns", 1e9 / per_sec, 0.015, per_sec),
+        Figure::value(metrics::EVENTS_PER_SEC, "events/s", per_sec),
+        Figure::distribution(metrics::EVENT_LATENCY, "ns", 1e9 / per_sec, 0.015, per_sec),
     ]
 }
 
@@ -242,6 +242,23 @@ mod tests {
             metrics::B_OVER_A_CPU_PPM,
         ] {
             assert!(names.iter().any(|n| n == name), "{name}: {names:?}");
+        }
+    }
+
+    #[test]
+    fn every_figure_is_a_registered_metric_in_its_unit() {
+        let a = Invocation {
+            wall_ns: 1e6,
+            cpu_ns: 5e5,
+        };
+        for figure in exec(1e6, 5e5)
+            .into_iter()
+            .chain(exec_pairs(a, a))
+            .chain(events(1000.0))
+        {
+            let registered = metrics::lookup(&figure.name)
+                .unwrap_or_else(|| panic!("{} is not registered", figure.name));
+            assert_eq!(registered.unit, figure.unit, "{}", figure.name);
         }
     }
 

@@ -2,6 +2,7 @@
 //! median of its counted trials against the host's caps (`limits::attribution`), with EBS's
 //! and ENA's own counters summed over those trials as evidence.
 
+use quietbench_proto::metrics;
 use serde::Serialize;
 
 use crate::limits::attribution::{
@@ -60,13 +61,13 @@ fn disk(trials: &[&TrialRecord], caps: &HostCaps) -> Option<Attribution> {
     let mb = median(
         trials
             .iter()
-            .filter_map(|t| sum(t, "read_mb_per_sec", "write_mb_per_sec"))
+            .filter_map(|t| sum(t, metrics::READ_MB_PER_SEC, metrics::WRITE_MB_PER_SEC))
             .collect(),
     )?;
     let iops = median(
         trials
             .iter()
-            .filter_map(|t| sum(t, "read_iops", "write_iops"))
+            .filter_map(|t| sum(t, metrics::READ_IOPS, metrics::WRITE_IOPS))
             .collect(),
     )?;
     let first = trials.first()?;
@@ -104,7 +105,7 @@ fn net(trials: &[&TrialRecord], caps: &HostCaps) -> Option<Attribution> {
     let gbps = median(
         trials
             .iter()
-            .filter_map(|t| value(t, "gbit_per_sec"))
+            .filter_map(|t| value(t, metrics::GBIT_PER_SEC))
             .collect(),
     )?;
     let first = trials.first()?;

@@ -17,6 +17,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use quietbench_vocab::metrics;
+
 use crate::disk::engine::{EngineKind, IoQueue};
 use crate::disk::params::{Params, TextParam};
 use crate::disk::scan_state::ScanState;
@@ -40,12 +42,12 @@ const REREADS_PER_REGION: u64 = 4;
 
 /// Re-reads of the survey's sample of regions.
 pub const REREAD: MetricSet = MetricSet {
-    rate_metric: "reread_iops",
+    rate_metric: metrics::REREAD_IOPS,
     rate_unit: "IOPS",
-    latency_metric: "reread_latency",
+    latency_metric: metrics::REREAD_LATENCY,
     latency_unit: "ns",
     throughput: Some(crate::Throughput {
-        metric: "reread_mb_per_sec",
+        metric: metrics::REREAD_MB_PER_SEC,
         unit: "MB/s",
         bytes_per_unit: 1e6,
     }),

@@ -2,6 +2,7 @@ use super::*;
 use crate::test_params as params;
 
 fn counter(outcome: &crate::TrialOutcome, name: &str) -> f64 {
+    crate::vocab_tests::assert_counters_registered(&outcome.counters);
     outcome
         .counters
         .iter()

@@ -3,7 +3,7 @@
 //! instructions); pairs and duets record A at 0 and 1, B at 2 and 3, the per-pair B/A ratios
 //! at 4 and 5, and, counting instructions, A's, B's and their ratio at 6, 7 and 8.
 
-use quietbench_proto::metrics;
+use quietbench_vocab::metrics;
 
 use crate::MetricSet;
 
@@ -15,7 +15,7 @@ const WALL: MetricSet = MetricSet {
     throughput: None,
 };
 const CPU: MetricSet = MetricSet {
-    rate_metric: "invocations_per_cpu_sec",
+    rate_metric: metrics::INVOCATIONS_PER_CPU_SEC,
     rate_unit: "invocations/CPU-s",
     latency_metric: metrics::CPU_TIME,
     latency_unit: "ns",
@@ -30,7 +30,7 @@ const B_WALL: MetricSet = MetricSet {
     throughput: None,
 };
 const B_CPU: MetricSet = MetricSet {
-    rate_metric: "b_invocations_per_cpu_sec",
+    rate_metric: metrics::B_INVOCATIONS_PER_CPU_SEC,
     rate_unit: "invocations/CPU-s",
     latency_metric: metrics::B_CPU_TIME,
     latency_unit: "ns",

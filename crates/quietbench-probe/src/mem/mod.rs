@@ -39,6 +39,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use quietbench_host::HostRoot;
+use quietbench_vocab::metrics;
 
 use crate::placement::WorkKind;
 use crate::spec::{IntParam, as_text, resolve_integers};
@@ -66,14 +67,14 @@ pub const RUNG_BYTES: [usize; 7] = [
 
 /// The precise per-rung mean, as counters: the histograms hold integer nanoseconds, which for
 /// an L1 hit (1 to 2 ns) is too coarse to compare machines.
-const RUNG_COUNTERS: [&str; 7] = [
-    "load_ns_16k",
-    "load_ns_128k",
-    "load_ns_1m",
-    "load_ns_8m",
-    "load_ns_64m",
-    "load_ns_256m",
-    "load_ns_1g",
+pub(crate) const RUNG_COUNTERS: [&str; 7] = [
+    metrics::LOAD_NS_16K,
+    metrics::LOAD_NS_128K,
+    metrics::LOAD_NS_1M,
+    metrics::LOAD_NS_8M,
+    metrics::LOAD_NS_64M,
+    metrics::LOAD_NS_256M,
+    metrics::LOAD_NS_1G,
 ];
 
 const fn rung(rate_metric: &'static str, latency_metric: &'static str) -> MetricSet {
@@ -88,13 +89,13 @@ const fn rung(rate_metric: &'static str, latency_metric: &'static str) -> Metric
 
 /// One metric set per rung of [`RUNG_BYTES`]. A trial uses the prefix `max_size_mib` allows.
 pub const LATENCY_METRIC_SETS: &[MetricSet] = &[
-    rung("loads_per_sec_16k", "load_latency_16k"),
-    rung("loads_per_sec_128k", "load_latency_128k"),
-    rung("loads_per_sec_1m", "load_latency_1m"),
-    rung("loads_per_sec_8m", "load_latency_8m"),
-    rung("loads_per_sec_64m", "load_latency_64m"),
-    rung("loads_per_sec_256m", "load_latency_256m"),
-    rung("loads_per_sec_1g", "load_latency_1g"),
+    rung(metrics::LOADS_PER_SEC_16K, metrics::LOAD_LATENCY_16K),
+    rung(metrics::LOADS_PER_SEC_128K, metrics::LOAD_LATENCY_128K),
+    rung(metrics::LOADS_PER_SEC_1M, metrics::LOAD_LATENCY_1M),
+    rung(metrics::LOADS_PER_SEC_8M, metrics::LOAD_LATENCY_8M),
+    rung(metrics::LOADS_PER_SEC_64M, metrics::LOAD_LATENCY_64M),
+    rung(metrics::LOADS_PER_SEC_256M, metrics::LOAD_LATENCY_256M),
+    rung(metrics::LOADS_PER_SEC_1G, metrics::LOAD_LATENCY_1G),
 ];
 
 const fn kernel(
@@ -118,19 +119,19 @@ const fn kernel(
 /// read (sum of one array), copy (a = b), triad (a = b + s*c): one pass per event.
 pub const BANDWIDTH_METRIC_SETS: &[MetricSet] = &[
     kernel(
-        "passes_per_sec_read",
-        "pass_latency_read",
-        "gb_per_sec_read",
+        metrics::PASSES_PER_SEC_READ,
+        metrics::PASS_LATENCY_READ,
+        metrics::GB_PER_SEC_READ,
     ),
     kernel(
-        "passes_per_sec_copy",
-        "pass_latency_copy",
-        "gb_per_sec_copy",
+        metrics::PASSES_PER_SEC_COPY,
+        metrics::PASS_LATENCY_COPY,
+        metrics::GB_PER_SEC_COPY,
     ),
     kernel(
-        "passes_per_sec_triad",
-        "pass_latency_triad",
-        "gb_per_sec_triad",
+        metrics::PASSES_PER_SEC_TRIAD,
+        metrics::PASS_LATENCY_TRIAD,
+        metrics::GB_PER_SEC_TRIAD,
     ),
 ];
 

@@ -12,6 +12,8 @@ use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
+use quietbench_vocab::metrics;
+
 use super::sys;
 use super::throughput::{STALL, connect};
 use super::wire::{self, Header, Mode, Secret};
@@ -19,9 +21,9 @@ use crate::{Counter, Merge, MetricSet, Samples, Step, Workload};
 
 /// The metric set of every round trip.
 pub const METRIC_SETS: &[MetricSet] = &[MetricSet {
-    rate_metric: "round_trips_per_sec",
+    rate_metric: metrics::ROUND_TRIPS_PER_SEC,
     rate_unit: "round trips/s",
-    latency_metric: "round_trip_latency",
+    latency_metric: metrics::ROUND_TRIP_LATENCY,
     latency_unit: "ns",
     throughput: None,
 }];
@@ -319,7 +321,7 @@ impl Workload for RrWorkload {
         }
         if self.config.protocol == Protocol::Udp {
             counters.push(Counter {
-                name: "udp_lost",
+                name: metrics::UDP_LOST,
                 unit: "datagrams",
                 value: self.lost as f64,
                 merge: Merge::Sum,
@@ -327,7 +329,7 @@ impl Workload for RrWorkload {
         }
         if self.config.rate > 0 {
             counters.push(Counter {
-                name: "late_sends",
+                name: metrics::LATE_SENDS,
                 unit: "requests",
                 value: self.late as f64,
                 merge: Merge::Sum,

@@ -58,6 +58,7 @@ fn run(probe: &str, params: &BTreeMap<String, String>, millis: u64) -> TrialOutc
 }
 
 fn counter<'a>(outcome: &'a TrialOutcome, name: &str) -> &'a Counter {
+    crate::vocab_tests::assert_counters_registered(&outcome.counters);
     outcome
         .counters
         .iter()

@@ -7,6 +7,7 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use nix::libc;
+use quietbench_vocab::metrics;
 
 use super::sys::{self, TcpStats};
 use super::wire::{Header, Mode, Secret, Tail, Trailer};
@@ -20,25 +21,25 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const DRAIN_DEADLINE: Duration = Duration::from_secs(3);
 
 const GBIT: Throughput = Throughput {
-    metric: "gbit_per_sec",
+    metric: metrics::GBIT_PER_SEC,
     unit: "Gbit/s",
     bytes_per_unit: 1.25e8,
 };
 
 /// mode=send: the probe thread writes.
 pub const SEND: &[MetricSet] = &[MetricSet {
-    rate_metric: "writes_per_sec",
+    rate_metric: metrics::WRITES_PER_SEC,
     rate_unit: "writes/s",
-    latency_metric: "write_latency",
+    latency_metric: metrics::WRITE_LATENCY,
     latency_unit: "ns",
     throughput: Some(GBIT),
 }];
 
 /// mode=reverse: the probe thread reads what the peer sends.
 pub const REVERSE: &[MetricSet] = &[MetricSet {
-    rate_metric: "reads_per_sec",
+    rate_metric: metrics::READS_PER_SEC,
     rate_unit: "reads/s",
-    latency_metric: "read_latency",
+    latency_metric: metrics::READ_LATENCY,
     latency_unit: "ns",
     throughput: Some(GBIT),
 }];
@@ -46,22 +47,22 @@ pub const REVERSE: &[MetricSet] = &[MetricSet {
 /// mode=bidir: writes on one socket, reads on another, both directions at once.
 pub const BIDIR: &[MetricSet] = &[
     MetricSet {
-        rate_metric: "writes_per_sec",
+        rate_metric: metrics::WRITES_PER_SEC,
         rate_unit: "writes/s",
-        latency_metric: "write_latency",
+        latency_metric: metrics::WRITE_LATENCY,
         latency_unit: "ns",
         throughput: Some(Throughput {
-            metric: "gbit_per_sec_tx",
+            metric: metrics::GBIT_PER_SEC_TX,
             ..GBIT
         }),
     },
     MetricSet {
-        rate_metric: "reads_per_sec",
+        rate_metric: metrics::READS_PER_SEC,
         rate_unit: "reads/s",
-        latency_metric: "read_latency",
+        latency_metric: metrics::READ_LATENCY,
         latency_unit: "ns",
         throughput: Some(Throughput {
-            metric: "gbit_per_sec_rx",
+            metric: metrics::GBIT_PER_SEC_RX,
             ..GBIT
         }),
     },
@@ -403,13 +404,13 @@ pub fn flow_counters(senders: &[TcpStats], fq: Option<bool>) -> Vec<Counter> {
     let mut counters = Vec::new();
     if !senders.is_empty() {
         counters.push(Counter {
-            name: "tcp_retransmits",
+            name: metrics::TCP_RETRANSMITS,
             unit: "segments",
             value: senders.iter().map(|s| f64::from(s.total_retrans)).sum(),
             merge: Merge::Sum,
         });
         counters.push(Counter {
-            name: "tcp_rtt_us",
+            name: metrics::TCP_RTT_US,
             unit: "us",
             value: senders.iter().map(|s| f64::from(s.rtt_us)).sum::<f64>() / senders.len() as f64,
             merge: Merge::Mean,
@@ -417,7 +418,7 @@ pub fn flow_counters(senders: &[TcpStats], fq: Option<bool>) -> Vec<Counter> {
     }
     if let Some(fq) = fq {
         counters.push(Counter {
-            name: "fq_qdisc",
+            name: metrics::FQ_QDISC,
             unit: "bool",
             value: f64::from(u8::from(fq)),
             merge: Merge::Max,

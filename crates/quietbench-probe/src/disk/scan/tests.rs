@@ -6,6 +6,7 @@ use crate::disk::{ScratchDir, run_for};
 use crate::test_params as params;
 
 fn counter(outcome: &crate::TrialOutcome, name: &str) -> Option<f64> {
+    crate::vocab_tests::assert_counters_registered(&outcome.counters);
     outcome
         .counters
         .iter()

@@ -300,26 +300,31 @@ impl Workload for ScanWorkload {
                     .sum::<u64>();
             out.extend([
                 c(
-                    "prewarm_complete",
+                    metrics::PREWARM_COMPLETE,
                     "bool",
                     f64::from(u8::from(done == self.stripe_bytes)),
                     Merge::Mean,
                 ),
                 c(
-                    "prewarm_bytes_read",
+                    metrics::PREWARM_BYTES_READ,
                     "bytes",
                     self.read_bytes as f64,
                     Merge::Sum,
                 ),
-                c("prewarm_bytes_done", "bytes", done as f64, Merge::Sum),
                 c(
-                    "prewarm_bytes_skipped",
+                    metrics::PREWARM_BYTES_DONE,
+                    "bytes",
+                    done as f64,
+                    Merge::Sum,
+                ),
+                c(
+                    metrics::PREWARM_BYTES_SKIPPED,
                     "bytes",
                     self.skipped_bytes as f64,
                     Merge::Sum,
                 ),
                 c(
-                    "prewarm_bytes_total",
+                    metrics::PREWARM_BYTES_TOTAL,
                     "bytes",
                     self.stripe_bytes as f64,
                     Merge::Sum,
@@ -335,13 +340,13 @@ impl Workload for ScanWorkload {
             self.config.cold_factor,
         );
         out.push(c(
-            "scan_complete",
+            metrics::SCAN_COMPLETE,
             "bool",
             f64::from(u8::from(complete)),
             Merge::Mean,
         ));
         out.push(c(
-            "regions_read",
+            metrics::REGIONS_READ,
             "regions",
             summary.regions_read as f64,
             Merge::Sum,
@@ -350,36 +355,36 @@ impl Workload for ScanWorkload {
             let seconds = end.duration_since(start).as_secs_f64();
             if seconds > 0.0 {
                 let mb = self.read_bytes as f64 / seconds / 1e6;
-                out.push(c("survey_mb_per_sec", "MB/s", mb, Merge::Sum));
+                out.push(c(metrics::SURVEY_MB_PER_SEC, "MB/s", mb, Merge::Sum));
             }
         }
         if let Some((p50, min, max)) = summary.region_mb_per_sec {
-            out.push(c("region_mb_per_sec_p50", "MB/s", p50, Merge::Mean));
-            out.push(c("region_mb_per_sec_min", "MB/s", min, Merge::Mean));
-            out.push(c("region_mb_per_sec_max", "MB/s", max, Merge::Max));
+            out.push(c(metrics::REGION_MB_PER_SEC_P50, "MB/s", p50, Merge::Mean));
+            out.push(c(metrics::REGION_MB_PER_SEC_MIN, "MB/s", min, Merge::Mean));
+            out.push(c(metrics::REGION_MB_PER_SEC_MAX, "MB/s", max, Merge::Max));
         }
         if summary.resampled > 0 {
             out.push(c(
-                "resampled_regions",
+                metrics::RESAMPLED_REGIONS,
                 "regions",
                 summary.resampled as f64,
                 Merge::Sum,
             ));
             out.push(c(
-                "cold_regions",
+                metrics::COLD_REGIONS,
                 "regions",
                 summary.cold as f64,
                 Merge::Sum,
             ));
             out.push(c(
-                "cold_fraction",
+                metrics::COLD_FRACTION,
                 "fraction",
                 summary.cold as f64 / summary.resampled as f64,
                 Merge::Mean,
             ));
         }
         if let Some(slowdown) = summary.slowdown {
-            out.push(c("slowdown", "ratio", slowdown, Merge::Mean));
+            out.push(c(metrics::SLOWDOWN, "ratio", slowdown, Merge::Mean));
         }
         out
     }

@@ -1,0 +1,339 @@
+//! Every metric a probe emits, by name, with its unit, its kind and the form it travels in.
+//!
+//! The agent's probes produce these names and the controller looks them up (compare's verdicts,
+//! bottleneck attribution, warnings, pre-warm progress), so both take them from here and a
+//! rename is one edit. Each name is a `&str` constant, and the [`REGISTRY`] lists them all with
+//! their units: one macro writes both, so a constant cannot exist without its registry entry.
+//! quietbench-probe's tests check that every metric set and counter it defines names a
+//! registered metric in the registered unit.
+//!
+//! The registry does not say whether higher is better: the controller decides that from the
+//! unit (rates up, times and instruction counts down, anything else not judged), and a second
+//! table here would be a second place for that rule to drift.
+
+/// What a metric's values are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// Events per unit of time: events/s, IOPS, invocations per CPU-second.
+    Rate,
+    /// Bytes per second: MB/s, GB/s, Gbit/s.
+    Throughput,
+    /// A duration: the time of each sample, or a mean time.
+    Time,
+    /// One quantity over another: B/A ratios in parts per million, fractions, percentages.
+    Ratio,
+    /// A number of things: instructions, segments, datagrams, regions, bytes.
+    Count,
+    /// 1 for yes and 0 for no; averaged over a trial's threads, the share that said yes.
+    Flag,
+}
+
+/// How a metric travels in `quietbench.v1.Metric`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Form {
+    /// A metric set's distribution of samples: a histogram, with its mean as the value, in every
+    /// interval and in the trial's result.
+    Histogram,
+    /// A figure computed from a metric set's samples (its rate, its throughput): a value without
+    /// a histogram, in every interval and in the trial's result.
+    Value,
+    /// A whole-trial figure a workload kept itself: a value in the trial's result only.
+    Counter,
+}
+
+/// One registered metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Metric {
+    /// The name on the wire, e.g. "events_per_sec".
+    pub name: &'static str,
+    /// The unit of its values (and of its histogram's), e.g. "events/s", "ns".
+    pub unit: &'static str,
+    /// What its values are.
+    pub kind: Kind,
+    /// How it travels.
+    pub form: Form,
+}
+
+/// The registered metric of this name.
+pub fn lookup(name: &str) -> Option<&'static Metric> {
+    REGISTRY.iter().find(|m| m.name == name)
+}
+
+/// Writes one `pub const NAME: &str` per entry and the [`REGISTRY`] of them all, from one list:
+/// a constant that is not in the registry, or an entry without a constant, cannot be written.
+macro_rules! registry {
+    ($($(#[$doc:meta])* $constant:ident = $name:literal, $unit:literal, $kind:ident, $form:ident;)*) => {
+        $(
+            $(#[$doc])*
+            pub const $constant: &str = $name;
+        )*
+
+        /// Every metric a probe emits, in the order of the list above.
+        pub const REGISTRY: &[Metric] = &[$(Metric {
+            name: $constant,
+            unit: $unit,
+            kind: Kind::$kind,
+            form: Form::$form,
+        }),*];
+    };
+}
+
+registry! {
+    // The single metric set of most probes (cpu.primes, and the default of a workload).
+    /// cpu.primes and most probes: events per second.
+    EVENTS_PER_SEC = "events_per_sec", "events/s", Rate, Value;
+    /// cpu.primes and most probes: each event's latency, a histogram in ns.
+    EVENT_LATENCY = "event_latency", "ns", Time, Histogram;
+
+    // exec.
+    /// `exec`: command A's invocations per second of wall time.
+    INVOCATIONS_PER_SEC = "invocations_per_sec", "invocations/s", Rate, Value;
+    /// `exec`: the wall time of each invocation of command A, a histogram in ns.
+    WALL_TIME = "wall_time", "ns", Time, Histogram;
+    /// `exec`: command A's invocations per second of CPU time, the steal-resistant rate.
+    INVOCATIONS_PER_CPU_SEC = "invocations_per_cpu_sec", "invocations/CPU-s", Rate, Value;
+    /// `exec`: the CPU time (user + system, from wait4's rusage) of each invocation of command A,
+    /// a histogram in ns.
+    CPU_TIME = "cpu_time", "ns", Time, Histogram;
+    /// `exec` with `counters=instructions`: retired user-mode instructions of each invocation of
+    /// command A, a histogram.
+    INSTRUCTIONS = "instructions", "instructions", Count, Histogram;
+    /// `exec` paired mode: command B's invocations per second of wall time.
+    B_INVOCATIONS_PER_SEC = "b_invocations_per_sec", "invocations/s", Rate, Value;
+    /// `exec` paired mode: the wall time of each invocation of command B, a histogram in ns.
+    B_WALL_TIME = "b_wall_time", "ns", Time, Histogram;
+    /// `exec` paired mode: command B's invocations per second of CPU time.
+    B_INVOCATIONS_PER_CPU_SEC = "b_invocations_per_cpu_sec", "invocations/CPU-s", Rate, Value;
+    /// `exec` paired mode: the CPU time of each invocation of command B, a histogram in ns.
+    B_CPU_TIME = "b_cpu_time", "ns", Time, Histogram;
+    /// `exec` paired mode with `counters=instructions`: command B's instructions per invocation.
+    B_INSTRUCTIONS = "b_instructions", "instructions", Count, Histogram;
+    /// `exec` paired mode: each pair's B/A wall-time ratio, a histogram in parts per million.
+    B_OVER_A_WALL_PPM = "b_over_a_wall_ppm", "ppm", Ratio, Histogram;
+    /// `exec` paired mode: each pair's B/A CPU-time ratio, a histogram in parts per million.
+    B_OVER_A_CPU_PPM = "b_over_a_cpu_ppm", "ppm", Ratio, Histogram;
+    /// `exec` paired mode with `counters=instructions`: each pair's B/A instructions ratio, ppm.
+    B_OVER_A_INSTRUCTIONS_PPM = "b_over_a_instructions_ppm", "ppm", Ratio, Histogram;
+
+    // cpu.spawn: events alternate between ASLR on and off.
+    /// `cpu.spawn`: fork+exec per second with ASLR on.
+    SPAWNS_PER_SEC_ASLR_ON = "spawns_per_sec_aslr_on", "spawns/s", Rate, Value;
+    /// `cpu.spawn`: each fork+exec's latency with ASLR on, a histogram in ns.
+    SPAWN_LATENCY_ASLR_ON = "spawn_latency_aslr_on", "ns", Time, Histogram;
+    /// `cpu.spawn`: fork+exec per second with ASLR off.
+    SPAWNS_PER_SEC_ASLR_OFF = "spawns_per_sec_aslr_off", "spawns/s", Rate, Value;
+    /// `cpu.spawn`: each fork+exec's latency with ASLR off, a histogram in ns.
+    SPAWN_LATENCY_ASLR_OFF = "spawn_latency_aslr_off", "ns", Time, Histogram;
+
+    // mem.latency: one metric set per working-set size, and the exact mean per load.
+    /// `mem.latency`, 16 KiB working set: loads per second.
+    LOADS_PER_SEC_16K = "loads_per_sec_16k", "loads/s", Rate, Value;
+    /// `mem.latency`, 16 KiB working set: mean load latency of each step, a histogram in ns.
+    LOAD_LATENCY_16K = "load_latency_16k", "ns", Time, Histogram;
+    /// `mem.latency`, 16 KiB working set: the exact mean ns per load.
+    LOAD_NS_16K = "load_ns_16k", "ns", Time, Counter;
+    /// `mem.latency`, 128 KiB working set: loads per second.
+    LOADS_PER_SEC_128K = "loads_per_sec_128k", "loads/s", Rate, Value;
+    /// `mem.latency`, 128 KiB working set: mean load latency of each step, a histogram in ns.
+    LOAD_LATENCY_128K = "load_latency_128k", "ns", Time, Histogram;
+    /// `mem.latency`, 128 KiB working set: the exact mean ns per load.
+    LOAD_NS_128K = "load_ns_128k", "ns", Time, Counter;
+    /// `mem.latency`, 1 MiB working set: loads per second.
+    LOADS_PER_SEC_1M = "loads_per_sec_1m", "loads/s", Rate, Value;
+    /// `mem.latency`, 1 MiB working set: mean load latency of each step, a histogram in ns.
+    LOAD_LATENCY_1M = "load_latency_1m", "ns", Time, Histogram;
+    /// `mem.latency`, 1 MiB working set: the exact mean ns per load.
+    LOAD_NS_1M = "load_ns_1m", "ns", Time, Counter;
+    /// `mem.latency`, 8 MiB working set: loads per second.
+    LOADS_PER_SEC_8M = "loads_per_sec_8m", "loads/s", Rate, Value;
+    /// `mem.latency`, 8 MiB working set: mean load latency of each step, a histogram in ns.
+    LOAD_LATENCY_8M = "load_latency_8m", "ns", Time, Histogram;
+    /// `mem.latency`, 8 MiB working set: the exact mean ns per load.
+    LOAD_NS_8M = "load_ns_8m", "ns", Time, Counter;
+    /// `mem.latency`, 64 MiB working set: loads per second.
+    LOADS_PER_SEC_64M = "loads_per_sec_64m", "loads/s", Rate, Value;
+    /// `mem.latency`, 64 MiB working set: mean load latency of each step, a histogram in ns.
+    LOAD_LATENCY_64M = "load_latency_64m", "ns", Time, Histogram;
+    /// `mem.latency`, 64 MiB working set: the exact mean ns per load.
+    LOAD_NS_64M = "load_ns_64m", "ns", Time, Counter;
+    /// `mem.latency`, 256 MiB working set: loads per second.
+    LOADS_PER_SEC_256M = "loads_per_sec_256m", "loads/s", Rate, Value;
+    /// `mem.latency`, 256 MiB working set: mean load latency of each step, a histogram in ns.
+    LOAD_LATENCY_256M = "load_latency_256m", "ns", Time, Histogram;
+    /// `mem.latency`, 256 MiB working set: the exact mean ns per load.
+    LOAD_NS_256M = "load_ns_256m", "ns", Time, Counter;
+    /// `mem.latency`, 1 GiB working set: loads per second.
+    LOADS_PER_SEC_1G = "loads_per_sec_1g", "loads/s", Rate, Value;
+    /// `mem.latency`, 1 GiB working set: mean load latency of each step, a histogram in ns.
+    LOAD_LATENCY_1G = "load_latency_1g", "ns", Time, Histogram;
+    /// `mem.latency`, 1 GiB working set: the exact mean ns per load.
+    LOAD_NS_1G = "load_ns_1g", "ns", Time, Counter;
+
+    // mem.bandwidth: STREAM's kernels, one pass per event.
+    /// `mem.bandwidth` read kernel: passes per second.
+    PASSES_PER_SEC_READ = "passes_per_sec_read", "passes/s", Rate, Value;
+    /// `mem.bandwidth` read kernel: each pass's time, a histogram in ns.
+    PASS_LATENCY_READ = "pass_latency_read", "ns", Time, Histogram;
+    /// `mem.bandwidth` read kernel: bytes read per second, as STREAM counts them.
+    GB_PER_SEC_READ = "gb_per_sec_read", "GB/s", Throughput, Value;
+    /// `mem.bandwidth` copy kernel: passes per second.
+    PASSES_PER_SEC_COPY = "passes_per_sec_copy", "passes/s", Rate, Value;
+    /// `mem.bandwidth` copy kernel: each pass's time, a histogram in ns.
+    PASS_LATENCY_COPY = "pass_latency_copy", "ns", Time, Histogram;
+    /// `mem.bandwidth` copy kernel: bytes moved per second, as STREAM counts them.
+    GB_PER_SEC_COPY = "gb_per_sec_copy", "GB/s", Throughput, Value;
+    /// `mem.bandwidth` triad kernel: passes per second.
+    PASSES_PER_SEC_TRIAD = "passes_per_sec_triad", "passes/s", Rate, Value;
+    /// `mem.bandwidth` triad kernel: each pass's time, a histogram in ns.
+    PASS_LATENCY_TRIAD = "pass_latency_triad", "ns", Time, Histogram;
+    /// `mem.bandwidth` triad kernel: bytes moved per second, as STREAM counts them.
+    GB_PER_SEC_TRIAD = "gb_per_sec_triad", "GB/s", Throughput, Value;
+
+    // Reads and writes: the disk probes (as I/Os) and net.throughput (as socket calls) share
+    // the latency names.
+    /// `net.throughput`: socket writes per second.
+    WRITES_PER_SEC = "writes_per_sec", "writes/s", Rate, Value;
+    /// `net.throughput` and the disk probes: each write's latency, a histogram in ns.
+    WRITE_LATENCY = "write_latency", "ns", Time, Histogram;
+    /// `net.throughput`: socket reads per second.
+    READS_PER_SEC = "reads_per_sec", "reads/s", Rate, Value;
+    /// `net.throughput` and the disk probes: each read's latency, a histogram in ns.
+    READ_LATENCY = "read_latency", "ns", Time, Histogram;
+
+    // net.throughput.
+    /// `net.throughput` (send, reverse): the flow's Gbit/s.
+    GBIT_PER_SEC = "gbit_per_sec", "Gbit/s", Throughput, Value;
+    /// `net.throughput` bidir: Gbit/s sent.
+    GBIT_PER_SEC_TX = "gbit_per_sec_tx", "Gbit/s", Throughput, Value;
+    /// `net.throughput` bidir: Gbit/s received.
+    GBIT_PER_SEC_RX = "gbit_per_sec_rx", "Gbit/s", Throughput, Value;
+    /// `net.throughput` and TCP `net.rr`: segments retransmitted (TCP_INFO), summed over senders.
+    TCP_RETRANSMITS = "tcp_retransmits", "segments", Count, Counter;
+    /// `net.throughput` and TCP `net.rr`: the smoothed round-trip time (TCP_INFO), in
+    /// microseconds, averaged over senders.
+    TCP_RTT_US = "tcp_rtt_us", "us", Time, Counter;
+    /// `net.throughput`: whether the sending interface's qdisc is fq (pacing needs it).
+    FQ_QDISC = "fq_qdisc", "bool", Flag, Counter;
+
+    // net.rr.
+    /// `net.rr`: round trips per second.
+    ROUND_TRIPS_PER_SEC = "round_trips_per_sec", "round trips/s", Rate, Value;
+    /// `net.rr`: each round trip's latency, a histogram in ns.
+    ROUND_TRIP_LATENCY = "round_trip_latency", "ns", Time, Histogram;
+    /// UDP `net.rr`: datagrams whose response did not come back in time.
+    UDP_LOST = "udp_lost", "datagrams", Count, Counter;
+    /// `net.rr` at a fixed rate: requests sent after their intended time.
+    LATE_SENDS = "late_sends", "requests", Count, Counter;
+
+    // disk.seq and disk.rand.
+    /// Disk probes: reads per second.
+    READ_IOPS = "read_iops", "IOPS", Rate, Value;
+    /// Disk probes: MB read per second (decimal, as fio and the clouds' caps count).
+    READ_MB_PER_SEC = "read_mb_per_sec", "MB/s", Throughput, Value;
+    /// Disk probes: writes per second.
+    WRITE_IOPS = "write_iops", "IOPS", Rate, Value;
+    /// Disk probes: MB written per second.
+    WRITE_MB_PER_SEC = "write_mb_per_sec", "MB/s", Throughput, Value;
+    /// Disk probes: whether the I/O went through io_uring (1) or the thread fallback (0),
+    /// averaged over threads.
+    ENGINE_IO_URING = "engine_io_uring", "bool", Flag, Counter;
+    /// Disk probes: whether io_uring used registered (fixed) buffers, averaged over threads.
+    IO_URING_FIXED_BUFFERS = "io_uring_fixed_buffers", "bool", Flag, Counter;
+    /// Disk probes: the share of the I/O buffers backed by huge pages, in percent.
+    IO_BUFFERS_HUGE_PAGES = "io_buffers_huge_pages", "%", Ratio, Counter;
+
+    // disk.scan.
+    /// `disk.scan`: re-reads of the sampled regions per second.
+    REREAD_IOPS = "reread_iops", "IOPS", Rate, Value;
+    /// `disk.scan`: each re-read's latency, a histogram in ns.
+    REREAD_LATENCY = "reread_latency", "ns", Time, Histogram;
+    /// `disk.scan`: MB re-read per second.
+    REREAD_MB_PER_SEC = "reread_mb_per_sec", "MB/s", Throughput, Value;
+    /// `disk.scan --prewarm`: whether everything has been read, averaged over threads.
+    PREWARM_COMPLETE = "prewarm_complete", "bool", Flag, Counter;
+    /// `disk.scan --prewarm`: bytes this trial read.
+    PREWARM_BYTES_READ = "prewarm_bytes_read", "bytes", Count, Counter;
+    /// `disk.scan --prewarm`: bytes read so far, by this trial and by earlier runs.
+    PREWARM_BYTES_DONE = "prewarm_bytes_done", "bytes", Count, Counter;
+    /// `disk.scan --prewarm`: bytes an interrupted earlier run had read, skipped by this trial.
+    PREWARM_BYTES_SKIPPED = "prewarm_bytes_skipped", "bytes", Count, Counter;
+    /// `disk.scan --prewarm`: all the bytes to read.
+    PREWARM_BYTES_TOTAL = "prewarm_bytes_total", "bytes", Count, Counter;
+    /// `disk.scan`: whether the survey finished.
+    SCAN_COMPLETE = "scan_complete", "bool", Flag, Counter;
+    /// `disk.scan`: regions read in the first pass.
+    REGIONS_READ = "regions_read", "regions", Count, Counter;
+    /// `disk.scan`: MB per second over the whole survey.
+    SURVEY_MB_PER_SEC = "survey_mb_per_sec", "MB/s", Throughput, Counter;
+    /// `disk.scan`: the median region's first-read MB/s.
+    REGION_MB_PER_SEC_P50 = "region_mb_per_sec_p50", "MB/s", Throughput, Counter;
+    /// `disk.scan`: the slowest region's first-read MB/s.
+    REGION_MB_PER_SEC_MIN = "region_mb_per_sec_min", "MB/s", Throughput, Counter;
+    /// `disk.scan`: the fastest region's first-read MB/s.
+    REGION_MB_PER_SEC_MAX = "region_mb_per_sec_max", "MB/s", Throughput, Counter;
+    /// `disk.scan`: regions read a second time to tell cold from warm.
+    RESAMPLED_REGIONS = "resampled_regions", "regions", Count, Counter;
+    /// `disk.scan`: resampled regions whose first reads were `cold_factor` times slower than the
+    /// re-reads.
+    COLD_REGIONS = "cold_regions", "regions", Count, Counter;
+    /// `disk.scan`: the cold share of the resampled regions.
+    COLD_FRACTION = "cold_fraction", "fraction", Ratio, Counter;
+    /// `disk.scan`: the median first-read latency over the median re-read latency of the
+    /// resampled regions.
+    SLOWDOWN = "slowdown", "ratio", Ratio, Counter;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_every_metric_has_a_unit() {
+        let mut seen = BTreeSet::new();
+        for m in REGISTRY {
+            assert!(seen.insert(m.name), "{} is registered twice", m.name);
+            assert!(!m.name.is_empty(), "an empty name is registered");
+            assert!(!m.unit.is_empty(), "{} has no unit", m.name);
+        }
+    }
+
+    #[test]
+    fn names_are_lower_snake_case() {
+        for m in REGISTRY {
+            assert!(
+                m.name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+                "{}",
+                m.name
+            );
+        }
+    }
+
+    #[test]
+    fn lookup_finds_what_is_registered_and_nothing_else() {
+        let m = lookup(READ_MB_PER_SEC).unwrap();
+        assert_eq!(
+            (m.unit, m.kind, m.form),
+            ("MB/s", Kind::Throughput, Form::Value)
+        );
+        assert_eq!(lookup(WALL_TIME).unwrap().form, Form::Histogram);
+        assert_eq!(lookup("mb_per_sec"), None);
+    }
+
+    /// Histograms hold integers: the agent records per-sample times in ns, instruction counts
+    /// and ppm ratios, never a rate or a throughput.
+    #[test]
+    fn histograms_are_times_counts_or_ratios() {
+        for m in REGISTRY.iter().filter(|m| m.form == Form::Histogram) {
+            assert!(
+                matches!(m.kind, Kind::Time | Kind::Count | Kind::Ratio),
+                "{}: {:?}",
+                m.name,
+                m.kind
+            );
+        }
+    }
+}
