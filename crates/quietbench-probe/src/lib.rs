@@ -29,10 +29,9 @@ mod worker;
 
 pub use catalog::{resolve_probe, resolve_probe_in};
 pub use context::ProbeContext;
-pub use placement::{PlacementError, PlacementPlan, plan_placement};
+pub use placement::{PlacementError, PlacementPlan, ThreadPlacement, plan_placement};
 pub use runner::{
-    IntervalReport, MetricSetReport, RunError, ThreadPlacement, TrialEvent, TrialOutcome,
-    TrialSettings, run_trial,
+    IntervalReport, MetricSetReport, RunError, TrialEvent, TrialOutcome, TrialSettings, run_trial,
 };
 pub use spec::{IntParam, ParamError, ProbeSpec};
 

@@ -331,5 +331,20 @@ enum Tier {
     Rss,
 }
 
+/// Where one probe thread ended up, read back from the kernel after pinning.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ThreadPlacement {
+    /// Thread index within the trial.
+    pub thread_index: u32,
+    /// The CPU it was planned to run on.
+    pub planned_cpu: u32,
+    /// Its affinity mask read back with sched_getaffinity.
+    pub affinity_cpus: Vec<u32>,
+    /// The CPU it was on when it started (sched_getcpu).
+    pub observed_cpu: u32,
+    /// Its kernel thread id, for the noise monitors' /proc/self/task/TID reads.
+    pub tid: i32,
+}
+
 #[cfg(test)]
 mod tests;

@@ -6,15 +6,14 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, SyncSender};
-use std::sync::{Arc, Barrier, Condvar, Mutex};
+use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant, SystemTime};
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
 
 use crate::histogram::new_latency_histogram;
-use crate::placement::PlacementPlan;
-use crate::worker::{Chunk, RECORDINGS_PER_THREAD, Recording, Worker};
+use crate::placement::{PlacementPlan, ThreadPlacement};
+use crate::worker::{Chunk, ExitGate, RECORDINGS_PER_THREAD, Recording, Worker};
 use crate::{Counter, Merge, MetricSet, ProbeSpec, RateBasis};
 
 /// How long and where a trial runs.
@@ -30,21 +29,6 @@ pub struct TrialSettings {
     /// the scheduler places them: the "no placement" baseline that placement is measured
     /// against.
     pub unpinned: Option<Vec<u32>>,
-}
-
-/// Where one probe thread ended up, read back from the kernel after pinning.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ThreadPlacement {
-    /// Thread index within the trial.
-    pub thread_index: u32,
-    /// The CPU it was planned to run on.
-    pub planned_cpu: u32,
-    /// Its affinity mask read back with sched_getaffinity.
-    pub affinity_cpus: Vec<u32>,
-    /// The CPU it was on when it started (sched_getcpu).
-    pub observed_cpu: u32,
-    /// Its kernel thread id, for the noise monitors' /proc/self/task/TID reads.
-    pub tid: i32,
 }
 
 /// One metric set's measurements in an interval (or a whole trial).
@@ -306,29 +290,6 @@ fn join_all(handles: Vec<std::thread::JoinHandle<()>>) -> Result<(), RunError> {
         }
     }
     panicked.map_or(Ok(()), |t| Err(RunError::Panicked(t)))
-}
-
-/// Where probe threads wait, after their last chunk, until the supervisor has reported every
-/// interval. A gate rather than a barrier: a thread that panicked never arrives, and that must
-/// not block the others.
-#[derive(Default)]
-pub(crate) struct ExitGate {
-    open: Mutex<bool>,
-    opened: Condvar,
-}
-
-impl ExitGate {
-    pub(crate) fn open(&self) {
-        *self.open.lock().unwrap_or_else(|e| e.into_inner()) = true;
-        self.opened.notify_all();
-    }
-
-    pub(crate) fn wait(&self) {
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        while !*open {
-            open = self.opened.wait(open).unwrap_or_else(|e| e.into_inner());
-        }
-    }
 }
 
 /// Converts the probe threads' monotonic instants to wall-clock times for reports.

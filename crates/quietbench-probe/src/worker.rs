@@ -8,14 +8,14 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, SyncSender, TrySendError};
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, Barrier, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
 use crate::affinity::{current_cpu, current_thread_affinity, pin_current_thread};
 use crate::histogram::{new_latency_histogram, record_clamped};
-use crate::runner::{ExitGate, ThreadPlacement};
+use crate::placement::ThreadPlacement;
 use crate::{Counter, Samples, Step, Workload};
 
 /// Recordings per thread: one recording, the rest in flight or spare. Four gives the supervisor
@@ -86,7 +86,7 @@ pub(crate) struct Worker {
     /// The affinity to set: `[cpu]`, or every allowed CPU for an unpinned baseline.
     pub pin_to: Vec<u32>,
     /// Builds this thread's workload, on this thread, after pinning.
-    pub factory: crate::catalog::WorkloadFactory,
+    pub factory: crate::spec::WorkloadFactory,
     /// Histograms per recording: the probe's metric sets, as the supervisor merges them.
     pub metric_sets: usize,
     pub duration: Duration,
@@ -242,5 +242,28 @@ impl Worker {
         // Stay alive (off the measured path) until the supervisor has read this thread's
         // counters for the last interval.
         self.exit_gate.wait();
+    }
+}
+
+/// Where probe threads wait, after their last chunk, until the supervisor has reported every
+/// interval. A gate rather than a barrier: a thread that panicked never arrives, and that must
+/// not block the others.
+#[derive(Default)]
+pub(crate) struct ExitGate {
+    open: Mutex<bool>,
+    opened: Condvar,
+}
+
+impl ExitGate {
+    pub(crate) fn open(&self) {
+        *self.open.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.opened.notify_all();
+    }
+
+    pub(crate) fn wait(&self) {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        while !*open {
+            open = self.opened.wait(open).unwrap_or_else(|e| e.into_inner());
+        }
     }
 }

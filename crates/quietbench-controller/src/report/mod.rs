@@ -8,3 +8,4 @@ pub mod json;
 pub mod remote_text;
 pub mod spread;
 pub mod table;
+pub mod units;

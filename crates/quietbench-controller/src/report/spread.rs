@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use crate::verdicts::spread::{FleetSpread, signed_pct};
 
-use super::table::format_value;
+use super::units::format_value;
 
 /// Every variant's section, each after a blank line; empty for a single-host run.
 pub fn render(spreads: &[FleetSpread]) -> String {

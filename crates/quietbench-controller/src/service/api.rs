@@ -41,15 +41,6 @@ pub struct ControllerApi {
     commands: tokio::sync::Semaphore,
 }
 
-/// One open event stream, counted while it lives.
-pub struct WatchSlot(Arc<AtomicUsize>);
-
-impl Drop for WatchSlot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
 impl ControllerApi {
     /// The API over `runs`, under `policy`.
     pub fn new(
@@ -241,7 +232,7 @@ impl pb::controller_server::Controller for ControllerApi {
                 "{MAX_WATCHERS} event streams are open: close one, or try again later"
             )));
         }
-        let slot = WatchSlot(self.watchers.clone());
+        let slot = super::watch::WatchSlot::new(self.watchers.clone());
         let (tx, rx) = tokio::sync::mpsc::channel(64);
         super::watch::spawn(self.runs.clone(), run_id, tx, slot);
         Ok(Response::new(Box::pin(

@@ -7,6 +7,7 @@
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
 use quietbench_proto::v1 as pb;
@@ -39,7 +40,7 @@ fn event(e: pb::run_event::Event) -> pb::RunEvent {
 
 /// Streams run `run_id`'s events into `tx` until it ends or the receiver is dropped; `slot` is
 /// given back then.
-pub fn spawn(runs: Arc<Runs>, run_id: String, tx: Sender, slot: super::api::WatchSlot) {
+pub fn spawn(runs: Arc<Runs>, run_id: String, tx: Sender, slot: WatchSlot) {
     std::thread::Builder::new()
         .name("quietbench-watch".into())
         .spawn(move || {
@@ -245,4 +246,20 @@ fn read_from(path: &Path, offset: &mut u64) -> String {
     }
     *offset += bytes.len() as u64;
     String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// One open event stream, counted while it lives.
+pub struct WatchSlot(Arc<AtomicUsize>);
+
+impl WatchSlot {
+    /// A slot counted in `open` (already incremented by the caller, which checked the limit).
+    pub fn new(open: Arc<AtomicUsize>) -> Self {
+        Self(open)
+    }
+}
+
+impl Drop for WatchSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }

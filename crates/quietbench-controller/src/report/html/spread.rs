@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use super::super::table::format_value;
+use super::super::units::format_value;
 use super::{Page, WIDTH, esc};
 use crate::verdicts::spread::{FleetSpread, SpreadSplit, signed_pct};
 

@@ -5,7 +5,7 @@ use std::fmt::Write;
 use quietbench_stats::summarize;
 
 use super::super::json::rfc3339;
-use super::super::table::format_value;
+use super::super::units::format_value;
 use super::{Page, esc, merged_histogram, model_of};
 use crate::record::queries::{metric_keys, metric_values};
 
