@@ -406,9 +406,10 @@ fn the_controllers_prewarm_reads_the_whole_target_through_the_agent() {
     let agent = common::AgentProcess::start();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let done = rt.block_on(async {
-        let mut conn = quietbench_controller::connection::AgentConnection::connect(
+        let mut conn = quietbench_controller::connection::AgentConnection::connect_with(
             &agent.addr.to_string(),
             "test agent".into(),
+            &quietbench_controller::connection::AgentAccess::Fleet(None),
         )
         .await
         .unwrap();

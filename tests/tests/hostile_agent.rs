@@ -326,9 +326,13 @@ async fn hostile_trial(
     interval_ms: u64,
 ) -> (AgentError, String, Duration, Arc<Seen>) {
     let (address, seen) = serve().await;
-    let mut conn = AgentConnection::connect(&address, format!("hostile-agent ({address})"))
-        .await
-        .unwrap();
+    let mut conn = AgentConnection::connect_with(
+        &address,
+        format!("hostile-agent ({address})"),
+        &quietbench_controller::connection::AgentAccess::Fleet(None),
+    )
+    .await
+    .unwrap();
     let started = Instant::now();
     let outcome = tokio::time::timeout(
         PATIENCE,
@@ -469,6 +473,7 @@ async fn an_agents_text_reaches_the_terminal_escaped() {
             source: "--agent".into(),
         }],
         Vec::new(),
+        quietbench_controller::connection::AgentAccess::Fleet(None),
     )
     .unwrap();
     let progress = quietbench_controller::progress::Progress::new(1);
@@ -505,6 +510,7 @@ async fn an_agents_text_reaches_the_terminal_escaped() {
             &progress,
             &[],
             quietbench_controller::execute::FailurePolicy::default(),
+            &quietbench_controller::context::CommandContext::default(),
             &mut |_, _| Ok(quietbench_controller::execute::Flow::Continue),
         ),
     )

@@ -9,6 +9,7 @@ use clap::{ArgGroup, Args, Subcommand};
 
 use crate::commands::run::RunRequest;
 use crate::commands::{host, release, run, stored};
+use crate::context::{CommandContext, Services};
 use crate::fleet::Ledger;
 
 mod compare;
@@ -412,11 +413,16 @@ fn stop_quietly_on_a_closed_pipe() {
     }
 }
 
-/// Runs a parsed command and maps the outcome to an exit code.
-pub fn execute(command: ControllerCommand) -> ExitCode {
-    if let Some(Err(err)) = command.tls_args().map(TlsArgs::apply) {
-        eprintln!("quietbench: error: {err:#}");
-        return ExitCode::FAILURE;
+/// Runs a parsed command with the binary's `services` and maps the outcome to an exit code.
+pub fn execute(command: ControllerCommand, services: Services) -> ExitCode {
+    let mut context = CommandContext::with_services(services);
+    match command.tls_args().map(TlsArgs::client) {
+        Some(Err(err)) => {
+            eprintln!("quietbench: error: {err:#}");
+            return ExitCode::FAILURE;
+        }
+        Some(Ok(tls)) => context.tls = tls.map(std::sync::Arc::new),
+        None => {}
     }
     // Store-only commands; with --controller they talk to a service over a socket.
     let reads_the_store = match &command {
@@ -433,17 +439,19 @@ pub fn execute(command: ControllerCommand) -> ExitCode {
         ControllerCommand::Run(args) => match args.remote.remote() {
             Some(remote) => serve::run_remote(&remote, args),
             None => {
-                args.ec2.apply_run_options();
-                run::run(run_request(args))
+                args.ec2.apply_to(&mut context);
+                run::run(run_request(args, context))
             }
         },
         ControllerCommand::Serve(args) => serve::serve_command(args),
         ControllerCommand::Cancel(args) => serve::cancel_command(&args),
-        ControllerCommand::Limits(args) => crate::commands::limits::limits(args.request()),
-        ControllerCommand::Host(args) => host::host(args.local, args.agent, args.json),
-        ControllerCommand::Prepare(args) => prepare_command(args),
-        ControllerCommand::Restore(args) => host::restore(&args.agent),
-        ControllerCommand::Compare(args) => compare_command(args),
+        ControllerCommand::Limits(args) => {
+            crate::commands::limits::limits(args.request(), &context)
+        }
+        ControllerCommand::Host(args) => host::host(&context, args.local, args.agent, args.json),
+        ControllerCommand::Prepare(args) => prepare_command(args, &context),
+        ControllerCommand::Restore(args) => host::restore(&context, &args.agent),
+        ControllerCommand::Compare(args) => compare_command(args, context),
         ControllerCommand::Runs(args) => match args.remote.remote() {
             Some(remote) => crate::service::client::runs(&remote, args.limit),
             None => stored::list(args.db.as_deref(), args.limit),
@@ -459,10 +467,10 @@ pub fn execute(command: ControllerCommand) -> ExitCode {
         },
         ControllerCommand::History(args) => history::history_command(&args),
         ControllerCommand::Release(args) => {
-            release::release(&Ledger::default_location(), args.run.as_deref())
+            release::release(&context, &Ledger::default_location(), args.run.as_deref())
         }
         ControllerCommand::Resume(args) => {
-            stored::resume(args.db.as_deref(), &args.run, &args.agents)
+            stored::resume(&context, args.db.as_deref(), &args.run, &args.agents)
         }
     };
     match outcome {
@@ -474,8 +482,9 @@ pub fn execute(command: ControllerCommand) -> ExitCode {
     }
 }
 
-fn run_request(args: RunArgs) -> RunRequest {
+fn run_request(args: RunArgs, context: CommandContext) -> RunRequest {
     RunRequest {
+        context,
         prewarm_given: args.ec2.prewarm.is_some(),
         ec2: args.ec2.spec(),
         plan: args.plan,
@@ -511,7 +520,7 @@ fn run_request(args: RunArgs) -> RunRequest {
     }
 }
 
-fn prepare_command(args: PrepareArgs) -> anyhow::Result<ExitCode> {
+fn prepare_command(args: PrepareArgs, context: &CommandContext) -> anyhow::Result<ExitCode> {
     let request = pb::PrepareRequest {
         all: args.all,
         aslr_off: args.aslr_off,
@@ -522,7 +531,7 @@ fn prepare_command(args: PrepareArgs) -> anyhow::Result<ExitCode> {
         drop_caches: args.drop_caches,
         probe_cpus: args.cpus.map(|c| c.0).unwrap_or_default(),
     };
-    host::prepare(&args.agent, request)
+    host::prepare(context, &args.agent, request)
 }
 
 #[cfg(test)]

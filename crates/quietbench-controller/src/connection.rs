@@ -7,6 +7,7 @@
 
 pub mod intake;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use quietbench_proto::v1 as pb;
@@ -16,7 +17,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::report::remote_text::escape_remote;
-use crate::tls::TokenHeader;
+use crate::tls::{ClientTls, TokenHeader};
 use intake::{Retained, RunBudget, TrialIntake, TrialLimits};
 use tonic::{Code, Status};
 
@@ -163,11 +164,10 @@ pub struct CompletedTrial {
 }
 
 /// How an agent is reached.
-#[derive(Clone, Default, PartialEq, Eq)]
+#[derive(Clone)]
 pub enum AgentAccess {
-    /// With this controller's TLS identity, if it has one (agents of a fleet).
-    #[default]
-    Fleet,
+    /// An agent of a fleet: with the command's TLS identity when it has one, plain otherwise.
+    Fleet(Option<Arc<ClientTls>>),
     /// An agent this controller started on this machine: plain loopback, every call carrying
     /// the secret the agent was handed on its standard input. Never the fleet identity: a
     /// local agent has no certificate (a `serve` with one could not run local plans).
@@ -180,7 +180,8 @@ pub enum AgentAccess {
 impl std::fmt::Debug for AgentAccess {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Fleet => f.write_str("Fleet"),
+            Self::Fleet(None) => f.write_str("Fleet(plain)"),
+            Self::Fleet(Some(tls)) => write!(f, "Fleet(TLS, CA {})", tls.ca.display()),
             Self::Local { .. } => f.write_str("Local { secret: <hidden> }"),
         }
     }
@@ -197,15 +198,11 @@ pub struct AgentConnection {
     answered: bool,
     /// Plain gRPC to a fleet's agent: an agent that drops the first call may be serving TLS.
     plain_fleet: bool,
+    /// The TLS identity the connection was made with, for what a refusal means.
+    tls: Option<Arc<ClientTls>>,
 }
 
 impl AgentConnection {
-    /// Connects to `address` (HOST:PORT) with the fleet's access. `label` names the agent in
-    /// every message.
-    pub async fn connect(address: &str, label: String) -> Result<Self, AgentError> {
-        Self::connect_with(address, label, &AgentAccess::Fleet).await
-    }
-
     /// Connects to `address` (HOST:PORT) as `access` says. `label` names the agent in every
     /// message.
     pub async fn connect_with(
@@ -220,7 +217,7 @@ impl AgentConnection {
             });
         }
         let tls = match access {
-            AgentAccess::Fleet => crate::tls::client(),
+            AgentAccess::Fleet(tls) => tls.clone(),
             AgentAccess::Local { .. } => None,
         };
         let scheme = if tls.is_some() { "https" } else { "http" };
@@ -235,7 +232,7 @@ impl AgentConnection {
             .http2_keep_alive_interval(Duration::from_secs(2))
             .keep_alive_timeout(Duration::from_secs(3))
             .keep_alive_while_idle(true);
-        if let Some(tls) = tls {
+        if let Some(tls) = &tls {
             endpoint = endpoint
                 .tls_config(tls.config())
                 .map_err(|e| AgentError::BadAddress {
@@ -243,10 +240,8 @@ impl AgentConnection {
                     why: format!("TLS: {}", error_chain(&e)),
                 })?;
         }
-        let channel = endpoint
-            .connect()
-            .await
-            .map_err(|e| match crate::tls::explain(&e) {
+        let channel = endpoint.connect().await.map_err(|e| {
+            match crate::tls::explain(&e, tls.as_deref()) {
                 Some(why) => AgentError::Tls {
                     agent: label.clone(),
                     why,
@@ -255,18 +250,20 @@ impl AgentConnection {
                     agent: label.clone(),
                     detail: error_chain(&e),
                 },
-            })?;
+            }
+        })?;
         Ok(Self {
             label,
             client: AgentServiceClient::with_interceptor(
                 channel,
                 match access {
-                    AgentAccess::Fleet => TokenHeader::current(),
+                    AgentAccess::Fleet(tls) => TokenHeader::of(tls.as_deref()),
                     AgentAccess::Local { secret } => TokenHeader::with(secret),
                 },
             ),
             answered: false,
-            plain_fleet: tls.is_none() && *access == AgentAccess::Fleet,
+            plain_fleet: matches!(access, AgentAccess::Fleet(None)),
+            tls,
         })
     }
 
@@ -465,7 +462,7 @@ impl AgentConnection {
 
     fn status_error(&self, status: Status) -> AgentError {
         let agent = self.label.clone();
-        if let Some(why) = crate::tls::explain(&status) {
+        if let Some(why) = crate::tls::explain(&status, self.tls.as_deref()) {
             return AgentError::Tls { agent, why };
         }
         if status.code() == Code::Unauthenticated {
@@ -474,7 +471,7 @@ impl AgentConnection {
                 why: format!("the agent refused our token: {}", status.message()),
             };
         }
-        if let Some(tls) = crate::tls::client()
+        if let Some(tls) = &self.tls
             && tls.cert.is_some()
             && !self.answered
             && matches!(

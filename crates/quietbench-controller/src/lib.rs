@@ -19,7 +19,8 @@
 //!    the record or the verdicts own.
 //! 4. Measuring: `progress` (what people see while it runs), `tls` (certificates and the
 //!    controller's identity), `connection` and `local_agent`
-//!    (agents), `fleet` (where hosts come from),
+//!    (agents), `fleet` (where hosts come from), `context` (what a command hands down: TLS,
+//!    pre-warm, caps lookup, EC2 services),
 //!    `execute` (the schedule on every host), `run` and `restore` (a run's set-up and
 //!    tear-down), `session` (all of it, for one run).
 //! 5. `commands`, one module per command; `service`, the controller as a gRPC service
@@ -42,6 +43,7 @@ pub mod report;
 
 // Measuring.
 pub mod connection;
+pub mod context;
 pub mod execute;
 pub mod fleet;
 pub mod local_agent;

@@ -5,7 +5,6 @@
 //! resumable from its state file) before the first trial, with progress and an ETA; the time
 //! and rate go into the host's caps, and the report.
 
-use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
 use quietbench_proto::metrics;
@@ -46,20 +45,6 @@ impl PrewarmPolicy {
 const TRIAL: Duration = Duration::from_secs(600);
 /// Reading threads: EBS serves a deep parallel read far faster than one stream.
 const THREADS: &str = "8";
-
-static POLICY: RwLock<PrewarmPolicy> = RwLock::new(PrewarmPolicy::Auto);
-
-/// Sets this process's runs' policy (`--prewarm`, a plan's `prewarm`).
-pub fn set_policy(policy: PrewarmPolicy) {
-    if let Ok(mut p) = POLICY.write() {
-        *p = policy;
-    }
-}
-
-/// The policy runs follow.
-pub fn policy() -> PrewarmPolicy {
-    POLICY.read().map(|p| *p).unwrap_or_default()
-}
 
 /// The devices (kernel names) to pre-warm on a host, with their volume ids.
 pub fn prewarm_targets(caps: &HostCaps, policy: PrewarmPolicy) -> Vec<(String, String)> {

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
 
+use crate::context::CommandContext;
 use crate::execute::{FailurePolicy, Flow, execute};
 use crate::fleet::{Fleet, HostEntry, Ledger, LedgerEntry, LocalFleet, StaticFleet, Target};
 use crate::progress::Progress;
@@ -227,6 +228,8 @@ fn write_hdr_logs(run: &RunRecord, dir: &Path) -> anyhow::Result<usize> {
 pub struct Session {
     fleet: Box<dyn Fleet>,
     policy: FailurePolicy,
+    /// The command's context: what connecting and setting up hosts reads.
+    context: CommandContext,
 }
 
 /// What the session leaves the store with when a run measured nothing.
@@ -235,15 +238,20 @@ fn nothing_measured(run: &RunRecord) -> bool {
 }
 
 impl Session {
-    /// A session on `fleet`'s hosts.
-    pub fn new(fleet: Box<dyn Fleet>, policy: FailurePolicy) -> Self {
-        Self { fleet, policy }
+    /// A session on `fleet`'s hosts, for a command whose context is `context`.
+    pub fn new(fleet: Box<dyn Fleet>, policy: FailurePolicy, context: CommandContext) -> Self {
+        Self {
+            fleet,
+            policy,
+            context,
+        }
     }
 
     /// The session for a command's target options: `local` starts agents here (and a peer
     /// agent when `wants_peer`), otherwise `hosts` are running agents, each with one of
     /// `peers` (one for all, or one each).
     pub fn for_hosts(
+        context: &CommandContext,
         local: bool,
         hosts: Vec<HostEntry>,
         peers: &[String],
@@ -253,20 +261,27 @@ impl Session {
         let fleet: Box<dyn Fleet> = if local {
             Box::new(LocalFleet::new(wants_peer))
         } else {
-            Box::new(StaticFleet::new(hosts, peers.to_vec())?)
+            Box::new(StaticFleet::new(
+                hosts,
+                peers.to_vec(),
+                context.fleet_access(),
+            )?)
         };
-        Ok(Self::new(fleet, policy))
+        Ok(Self::new(fleet, policy, context.clone()))
     }
 
     /// The session on an EC2 fleet launched for the run (the binary's `ec2` feature).
     pub fn for_ec2(
+        context: &CommandContext,
         spec: crate::fleet::ec2::Ec2Spec,
         wants_peer: bool,
         policy: FailurePolicy,
     ) -> anyhow::Result<Self> {
         spec.check().map_err(anyhow::Error::msg)?;
-        let fleet = crate::fleet::ec2::launcher()?.fleet(spec, wants_peer)?;
-        Ok(Self::new(fleet, policy))
+        let fleet = context
+            .ec2()?
+            .fleet(spec, wants_peer, context.tls.is_some())?;
+        Ok(Self::new(fleet, policy, context.clone()))
     }
 
     /// Acquires the fleet's hosts, runs `run`'s schedule on them (skipping `done`), saving as
@@ -289,6 +304,7 @@ impl Session {
         }
         let rt = runtime()?;
         let policy = self.policy;
+        let context = self.context.clone();
         self.fleet.bind_run(&run.run_id);
         let mut on_trial = |run: &RunRecord, planned: &PlannedTrial| -> anyhow::Result<Flow> {
             outputs.saved(run)?;
@@ -342,7 +358,7 @@ impl Session {
                 * targets.len() as u64;
             progress.set_length(total.saturating_sub(done.len() as u64));
             tokio::select! {
-                result = execute(&targets, &mut run, &progress, done, policy, &mut on_trial) => Some(result),
+                result = execute(&targets, &mut run, &progress, done, policy, &context, &mut on_trial) => Some(result),
                 _ = tokio::signal::ctrl_c() => None,
             }
         });

@@ -118,3 +118,35 @@ fn no_source_file_passes_600_lines() {
         .collect();
     assert!(long.is_empty(), "split these: {long:?}");
 }
+
+/// No process-wide state carries a command's options: what a flag or a plan sets travels in
+/// the command's context (`context::CommandContext`) to where it is read. A `static` holding a
+/// lock, a once-cell or an atomic in the controller or its EC2 crate is such state (five of
+/// them once held the TLS identity, the pre-warm policy, the caps lookup's target and source,
+/// and the EC2 launcher); test code may keep its own.
+#[test]
+fn no_process_wide_state_carries_options() {
+    let mut files = Vec::new();
+    sources(&src(), &mut files);
+    sources(&src().join("../../quietbench-ec2/src"), &mut files);
+    let mut found = Vec::new();
+    for path in &files {
+        let Some(code) = without_tests(path, &std::fs::read_to_string(path).unwrap()) else {
+            continue;
+        };
+        for line in code.lines() {
+            let line = line.trim();
+            let is_static = line.starts_with("static ") || line.starts_with("pub static ");
+            let mutable = ["OnceLock", "RwLock", "Mutex", "LazyLock", "Atomic", "Cell"]
+                .iter()
+                .any(|kind| line.contains(kind));
+            if is_static && (mutable || line.starts_with("static mut")) {
+                found.push(format!("{}: {line}", path.display()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "process-wide state (hand it down in the command's context instead): {found:#?}"
+    );
+}

@@ -8,9 +8,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use aws_sdk_ec2::types::{InstanceType, InstanceTypeInfo, PlacementStrategy, Volume};
-use quietbench_controller::limits::lookup::{
-    AwsTarget, CapsQuery, CapsSource, Pending, set_source,
-};
+use quietbench_controller::limits::lookup::{AwsTarget, CapsQuery, CapsSource, Pending};
 use quietbench_controller::limits::{
     EbsCaps, HostCaps, InstanceCaps, NetworkCaps, NetworkCard, VolumeInfo,
 };
@@ -285,7 +283,7 @@ impl CapsSource for Source {
     }
 }
 
-/// Makes runs and `quietbench limits` look caps up in the EC2 API.
-pub fn install_source() {
-    set_source(Box::new(Source::default()));
+/// The EC2 API as a caps source, for runs and `quietbench limits`.
+pub fn source() -> std::sync::Arc<dyn CapsSource> {
+    std::sync::Arc::new(Source::default())
 }

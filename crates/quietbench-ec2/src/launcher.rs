@@ -1,26 +1,39 @@
 //! The controller's seam to this crate: `run --ec2` and `compare --ec2` get their fleet, and
-//! `--dry-run` its permission check, through [`install`].
+//! `--dry-run` its permission check, through the [`services`] the binary hands every command.
 
 use aws_sdk_ec2::types::Tag;
+use quietbench_controller::context::Services;
 use quietbench_controller::fleet::Fleet;
 use quietbench_controller::fleet::Ledger;
-use quietbench_controller::fleet::ec2::{Ec2Launcher, Ec2Spec, Tenancy, set_launcher};
+use quietbench_controller::fleet::ec2::{Ec2Launcher, Ec2Spec, Tenancy};
 
 use crate::client::{Ec2, Ec2Options, error_code, explain};
 use crate::fleet::launch::Template;
-use crate::fleet::{Ec2Fleet, default_cores, ec2_strategy, policy, run_tls::RunTls, userdata};
+use crate::fleet::run_tls::{self, RunTls};
+use crate::fleet::{Ec2Fleet, default_cores, ec2_strategy, policy, userdata};
 use crate::tags::{EXPIRES_AT, OWNER, RUN};
 
 struct Launcher;
 
-/// Makes `run --ec2` and `compare --ec2` launch EC2 fleets (the binary calls it at start-up).
-pub fn install() {
-    set_launcher(Box::new(Launcher));
-    crate::caps::install_source();
+/// What this crate gives the controller: EC2 fleets for `run --ec2` and `compare --ec2`, and
+/// caps looked up in the EC2 API (the binary builds its commands' context with it).
+pub fn services() -> Services {
+    Services {
+        ec2: Some(std::sync::Arc::new(Launcher)),
+        caps: Some(crate::caps::source()),
+    }
 }
 
 impl Ec2Launcher for Launcher {
-    fn fleet(&self, spec: Ec2Spec, wants_peer: bool) -> anyhow::Result<Box<dyn Fleet>> {
+    fn fleet(
+        &self,
+        spec: Ec2Spec,
+        wants_peer: bool,
+        tls_given: bool,
+    ) -> anyhow::Result<Box<dyn Fleet>> {
+        if tls_given {
+            anyhow::bail!(run_tls::GIVEN_TLS);
+        }
         Ok(Box::new(Ec2Fleet::new(
             spec,
             wants_peer,

@@ -17,4 +17,4 @@ pub mod states;
 pub mod tags;
 
 pub use client::{Ec2, Ec2Options};
-pub use launcher::install;
+pub use launcher::services;

@@ -200,7 +200,8 @@ fn a_volume_restored_from_a_snapshot_is_flagged_and_a_new_one_is_not() {
 #[test]
 fn limits_answers_online_then_offline_from_its_saved_copy() {
     let (moto, _ec2, _rt) = run();
-    quietbench_ec2::install();
+    let context =
+        quietbench_controller::context::CommandContext::with_services(quietbench_ec2::services());
     let dir = tempfile::tempdir().unwrap();
     let prices = dir.path().join("prices.csv");
     std::fs::write(&prices, "instance_type,usd_per_hour\nr6i.8xlarge,2.016\n").unwrap();
@@ -221,7 +222,7 @@ fn limits_answers_online_then_offline_from_its_saved_copy() {
         },
         cache: Some(dir.path().join("instance-types.json")),
     };
-    let online = candidates(&req).unwrap();
+    let online = candidates(&req, &context).unwrap();
     assert_eq!(online[0].usd_per_hour, Some(2.016));
     assert_eq!(online[0].source, "DescribeInstanceTypes");
     let text = render(&online, req.volume.as_ref());
@@ -235,7 +236,7 @@ fn limits_answers_online_then_offline_from_its_saved_copy() {
     // Offline: the same caps from the saved copy, saying how old it is.
     req.offline = true;
     req.aws.endpoint_url = Some("http://127.0.0.1:9".into());
-    let offline = candidates(&req).unwrap();
+    let offline = candidates(&req, &context).unwrap();
     assert_eq!(offline[1].caps, online[1].caps);
     assert!(
         offline[1].source.starts_with("saved copy"),
@@ -243,6 +244,6 @@ fn limits_answers_online_then_offline_from_its_saved_copy() {
         offline[1].source
     );
     req.types = vec!["c5.large".into()];
-    let err = candidates(&req).unwrap_err();
+    let err = candidates(&req, &context).unwrap_err();
     assert!(format!("{err:#}").contains("no saved copy"), "{err:#}");
 }

@@ -35,8 +35,6 @@ enum Command {
 fn main() -> ExitCode {
     // First: when the agent inside this binary spawns it as a cpu.spawn child, exit at once.
     quietbench_agent::exit_if_noop();
-    #[cfg(feature = "ec2")]
-    quietbench_ec2::install();
     match Cli::parse().command {
         Command::Agent(args) => match quietbench_agent::serve(&args) {
             Ok(()) => ExitCode::SUCCESS,
@@ -45,12 +43,20 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::Controller(command) => cli::execute(command),
+        Command::Controller(command) => cli::execute(command, services()),
         #[cfg(feature = "ec2")]
         Command::Fleet(command) => quietbench_ec2::cli::fleet(command),
         #[cfg(feature = "ec2")]
         Command::Gc(args) => quietbench_ec2::cli::gc(args),
     }
+}
+
+/// What this build gives every command: EC2 fleets and caps lookups with the `ec2` feature.
+fn services() -> quietbench_controller::context::Services {
+    #[cfg(feature = "ec2")]
+    return quietbench_ec2::services();
+    #[cfg(not(feature = "ec2"))]
+    quietbench_controller::context::Services::default()
 }
 
 #[cfg(test)]

@@ -119,8 +119,11 @@ pub struct CompareArgs {
     ec2: Ec2Args,
 }
 
-pub(super) fn compare_command(args: CompareArgs) -> anyhow::Result<ExitCode> {
-    args.ec2.apply_run_options();
+pub(super) fn compare_command(
+    args: CompareArgs,
+    mut context: crate::context::CommandContext,
+) -> anyhow::Result<ExitCode> {
+    args.ec2.apply_to(&mut context);
     let figure = TrialFigure::parse(&args.figure).unwrap_or_default();
     if !(args.target_mde > 0.0 && args.target_mde < 100.0) {
         anyhow::bail!(
@@ -194,6 +197,7 @@ pub(super) fn compare_command(args: CompareArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--precision {p} must be a percentage between 0 and 100");
     }
     run_compare(CompareRequest {
+        context,
         options: CompareOptions {
             a,
             b,

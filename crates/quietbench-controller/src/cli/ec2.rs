@@ -157,12 +157,12 @@ pub struct Ec2Args {
 }
 
 impl Ec2Args {
-    /// Sets how this process's run looks hosts' caps up (not at all with `--no-aws`) and
+    /// Sets how the command's run looks hosts' caps up (not at all with `--no-aws`) and
     /// which volumes it pre-warms (`--prewarm`; without it, the plan's or the default).
-    pub fn apply_run_options(&self) {
-        crate::limits::lookup::set_run_options((!self.no_aws).then(|| self.aws.target()));
+    pub fn apply_to(&self, context: &mut crate::context::CommandContext) {
+        context.aws = (!self.no_aws).then(|| self.aws.target());
         if let Some(policy) = self.prewarm {
-            crate::prewarm::set_policy(policy);
+            context.prewarm = policy;
         }
     }
 

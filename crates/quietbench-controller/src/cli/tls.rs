@@ -48,10 +48,10 @@ pub struct TlsArgs {
 }
 
 impl TlsArgs {
-    /// Sets this process's TLS settings when the flags give them.
-    pub fn apply(&self) -> anyhow::Result<()> {
+    /// The TLS identity the flags give, if they give one.
+    pub fn client(&self) -> anyhow::Result<Option<crate::tls::ClientTls>> {
         let Some(ca) = &self.ca else {
-            return Ok(());
+            return Ok(None);
         };
         let token = match &self.token_file {
             Some(path) => Some(crate::tls::read_token_file(path)?),
@@ -61,8 +61,7 @@ impl TlsArgs {
                 .filter(|t| !t.is_empty()),
         };
         let identity = self.cert.as_deref().zip(self.key.as_deref());
-        crate::tls::set_client(crate::tls::ClientTls::load(ca, identity, token)?)?;
-        Ok(())
+        Ok(Some(crate::tls::ClientTls::load(ca, identity, token)?))
     }
 }
 

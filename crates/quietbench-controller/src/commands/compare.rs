@@ -250,6 +250,8 @@ pub fn fails_slower(v: &Verdict, pct: f64) -> bool {
 /// Everything `quietbench compare` was asked.
 #[derive(Debug, Clone)]
 pub struct CompareRequest {
+    /// What the comparison reaches beyond its options: TLS, caps lookup, EC2 services.
+    pub context: crate::context::CommandContext,
     /// The commands and how they run.
     pub options: CompareOptions,
     /// Measure on this machine.
@@ -392,11 +394,12 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
         spec
     }) {
         Some(spec) if spec.dry_run => {
-            crate::fleet::ec2::launcher()?.dry_run(&spec, false)?;
+            req.context.ec2()?.dry_run(&spec, false)?;
             return Ok(std::process::ExitCode::SUCCESS);
         }
-        Some(spec) => Session::for_ec2(spec, false, FailurePolicy::default())?,
+        Some(spec) => Session::for_ec2(&req.context, spec, false, FailurePolicy::default())?,
         None => Session::for_hosts(
+            &req.context,
             req.local,
             super::agent_entries(&req.agents)?,
             &[],

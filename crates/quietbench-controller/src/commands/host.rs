@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use quietbench_proto::v1 as pb;
 
 use crate::connection::AgentConnection;
+use crate::context::CommandContext;
 use crate::fleet::{Target, local_target};
 use crate::local_agent::LocalAgent;
 use crate::record::{HostKind, HostRecord};
@@ -14,7 +15,12 @@ use crate::session::runtime;
 
 /// `quietbench host`: the fingerprint of this machine (`local`, through an agent started here)
 /// or of a running agent's, as text or JSON.
-pub fn host(local: bool, agent: Option<String>, json_out: bool) -> anyhow::Result<ExitCode> {
+pub fn host(
+    context: &CommandContext,
+    local: bool,
+    agent: Option<String>,
+    json_out: bool,
+) -> anyhow::Result<ExitCode> {
     let local_agent = if local {
         Some(LocalAgent::start()?)
     } else {
@@ -28,7 +34,7 @@ pub fn host(local: bool, agent: Option<String>, json_out: bool) -> anyhow::Resul
             label: address.clone(),
             obtained: "--agent".into(),
             instance_id: None,
-            access: crate::connection::AgentAccess::Fleet,
+            access: context.fleet_access(),
             peer: None,
         },
         (None, None) => anyhow::bail!("give --local or --agent HOST:PORT"),
@@ -62,7 +68,11 @@ pub fn host(local: bool, agent: Option<String>, json_out: bool) -> anyhow::Resul
 }
 
 /// `quietbench prepare`: applies `request`'s host controls on `agent`'s machine.
-pub fn prepare(agent: &str, request: pb::PrepareRequest) -> anyhow::Result<ExitCode> {
+pub fn prepare(
+    context: &CommandContext,
+    agent: &str,
+    request: pb::PrepareRequest,
+) -> anyhow::Result<ExitCode> {
     let nothing = pb::PrepareRequest {
         probe_cpus: request.probe_cpus.clone(),
         ..Default::default()
@@ -74,7 +84,9 @@ pub fn prepare(agent: &str, request: pb::PrepareRequest) -> anyhow::Result<ExitC
         );
     }
     let response = runtime()?.block_on(async {
-        let mut conn = AgentConnection::connect(agent, agent.to_string()).await?;
+        let mut conn =
+            AgentConnection::connect_with(agent, agent.to_string(), &context.fleet_access())
+                .await?;
         conn.prepare(request).await
     })?;
     println!(
@@ -87,9 +99,11 @@ pub fn prepare(agent: &str, request: pb::PrepareRequest) -> anyhow::Result<ExitC
 }
 
 /// `quietbench restore`: undoes every host change `agent` made.
-pub fn restore(agent: &str) -> anyhow::Result<ExitCode> {
+pub fn restore(context: &CommandContext, agent: &str) -> anyhow::Result<ExitCode> {
     let response = runtime()?.block_on(async {
-        let mut conn = AgentConnection::connect(agent, agent.to_string()).await?;
+        let mut conn =
+            AgentConnection::connect_with(agent, agent.to_string(), &context.fleet_access())
+                .await?;
         conn.restore().await
     })?;
     if response.controls.is_empty() {

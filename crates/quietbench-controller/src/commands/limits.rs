@@ -10,10 +10,11 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
+use crate::context::CommandContext;
 use crate::limits::attribution::{Cap, disk_caps, fmt};
 use crate::limits::cache::{CapsCache, age, default_path};
 use crate::limits::caps::{HostCaps, InstanceCaps, VolumeInfo};
-use crate::limits::lookup::{AwsTarget, source};
+use crate::limits::lookup::{AwsTarget, CapsSource};
 use crate::limits::volume_types::volume_limits;
 use crate::session::runtime;
 
@@ -124,12 +125,16 @@ pub fn parse_prices(text: &str) -> Result<BTreeMap<String, f64>, String> {
 
 /// Fetches `types` (saving them), or reads them from the saved copy when offline or when the
 /// API cannot be reached; each with where it came from.
-fn caps_of(req: &LimitsRequest, cache_path: &Path) -> anyhow::Result<Vec<(InstanceCaps, String)>> {
+fn caps_of(
+    req: &LimitsRequest,
+    source: Result<&dyn CapsSource, String>,
+    cache_path: &Path,
+) -> anyhow::Result<Vec<(InstanceCaps, String)>> {
     let mut cache = CapsCache::load(cache_path).map_err(anyhow::Error::msg)?;
     let now = SystemTime::now();
     let mut fetch_error = None;
     if !req.offline {
-        let fetched = source()
+        let fetched = source
             .map_err(anyhow::Error::msg)
             .and_then(|s| runtime()?.block_on(s.instance_types(&req.aws, &req.types)));
         match fetched {
@@ -176,8 +181,8 @@ fn caps_of(req: &LimitsRequest, cache_path: &Path) -> anyhow::Result<Vec<(Instan
         .collect()
 }
 
-/// Builds the candidates.
-pub fn candidates(req: &LimitsRequest) -> anyhow::Result<Vec<Candidate>> {
+/// Builds the candidates, looking caps up with `context`'s source.
+pub fn candidates(req: &LimitsRequest, context: &CommandContext) -> anyhow::Result<Vec<Candidate>> {
     let cache_path = req.cache.clone().unwrap_or_else(default_path);
     let prices = match &req.prices {
         Some(path) => {
@@ -192,7 +197,7 @@ pub fn candidates(req: &LimitsRequest) -> anyhow::Result<Vec<Candidate>> {
         volume_limits(v).map_err(anyhow::Error::msg)?;
     }
     let device = req.volume.as_ref().map(|_| "volume");
-    Ok(caps_of(req, &cache_path)?
+    Ok(caps_of(req, context.caps_source(), &cache_path)?
         .into_iter()
         .map(|(caps, source)| {
             let host = HostCaps {
@@ -304,8 +309,8 @@ pub fn render(candidates: &[Candidate], volume: Option<&VolumeInfo>) -> String {
 }
 
 /// `quietbench limits`.
-pub fn limits(req: LimitsRequest) -> anyhow::Result<ExitCode> {
-    let found = candidates(&req)?;
+pub fn limits(req: LimitsRequest, context: &CommandContext) -> anyhow::Result<ExitCode> {
+    let found = candidates(&req, context)?;
     if req.json {
         println!("{}", serde_json::to_string_pretty(&found)?);
     } else {

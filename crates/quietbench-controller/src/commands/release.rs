@@ -12,7 +12,11 @@ use crate::session::runtime;
 
 /// Releases every entry whose controller is gone (or only `run`'s). Exit code 1 when a host
 /// could not be restored (the entry is kept, so a later `release` retries).
-pub fn release(ledger: &Ledger, run: Option<&str>) -> anyhow::Result<ExitCode> {
+pub fn release(
+    context: &crate::context::CommandContext,
+    ledger: &Ledger,
+    run: Option<&str>,
+) -> anyhow::Result<ExitCode> {
     let mut entries = Vec::new();
     for entry in ledger.entries()? {
         match entry {
@@ -89,7 +93,7 @@ pub fn release(ledger: &Ledger, run: Option<&str>) -> anyhow::Result<ExitCode> {
                         label: h.label.clone(),
                         obtained: h.obtained.clone(),
                         instance_id: h.instance_id.clone(),
-                        access: crate::connection::AgentAccess::Fleet,
+                        access: context.fleet_access(),
                         peer: None,
                     })
                     .collect();

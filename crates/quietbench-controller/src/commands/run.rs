@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use super::agent_entries;
+use crate::context::CommandContext;
 use crate::execute::{FailurePolicy, Flow};
 use crate::fleet::HostEntry;
 use crate::fleet::ec2::Ec2Spec;
@@ -19,6 +20,8 @@ use crate::session::{Outputs, Session};
 /// Everything `quietbench run` was asked (its command-line options, parsed).
 #[derive(Debug, Clone, Default)]
 pub struct RunRequest {
+    /// What the run reaches beyond its options: TLS, pre-warm, caps lookup, EC2 services.
+    pub context: CommandContext,
     /// A plan file: hosts, variants, rounds and timing come from it.
     pub plan: Option<PathBuf>,
     /// `--prewarm` was given: it wins over the plan's `prewarm`.
@@ -138,16 +141,23 @@ pub fn run(req: RunRequest) -> anyhow::Result<ExitCode> {
     let session = if let Some(mut spec) = req.ec2 {
         spec.allow_exec = settings.probes.iter().any(|p| p == "exec");
         if spec.dry_run {
-            crate::fleet::ec2::launcher()?.dry_run(&spec, wants_peer)?;
+            req.context.ec2()?.dry_run(&spec, wants_peer)?;
             return Ok(ExitCode::SUCCESS);
         }
-        Session::for_ec2(spec, wants_peer, policy)?
+        Session::for_ec2(&req.context, spec, wants_peer, policy)?
     } else {
         let hosts = match &req.hosts_file {
             Some(path) => crate::fleet::read_hosts_file(path)?,
             None => agent_entries(&req.agents)?,
         };
-        Session::for_hosts(req.local, hosts, &req.peers, wants_peer, policy)?
+        Session::for_hosts(
+            &req.context,
+            req.local,
+            hosts,
+            &req.peers,
+            wants_peer,
+            policy,
+        )?
     };
     let (_run, code) = session.drive(
         new_record(settings, req.run_id),
@@ -235,12 +245,13 @@ fn run_plan(req: RunRequest, path: &Path) -> anyhow::Result<ExitCode> {
         plan.settings.exec_figure = req.figure;
     }
     add_figure_params(&mut plan.settings.variants, plan.settings.exec_figure);
+    let mut context = req.context.clone();
     if let Some(policy) = plan.prewarm.filter(|_| !req.prewarm_given) {
-        crate::prewarm::set_policy(policy);
+        context.prewarm = policy;
     }
     // The plan's [tls], unless the flags gave TLS already (they win).
-    if let (Some(tls), None) = (&plan.tls, crate::tls::client()) {
-        crate::tls::set_client(crate::tls::ClientTls::from_plan(tls)?)?;
+    if let (Some(tls), None) = (&plan.tls, &context.tls) {
+        context.tls = Some(std::sync::Arc::new(crate::tls::ClientTls::from_plan(tls)?));
     }
     if req.no_round_sync {
         plan.settings.round_sync = false;
@@ -282,12 +293,12 @@ fn run_plan(req: RunRequest, path: &Path) -> anyhow::Result<ExitCode> {
     }
     let (session, host_count) = match plan.ec2.take() {
         Some(spec) if spec.dry_run => {
-            crate::fleet::ec2::launcher()?.dry_run(&spec, wants_peer)?;
+            context.ec2()?.dry_run(&spec, wants_peer)?;
             return Ok(ExitCode::SUCCESS);
         }
         Some(spec) => {
             let count = spec.count as usize;
-            (Session::for_ec2(spec, wants_peer, policy)?, count)
+            (Session::for_ec2(&context, spec, wants_peer, policy)?, count)
         }
         None => {
             let hosts = match &plan.hosts_file {
@@ -298,7 +309,7 @@ fn run_plan(req: RunRequest, path: &Path) -> anyhow::Result<ExitCode> {
             // file's too).
             let count = if plan.local { 1 } else { hosts.len() };
             (
-                Session::for_hosts(plan.local, hosts, &plan.peers, wants_peer, policy)?,
+                Session::for_hosts(&context, plan.local, hosts, &plan.peers, wants_peer, policy)?,
                 count,
             )
         }

@@ -164,7 +164,12 @@ pub fn history(
 
 /// `quietbench resume RUN`: runs the trials an interrupted run had not finished, on the same
 /// hosts (a fresh local agent for a local run, or `agents` instead of the stored addresses).
-pub fn resume(db: Option<&Path>, run: &str, agents: &[String]) -> anyhow::Result<ExitCode> {
+pub fn resume(
+    context: &crate::context::CommandContext,
+    db: Option<&Path>,
+    run: &str,
+    agents: &[String],
+) -> anyhow::Result<ExitCode> {
     let store = open(db)?;
     let stored = store.load_stored_run(run)?;
     if stored.status == RunStatus::Complete {
@@ -249,7 +254,14 @@ pub fn resume(db: Option<&Path>, run: &str, agents: &[String]) -> anyhow::Result
     } else {
         super::agent_entries(&addresses)?
     };
-    let session = Session::for_hosts(local, hosts, &[], wants_peer, FailurePolicy::default())?;
+    let session = Session::for_hosts(
+        context,
+        local,
+        hosts,
+        &[],
+        wants_peer,
+        FailurePolicy::default(),
+    )?;
     let outputs = Outputs::new(None, None, None, Some(store.path()), false)?.resuming(stored_hosts);
     drop(store);
     let (_, code) = session.drive(record, outputs, &done, &mut |_, _| Flow::Continue)?;

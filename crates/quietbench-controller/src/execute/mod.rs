@@ -21,6 +21,7 @@ pub use host::{headline, with_peer_flows};
 
 use crate::connection::AgentConnection;
 use crate::connection::intake::RunBudget;
+use crate::context::CommandContext;
 use crate::fleet::Target;
 use crate::progress::Progress;
 use crate::record::{HostFailure, HostRecord, RunRecord, RunSettings};
@@ -76,6 +77,7 @@ struct Connected {
 async fn connect(
     target: Target,
     settings: Arc<RunSettings>,
+    context: CommandContext,
     progress: Progress,
 ) -> anyhow::Result<Connected> {
     let peer = match &target.peer {
@@ -102,7 +104,12 @@ async fn connect(
         agent_version: host.agent_version,
         fingerprint: host.fingerprint.clone().unwrap_or_default(),
         tuning: Vec::new(),
-        caps: crate::limits::lookup::caps_for_run(&host.fingerprint.unwrap_or_default()).await,
+        caps: crate::limits::lookup::caps_for_run(
+            &host.fingerprint.unwrap_or_default(),
+            context.aws.as_ref(),
+            context.caps_source(),
+        )
+        .await,
     };
     progress.line(&crate::report::table::host_line(&record));
     if let Some(caps) = &record.caps {
@@ -119,7 +126,7 @@ async fn connect(
             &mut conn,
             &record.fingerprint,
             caps,
-            crate::prewarm::policy(),
+            context.prewarm,
             &progress,
         )
         .await
@@ -170,13 +177,19 @@ pub async fn execute(
     progress: &Progress,
     done: &[PlannedTrial],
     policy: FailurePolicy,
+    context: &CommandContext,
     on_trial: &mut dyn FnMut(&RunRecord, &PlannedTrial) -> anyhow::Result<Flow>,
 ) -> anyhow::Result<()> {
     let settings = Arc::new(run.settings.clone());
     progress.status(format!("connecting to {} host(s)", targets.len()));
     let mut connecting = JoinSet::new();
     for (index, target) in targets.iter().enumerate() {
-        let job = connect(target.clone(), settings.clone(), progress.clone());
+        let job = connect(
+            target.clone(),
+            settings.clone(),
+            context.clone(),
+            progress.clone(),
+        );
         connecting.spawn(async move { (index, job.await) });
     }
     let mut connected: Vec<Option<Connected>> = targets.iter().map(|_| None).collect();

@@ -5,7 +5,6 @@
 //! binary built without the feature says how to get one with it.
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use super::Fleet;
@@ -291,29 +290,18 @@ fn check_cidr(cidr: &str) -> Result<(), String> {
 
 /// What the `ec2` feature supplies: the fleet, and the dry run that launches nothing.
 pub trait Ec2Launcher: Send + Sync {
-    /// The fleet `spec` asks for; `wants_peer`: network probes need a peer per host.
-    fn fleet(&self, spec: Ec2Spec, wants_peer: bool) -> anyhow::Result<Box<dyn Fleet>>;
+    /// The fleet `spec` asks for; `wants_peer`: network probes need a peer per host;
+    /// `tls_given`: the command has a TLS identity of its own (an EC2 fleet makes its own).
+    fn fleet(
+        &self,
+        spec: Ec2Spec,
+        wants_peer: bool,
+        tls_given: bool,
+    ) -> anyhow::Result<Box<dyn Fleet>>;
 
     /// `--dry-run`: asks EC2 whether each call would be allowed (DryRun) and prints the launch
     /// plan. Launches nothing.
     fn dry_run(&self, spec: &Ec2Spec, wants_peer: bool) -> anyhow::Result<()>;
-}
-
-static LAUNCHER: OnceLock<Box<dyn Ec2Launcher>> = OnceLock::new();
-
-/// Installs the EC2 launcher (the binary does, when built with the `ec2` feature).
-pub fn set_launcher(launcher: Box<dyn Ec2Launcher>) {
-    let _ = LAUNCHER.set(launcher);
-}
-
-/// The EC2 launcher, or what to do to get one.
-pub fn launcher() -> anyhow::Result<&'static dyn Ec2Launcher> {
-    LAUNCHER.get().map(Box::as_ref).ok_or_else(|| {
-        anyhow::anyhow!(
-            "this quietbench was built without EC2 fleets: build it with `cargo build --release \
-             --bin quietbench --features ec2`"
-        )
-    })
 }
 
 #[cfg(test)]

@@ -151,7 +151,7 @@ mod tests {
             label: address.into(),
             obtained: "--agent".into(),
             instance_id: None,
-            access: crate::connection::AgentAccess::Fleet,
+            access: crate::connection::AgentAccess::Fleet(None),
             peer: None,
         }
     }

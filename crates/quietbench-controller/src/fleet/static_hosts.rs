@@ -2,6 +2,7 @@
 //! hosts file. Nothing is started or stopped; releasing leaves them running.
 
 use super::{Fleet, FleetFuture, HostEntry, Target};
+use crate::connection::AgentAccess;
 use crate::progress::Progress;
 use crate::record::HostKind;
 
@@ -9,11 +10,18 @@ use crate::record::HostKind;
 pub struct StaticFleet {
     hosts: Vec<HostEntry>,
     peers: Vec<String>,
+    /// How its agents and peers are reached.
+    access: AgentAccess,
 }
 
 impl StaticFleet {
-    /// A fleet of `hosts`, with one peer for all of them or one per host (network probes).
-    pub fn new(hosts: Vec<HostEntry>, peers: Vec<String>) -> anyhow::Result<Self> {
+    /// A fleet of `hosts`, with one peer for all of them or one per host (network probes),
+    /// each reached as `access` says.
+    pub fn new(
+        hosts: Vec<HostEntry>,
+        peers: Vec<String>,
+        access: AgentAccess,
+    ) -> anyhow::Result<Self> {
         if hosts.is_empty() {
             anyhow::bail!("no host to measure on: give --agent HOST:PORT or --hosts FILE");
         }
@@ -24,11 +32,19 @@ impl StaticFleet {
                 peers.len()
             );
         }
-        Ok(Self { hosts, peers })
+        Ok(Self {
+            hosts,
+            peers,
+            access,
+        })
     }
 
     /// Hosts named on the command line (`--agent`), in order.
-    pub fn from_addresses(addresses: &[String], peers: &[String]) -> anyhow::Result<Self> {
+    pub fn from_addresses(
+        addresses: &[String],
+        peers: &[String],
+        access: AgentAccess,
+    ) -> anyhow::Result<Self> {
         let hosts = addresses
             .iter()
             .map(|a| HostEntry {
@@ -37,7 +53,7 @@ impl StaticFleet {
                 source: "--agent".into(),
             })
             .collect();
-        Self::new(hosts, peers.to_vec())
+        Self::new(hosts, peers.to_vec(), access)
     }
 }
 
@@ -61,7 +77,7 @@ impl Fleet for StaticFleet {
                     },
                     obtained: host.source.clone(),
                     instance_id: None,
-                    access: crate::connection::AgentAccess::Fleet,
+                    access: self.access.clone(),
                     peer: self.peers.get(i).or(self.peers.first()).map(|p| {
                         Box::new(Target {
                             address: p.clone(),
@@ -69,7 +85,7 @@ impl Fleet for StaticFleet {
                             label: format!("{p} (peer)"),
                             obtained: "--peer".into(),
                             instance_id: None,
-                            access: crate::connection::AgentAccess::Fleet,
+                            access: self.access.clone(),
                             peer: None,
                         })
                     }),

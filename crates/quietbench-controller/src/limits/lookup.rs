@@ -1,11 +1,10 @@
 //! The seam to the EC2 API: the controller links no AWS SDK, so the binary's `ec2` feature
-//! installs a [`CapsSource`] (quietbench-ec2) that answers DescribeInstanceTypes,
+//! hands a [`CapsSource`] (quietbench-ec2) to every command's context that answers DescribeInstanceTypes,
 //! DescribeVolumes and DescribePlacementGroups. Without it, or without credentials, or with
 //! `--no-aws`, a host's caps are a one-line note, never an error: the run measures the same.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{OnceLock, RwLock};
 
 use quietbench_proto::v1 as pb;
 
@@ -82,39 +81,16 @@ pub trait CapsSource: Send + Sync {
     ) -> Pending<'a, anyhow::Result<HostCaps>>;
 }
 
-static SOURCE: OnceLock<Box<dyn CapsSource>> = OnceLock::new();
-
-/// Installs the EC2 API's caps source (the binary does, with the `ec2` feature).
-pub fn set_source(source: Box<dyn CapsSource>) {
-    let _ = SOURCE.set(source);
-}
-
-/// The installed source, or why there is none.
-pub fn source() -> Result<&'static dyn CapsSource, String> {
-    SOURCE.get().map(Box::as_ref).ok_or_else(|| {
-        "this quietbench was built without the EC2 API (build with --features ec2)".to_string()
-    })
-}
-
-/// Whether and how runs look caps up: `None` after `--no-aws`.
-static RUN_OPTIONS: RwLock<Option<AwsTarget>> = RwLock::new(Some(AwsTarget {
-    region: None,
-    profile: None,
-    endpoint_url: None,
-}));
-
-/// Sets how this process's runs look caps up (`None`: `--no-aws`, never call AWS).
-pub fn set_run_options(aws: Option<AwsTarget>) {
-    if let Ok(mut options) = RUN_OPTIONS.write() {
-        *options = aws;
-    }
-}
-
-/// The caps of the host `fp` describes, for a run: `None` off EC2 or with `--no-aws`; a
+/// The caps of the host `fp` describes, for a run that looks them up with `aws` from `source`
+/// (or why there is no source): `None` off EC2 or with `--no-aws` (`aws` is `None`); a
 /// [`HostCaps`] with only a note when the lookup cannot be made (no SDK, no credentials).
-pub async fn caps_for_run(fp: &pb::Fingerprint) -> Option<HostCaps> {
+pub async fn caps_for_run(
+    fp: &pb::Fingerprint,
+    aws: Option<&AwsTarget>,
+    source: Result<&dyn CapsSource, String>,
+) -> Option<HostCaps> {
     let query = CapsQuery::from_fingerprint(fp)?;
-    let aws = RUN_OPTIONS.read().ok()?.clone()?;
+    let aws = aws?.clone();
     let note = |why: String| HostCaps {
         notes: vec![format!(
             "caps of {} not looked up: {why} (--no-aws silences this)",
@@ -122,7 +98,7 @@ pub async fn caps_for_run(fp: &pb::Fingerprint) -> Option<HostCaps> {
         )],
         ..Default::default()
     };
-    let source = match source() {
+    let source = match source {
         Ok(source) => source,
         Err(why) => return Some(note(why)),
     };

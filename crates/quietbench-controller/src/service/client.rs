@@ -50,7 +50,7 @@ impl Remote {
             )?;
         }
         let channel = endpoint.connect().await.map_err(|e| {
-            let why = crate::tls::explain(&e).unwrap_or_else(|| format!("{e:#}"));
+            let why = crate::tls::explain(&e, None).unwrap_or_else(|| format!("{e:#}"));
             anyhow::anyhow!(
                 "cannot reach the quietbench service at {}: {why}",
                 self.address

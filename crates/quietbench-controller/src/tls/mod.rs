@@ -2,14 +2,13 @@
 //! ([`certs`]), the controller's client identity (`--ca --cert --key`, or a plan's `[tls]`
 //! table), and what a failed handshake means in words.
 //!
-//! One controller process has one identity for every agent it talks to, so the identity is set
-//! once, when the command line is read ([`set_client`]), and every connection uses it
-//! ([`client`]); without one, connections are plain (loopback agents, `run --local`).
+//! A command has one identity for every fleet agent it talks to: made where the command line
+//! or the plan is read, it travels in the command's context (`crate::context::CommandContext`) to
+//! every connection; without one, connections are plain (loopback agents, `run --local`).
 
 pub mod certs;
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
@@ -115,10 +114,10 @@ pub struct TokenHeader {
 }
 
 impl TokenHeader {
-    /// The header of this process's token, if it has one.
-    pub fn current() -> Self {
+    /// The header of `tls`'s token, if it has one.
+    pub fn of(tls: Option<&ClientTls>) -> Self {
         Self {
-            value: client()
+            value: tls
                 .and_then(ClientTls::token)
                 .and_then(|t| format!("Bearer {t}").parse().ok()),
         }
@@ -159,23 +158,12 @@ pub fn read_token_file(path: &Path) -> anyhow::Result<String> {
     Ok(token.to_string())
 }
 
-static CLIENT: OnceLock<ClientTls> = OnceLock::new();
-
-/// Sets this process's identity; once (a second call is refused).
-pub fn set_client(tls: ClientTls) -> anyhow::Result<()> {
-    CLIENT
-        .set(tls)
-        .map_err(|_| anyhow::anyhow!("the controller's TLS identity is set twice"))
-}
-
-/// This process's identity, if it has one.
-pub fn client() -> Option<&'static ClientTls> {
-    CLIENT.get()
-}
-
-/// What a failed connection's error chain says about TLS, in words a person can act on; `None`
-/// when TLS is not what failed.
-pub fn explain(error: &(dyn std::error::Error + 'static)) -> Option<String> {
+/// What a failed connection's error chain says about TLS, in words a person can act on, for a
+/// connection made with `tls`; `None` when TLS is not what failed.
+pub fn explain(
+    error: &(dyn std::error::Error + 'static),
+    tls: Option<&ClientTls>,
+) -> Option<String> {
     use rustls::{AlertDescription, CertificateError, Error};
     let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(e) = cause {
@@ -185,7 +173,7 @@ pub fn explain(error: &(dyn std::error::Error + 'static)) -> Option<String> {
                 .and_then(|inner| inner.downcast_ref::<Error>())
         });
         if let Some(r) = rustls_error {
-            let ca = client().map_or_else(|| "the CA given".into(), |c| c.ca.display().to_string());
+            let ca = tls.map_or_else(|| "the CA given".into(), |c| c.ca.display().to_string());
             return Some(match r {
                 Error::InvalidCertificate(CertificateError::UnknownIssuer)
                 | Error::InvalidCertificate(CertificateError::BadSignature) => format!(
@@ -208,8 +196,7 @@ pub fn explain(error: &(dyn std::error::Error + 'static)) -> Option<String> {
                     | AlertDescription::DecryptError,
                 ) => format!(
                     "the agent refused our certificate ({}): it must be a controller certificate from the agent's CA, still valid",
-                    client()
-                        .and_then(|c| c.cert.as_ref())
+                    tls.and_then(|c| c.cert.as_ref())
                         .map_or_else(|| "none given".into(), |c| c.display().to_string())
                 ),
                 Error::InvalidMessage(_) => {

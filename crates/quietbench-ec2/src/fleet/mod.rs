@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use std::time::{Instant, SystemTime};
 
 use aws_sdk_ec2::types::{Instance, ResourceType, Tag, TagSpecification};
+use quietbench_controller::connection::AgentAccess;
 use quietbench_controller::fleet::ec2::{Ec2Spec, Tenancy};
 use quietbench_controller::fleet::{Fleet, FleetFuture, Target};
 use quietbench_controller::progress::Progress;
@@ -116,6 +117,8 @@ pub struct Ec2Fleet {
     ec2: Option<Ec2>,
     deadline: SystemTime,
     tls_dir: Option<PathBuf>,
+    /// How the run's agents are reached: with the run's own certificates once they are made.
+    access: AgentAccess,
     /// What the run created besides instances and their volumes, for the release.
     placement_group: Option<(String, Option<String>)>,
     hosts: Vec<String>,
@@ -138,6 +141,7 @@ impl Ec2Fleet {
             ec2: None,
             deadline: SystemTime::now(),
             tls_dir: None,
+            access: AgentAccess::Fleet(None),
             placement_group: None,
             hosts: Vec::new(),
             security_group: None,
@@ -194,7 +198,7 @@ impl Ec2Fleet {
         self.tls_dir = Some(tls_dir.clone());
         let ca_dir = run_tls::ca_dir_or_env(spec.ca_dir.as_deref());
         let tls = RunTls::make(&tls_dir, ca_dir.as_deref(), run_tls::days_for(spec.ttl))?;
-        tls.use_for_agents()?;
+        self.access = AgentAccess::Fleet(Some(std::sync::Arc::new(tls.for_agents()?)));
         let user_data = userdata::encode(&userdata::render(
             &tls.ca_pem,
             &tls.agent_pem,
@@ -318,7 +322,7 @@ impl Ec2Fleet {
             to_reach.push((i.id.clone(), address));
         }
         progress.status(format!("waiting for {} agent(s) to answer", to_reach.len()));
-        let answers = reach::agents(ec2, to_reach, deadline, &self.pacing).await;
+        let answers = reach::agents(ec2, to_reach, deadline, &self.pacing, &self.access).await;
         for (id, answer) in answers {
             let model = answer?;
             if let Some(i) = self.instances.iter_mut().find(|i| i.id == id) {
@@ -340,7 +344,7 @@ impl Ec2Fleet {
             label: format!("{} ({address})", i.id),
             obtained: format!("launched in {} for run {}", i.zone, self.run_id),
             instance_id: Some(i.id.clone()),
-            access: quietbench_controller::connection::AgentAccess::Fleet,
+            access: self.access.clone(),
             peer: None,
         }
     }

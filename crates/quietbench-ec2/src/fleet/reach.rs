@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use quietbench_controller::connection::AgentConnection;
+use quietbench_controller::connection::{AgentAccess, AgentConnection};
 use quietbench_controller::progress::Progress;
 
 use super::launch::Pacing;
@@ -59,11 +59,16 @@ pub async fn agents(
     instances: Vec<(String, String)>,
     deadline: Instant,
     pacing: &Pacing,
+    access: &AgentAccess,
 ) -> Vec<(String, anyhow::Result<String>)> {
     let mut tasks = tokio::task::JoinSet::new();
     for (n, (id, address)) in instances.iter().cloned().enumerate() {
         let poll = pacing.poll;
-        tasks.spawn(async move { (n, id.clone(), ask(&id, &address, deadline, poll).await) });
+        let access = access.clone();
+        tasks.spawn(async move {
+            let answer = ask(&id, &address, &access, deadline, poll).await;
+            (n, id.clone(), answer)
+        });
     }
     let mut answers: Vec<(usize, String, Result<String, String>)> = Vec::new();
     while let Some(joined) = tasks.join_next().await {
@@ -84,11 +89,17 @@ pub async fn agents(
     out
 }
 
-async fn ask(id: &str, address: &str, deadline: Instant, poll: Duration) -> Result<String, String> {
+async fn ask(
+    id: &str,
+    address: &str,
+    access: &AgentAccess,
+    deadline: Instant,
+    poll: Duration,
+) -> Result<String, String> {
     let label = format!("{id} ({address})");
     loop {
         let attempt = async {
-            let mut agent = AgentConnection::connect(address, label.clone()).await?;
+            let mut agent = AgentConnection::connect_with(address, label.clone(), access).await?;
             agent.get_host().await
         };
         let last = match attempt.await {

@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
+use quietbench_controller::tls::ClientTls;
 use quietbench_controller::tls::certs::{self, Role};
-use quietbench_controller::tls::{self, ClientTls};
 
 /// The name in every EC2 agent's certificate, which the controller checks instead of the
 /// address it dials.
@@ -82,25 +82,22 @@ impl RunTls {
         })
     }
 
-    /// Makes this process present the run's controller certificate to every agent and check
-    /// agents against the run's CA and [`AGENT_NAME`].
-    pub fn use_for_agents(&self) -> anyhow::Result<()> {
-        if tls::client().is_some() {
-            anyhow::bail!(
-                "an EC2 fleet makes its own certificates for the run: drop --ca, --cert, --key \
-                 and --token-file (or the plan's [tls]); give --ca-dir to issue them from a CA \
-                 of yours"
-            );
-        }
-        let client = ClientTls::load(
+    /// The identity the run's connections use: the run's controller certificate, agents
+    /// checked against the run's CA and [`AGENT_NAME`].
+    pub fn for_agents(&self) -> anyhow::Result<ClientTls> {
+        Ok(ClientTls::load(
             &self.dir.join("ca.pem"),
             Some((&self.controller.0, &self.controller.1)),
             None,
         )?
-        .with_domain(AGENT_NAME);
-        tls::set_client(client)
+        .with_domain(AGENT_NAME))
     }
 }
+
+/// Why a command with a TLS identity of its own cannot have an EC2 fleet.
+pub const GIVEN_TLS: &str = "an EC2 fleet makes its own certificates for the run: drop --ca, \
+     --cert, --key and --token-file (or the plan's [tls]); give --ca-dir to issue them from a \
+     CA of yours";
 
 /// Days a run's certificates are valid: its `ttl`, rounded up, and one more for clock skew.
 pub fn days_for(ttl: std::time::Duration) -> u32 {
