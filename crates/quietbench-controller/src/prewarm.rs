@@ -1,7 +1,7 @@
 //! Pre-warming restored volumes before a run measures them (CONTEXT.md §5: a volume created from
 //! a snapshot loads each block from S3 on first touch, ~10× slower, and a disk probe over it
 //! measures S3, not the volume). When a run has disk probes, each host's volumes that need it
-//! ([`prewarm_targets`]) are read whole by the agent's `disk.scan prewarm=true` (in parallel,
+//! ([`prewarm_targets`], from the pure half in `limits::prewarm`) are read whole by the agent's `disk.scan prewarm=true` (in parallel,
 //! resumable from its state file) before the first trial, with progress and an ETA; the time
 //! and rate go into the host's caps, and the report.
 
@@ -10,54 +10,17 @@ use std::time::{Duration, Instant};
 use quietbench_proto::metrics;
 use quietbench_proto::v1 as pb;
 
+pub use crate::limits::prewarm::{PrewarmPolicy, prewarm_targets};
+
 use crate::connection::AgentConnection;
 use crate::limits::caps::{HostCaps, Prewarm};
 use crate::progress::Progress;
-
-/// Which volumes are pre-warmed before disk probes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum PrewarmPolicy {
-    /// Volumes EC2 says were restored from a snapshot and not yet fully loaded.
-    #[default]
-    Auto,
-    /// Every EBS volume of the host.
-    Always,
-    /// None.
-    Never,
-}
-
-impl PrewarmPolicy {
-    /// From `auto`, `always` or `never`.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        match text {
-            "auto" => Ok(Self::Auto),
-            "always" => Ok(Self::Always),
-            "never" => Ok(Self::Never),
-            other => Err(format!(
-                "prewarm {other:?}: give auto (restored volumes), always or never"
-            )),
-        }
-    }
-}
 
 /// Each pre-warm trial's length: long enough to read most volumes at once; a longer one goes
 /// on in the next trial from the state file.
 const TRIAL: Duration = Duration::from_secs(600);
 /// Reading threads: EBS serves a deep parallel read far faster than one stream.
 const THREADS: &str = "8";
-
-/// The devices (kernel names) to pre-warm on a host, with their volume ids.
-pub fn prewarm_targets(caps: &HostCaps, policy: PrewarmPolicy) -> Vec<(String, String)> {
-    caps.volumes
-        .iter()
-        .filter(|v| match policy {
-            PrewarmPolicy::Auto => v.needs_prewarm(),
-            PrewarmPolicy::Always => v.prewarm.is_none(),
-            PrewarmPolicy::Never => false,
-        })
-        .filter_map(|v| Some((v.device.clone()?, v.volume_id.clone())))
-        .collect()
-}
 
 /// Reads `path` whole through the agent (`disk.scan prewarm=true`), trial after trial until a
 /// trial ends early (everything read). `size_bytes` (when known) gives the ETA.

@@ -251,7 +251,7 @@ fn run_plan(req: RunRequest, path: &Path) -> anyhow::Result<ExitCode> {
     }
     // The plan's [tls], unless the flags gave TLS already (they win).
     if let (Some(tls), None) = (&plan.tls, &context.tls) {
-        context.tls = Some(std::sync::Arc::new(crate::tls::ClientTls::from_plan(tls)?));
+        context.tls = Some(std::sync::Arc::new(plan_tls(tls)?));
     }
     if req.no_round_sync {
         plan.settings.round_sync = false;
@@ -358,6 +358,29 @@ fn run_plan(req: RunRequest, path: &Path) -> anyhow::Result<ExitCode> {
         println!("{verdict}");
     }
     Ok(code)
+}
+
+/// The identity a plan's `[tls]` table gives.
+fn plan_tls(plan: &crate::plan::PlanTls) -> anyhow::Result<crate::tls::ClientTls> {
+    use crate::plan::TokenSource;
+    let token = match &plan.token {
+        None => None,
+        Some(TokenSource::File(path)) => Some(
+            crate::tls::read_token_file(path)
+                .map_err(|e| anyhow::anyhow!("[tls] token_file: {e}"))?,
+        ),
+        Some(TokenSource::Env(var)) => Some(
+            std::env::var(var)
+                .map_err(|_| anyhow::anyhow!("[tls] token_env: ${var} is not set"))?
+                .trim()
+                .to_string(),
+        ),
+    };
+    let identity = plan
+        .identity
+        .as_ref()
+        .map(|(c, k)| (c.as_path(), k.as_path()));
+    crate::tls::ClientTls::load(&plan.ca, identity, token)
 }
 
 /// Hosts a plan lists, in order.

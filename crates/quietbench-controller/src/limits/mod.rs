@@ -5,6 +5,7 @@ pub mod attribution;
 pub mod cache;
 pub mod caps;
 pub mod lookup;
+pub mod prewarm;
 pub mod volume_spec;
 pub mod volume_types;
 

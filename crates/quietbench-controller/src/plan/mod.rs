@@ -59,7 +59,7 @@ pub struct Plan {
     pub ec2: Option<crate::fleet::ec2::Ec2Spec>,
     /// `prewarm = "auto" | "always" | "never"`: which restored volumes are read whole before
     /// disk probes (`None`: the default, auto, or `--prewarm`).
-    pub prewarm: Option<crate::prewarm::PrewarmPolicy>,
+    pub prewarm: Option<crate::limits::prewarm::PrewarmPolicy>,
 }
 
 /// An inclusive range, with the words an error gives for it.
@@ -310,7 +310,7 @@ pub fn parse_plan(text: &str, default_seed: u64) -> Result<Plan, PlanError> {
         ec2: choice.ec2,
         prewarm: match &file.prewarm {
             Some(p) => Some(
-                crate::prewarm::PrewarmPolicy::parse(p.get_ref()).map_err(|why| {
+                crate::limits::prewarm::PrewarmPolicy::parse(p.get_ref()).map_err(|why| {
                     PlanError::BadPrewarm {
                         why,
                         at: at(p.span()),

@@ -66,28 +66,6 @@ impl ClientTls {
         })
     }
 
-    /// From a plan's `[tls]` table.
-    pub fn from_plan(plan: &crate::plan::PlanTls) -> anyhow::Result<Self> {
-        use crate::plan::TokenSource;
-        let token = match &plan.token {
-            None => None,
-            Some(TokenSource::File(path)) => {
-                Some(read_token_file(path).map_err(|e| anyhow::anyhow!("[tls] token_file: {e}"))?)
-            }
-            Some(TokenSource::Env(var)) => Some(
-                std::env::var(var)
-                    .map_err(|_| anyhow::anyhow!("[tls] token_env: ${var} is not set"))?
-                    .trim()
-                    .to_string(),
-            ),
-        };
-        let identity = plan
-            .identity
-            .as_ref()
-            .map(|(c, k)| (c.as_path(), k.as_path()));
-        Self::load(&plan.ca, identity, token)
-    }
-
     /// Checks every agent's certificate against `name` instead of the address dialled. An EC2
     /// fleet issues its agents' certificate before EC2 assigns their addresses, so the
     /// certificate names the fleet's agents (`quietbench-agent`), not an IP.
