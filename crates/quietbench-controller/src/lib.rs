@@ -27,16 +27,13 @@
 //!    (`quietbench serve`) and its client (`--controller`); and `cli`, which parses the command
 //!    line and dispatches to them.
 
-// The data model.
-pub mod limits;
-pub mod plan;
-pub mod record;
-pub mod schedule;
-pub mod store;
+// The data model and the judgements made from it alone: quietbench-record, under the paths
+// they had when they lived here.
+pub use quietbench_record::{limits, record, schedule, verdicts, warnings};
 
-// Judgements.
-pub mod verdicts;
-pub mod warnings;
+// The data model's files.
+pub mod plan;
+pub mod store;
 
 // Views.
 pub mod report;

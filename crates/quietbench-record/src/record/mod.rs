@@ -4,9 +4,12 @@
 //! compare). Reports, warnings and verdicts read these; nothing here prints.
 
 pub mod figures;
+mod history;
 pub mod queries;
-#[cfg(test)]
+#[cfg(any(test, feature = "test-records"))]
 pub mod test_records;
+
+pub use history::HistoryPoint;
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;

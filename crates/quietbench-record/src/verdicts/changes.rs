@@ -14,7 +14,7 @@ use quietbench_stats::{ChangePoint, ChangePointConfig, Direction, StatsError};
 use serde::Serialize;
 
 use crate::record::figures::direction_of_unit;
-use crate::store::HistoryPoint;
+use crate::record::HistoryPoint;
 
 /// One run's point in a series.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -1,0 +1,19 @@
+//! quietbench's data model and the judgements made from it alone, in layers:
+//!
+//! 1. `schedule` (the RMIT order), `record` (a run's record and the queries every reader
+//!    shares) and `limits` (the caps of instances and volumes, which one binds, the caps cache
+//!    and the seam to the EC2 API that looks them up).
+//! 2. `warnings` and `verdicts`: what the record says about the run and its comparisons.
+//!
+//! The controller (plans, fleets, connections, sessions, the store, reports, the service and
+//! the CLI) builds on this crate; nothing here talks to an agent, a store or a terminal, so
+//! the statistics a release decision rests on rebuild and test in seconds.
+
+// The data model.
+pub mod limits;
+pub mod record;
+pub mod schedule;
+
+// Judgements.
+pub mod verdicts;
+pub mod warnings;
