@@ -123,12 +123,14 @@ fn no_source_file_passes_600_lines() {
 /// the command's context (`context::CommandContext`) to where it is read. A `static` holding a
 /// lock, a once-cell or an atomic in the controller or its EC2 crate is such state (five of
 /// them once held the TLS identity, the pre-warm policy, the caps lookup's target and source,
-/// and the EC2 launcher); test code may keep its own.
+/// and the EC2 launcher); the record crate's modules lived here then, so they are read too;
+/// test code may keep its own.
 #[test]
 fn no_process_wide_state_carries_options() {
     let mut files = Vec::new();
     sources(&src(), &mut files);
     sources(&src().join("../../quietbench-ec2/src"), &mut files);
+    sources(&src().join("../../quietbench-record/src"), &mut files);
     let mut found = Vec::new();
     for path in &files {
         let Some(code) = without_tests(path, &std::fs::read_to_string(path).unwrap()) else {
