@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use quietbench_stats::rng::SplitMix64;
 use serde::Serialize;
 
 /// One thing to measure: a probe with its parameters, under a name ("A", "B", or the probe's).
@@ -31,31 +32,6 @@ pub struct PlannedTrial {
     pub host: usize,
 }
 
-/// splitmix64: a tiny, well-known generator; plenty for shuffling a handful of variants, and
-/// stable across versions (unlike a library's default generator), so a seed means one order.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in 0..n (n > 0), by rejection so no value is favoured.
-    fn below(&mut self, n: u64) -> u64 {
-        let zone = u64::MAX - u64::MAX % n;
-        loop {
-            let x = self.next();
-            if x < zone {
-                return x % n;
-            }
-        }
-    }
-}
-
 /// The RMIT schedule: `warmup` rounds then `rounds` rounds; in each, each host runs every
 /// variant once, in an order shuffled (Fisher–Yates) afresh for that host and round.
 pub fn rmit(
@@ -65,13 +41,13 @@ pub fn rmit(
     warmup: u32,
     seed: u64,
 ) -> Vec<PlannedTrial> {
-    let mut rng = SplitMix64(seed);
+    let mut rng = SplitMix64::new(seed);
     let mut trials = Vec::with_capacity(variants * hosts * (rounds + warmup) as usize);
     for round in 1..=(warmup + rounds) {
         for host in 0..hosts {
             let mut order: Vec<usize> = (0..variants).collect();
             for i in (1..order.len()).rev() {
-                let j = rng.below(i as u64 + 1) as usize;
+                let j = rng.below_exact(i as u64 + 1) as usize;
                 order.swap(i, j);
             }
             trials.extend(order.into_iter().map(|variant| PlannedTrial {
@@ -91,7 +67,7 @@ pub fn fresh_seed() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
-    SplitMix64(nanos ^ u64::from(std::process::id()).rotate_left(32)).next()
+    quietbench_stats::rng::mix(nanos ^ u64::from(std::process::id()).rotate_left(32))
 }
 
 #[cfg(test)]

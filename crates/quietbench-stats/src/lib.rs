@@ -48,6 +48,7 @@ pub mod interaction;
 pub mod outliers;
 pub mod paired;
 pub mod power;
+pub mod rng;
 pub mod robust;
 pub mod stopping;
 mod summary;

@@ -173,12 +173,10 @@ pub fn events(per_sec: f64) -> Vec<Figure> {
     ]
 }
 
-/// SplitMix64: a tiny mixer for deterministic per-host and per-trial scatter.
-pub fn splitmix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
+/// SplitMix64's mixer (the workspace's one, in quietbench-stats): nearby numbers (a host's
+/// index, a trial's number) to unrelated bits, for deterministic per-host and per-trial scatter.
+pub fn splitmix64(x: u64) -> u64 {
+    quietbench_stats::rng::mix(x)
 }
 
 /// A value in [0, 1) from 53 of `bits`.
