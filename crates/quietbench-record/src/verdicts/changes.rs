@@ -13,8 +13,8 @@ use std::time::SystemTime;
 use quietbench_stats::{ChangePoint, ChangePointConfig, Direction, StatsError};
 use serde::Serialize;
 
-use crate::record::figures::direction_of_unit;
 use crate::record::HistoryPoint;
+use crate::record::figures::direction_of_unit;
 
 /// One run's point in a series.
 #[derive(Debug, Clone, PartialEq, Serialize)]
