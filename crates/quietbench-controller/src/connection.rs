@@ -275,17 +275,8 @@ impl AgentConnection {
     /// The agent's host fingerprint.
     pub async fn get_host(&mut self) -> Result<pb::GetHostResponse, AgentError> {
         let call = self.client.get_host(pb::GetHostRequest {});
-        match tokio::time::timeout(FIRST_EVENT_TIMEOUT, call).await {
-            Ok(Ok(response)) => {
-                self.answered = true;
-                Ok(response.into_inner())
-            }
-            Ok(Err(status)) => Err(self.status_error(status)),
-            Err(_) => Err(AgentError::Stalled {
-                agent: self.label.clone(),
-                seconds: FIRST_EVENT_TIMEOUT.as_secs(),
-            }),
-        }
+        let outcome = tokio::time::timeout(FIRST_EVENT_TIMEOUT, call).await;
+        self.answer(outcome, FIRST_EVENT_TIMEOUT)
     }
 
     /// Applies host controls on the agent's machine.
@@ -294,27 +285,15 @@ impl AgentConnection {
         request: pb::PrepareRequest,
     ) -> Result<pb::PrepareResponse, AgentError> {
         let call = self.client.prepare(request);
-        match tokio::time::timeout(TUNING_TIMEOUT, call).await {
-            Ok(Ok(response)) => {
-                self.answered = true;
-                Ok(response.into_inner())
-            }
-            Ok(Err(status)) => Err(self.status_error(status)),
-            Err(_) => Err(self.stalled(TUNING_TIMEOUT)),
-        }
+        let outcome = tokio::time::timeout(TUNING_TIMEOUT, call).await;
+        self.answer(outcome, TUNING_TIMEOUT)
     }
 
     /// Undoes every host change the agent journaled.
     pub async fn restore(&mut self) -> Result<pb::RestoreResponse, AgentError> {
         let call = self.client.restore(pb::RestoreRequest {});
-        match tokio::time::timeout(TUNING_TIMEOUT, call).await {
-            Ok(Ok(response)) => {
-                self.answered = true;
-                Ok(response.into_inner())
-            }
-            Ok(Err(status)) => Err(self.status_error(status)),
-            Err(_) => Err(self.stalled(TUNING_TIMEOUT)),
-        }
+        let outcome = tokio::time::timeout(TUNING_TIMEOUT, call).await;
+        self.answer(outcome, TUNING_TIMEOUT)
     }
 
     /// Starts the agent's peer server for a network probe, listening on `bind_address`.
@@ -329,14 +308,8 @@ impl AgentConnection {
             same_machine,
             secret: secret.to_string(),
         });
-        match tokio::time::timeout(FIRST_EVENT_TIMEOUT, call).await {
-            Ok(Ok(response)) => {
-                self.answered = true;
-                Ok(response.into_inner())
-            }
-            Ok(Err(status)) => Err(self.status_error(status)),
-            Err(_) => Err(self.stalled(FIRST_EVENT_TIMEOUT)),
-        }
+        let outcome = tokio::time::timeout(FIRST_EVENT_TIMEOUT, call).await;
+        self.answer(outcome, FIRST_EVENT_TIMEOUT)
     }
 
     /// Stops the agent's peer server (best effort: a trial's outcome does not depend on it).
@@ -443,6 +416,24 @@ impl AgentConnection {
             if let Some(completed) = intake.keep(event)? {
                 return Ok(completed);
             }
+        }
+    }
+
+    /// What a unary call that had `limit` to answer came to: its response (the agent has now
+    /// answered on this connection), what its status means, or a stall. The one reading of a
+    /// unary outcome, so GetHost, Prepare, Restore and StartPeer fail alike.
+    fn answer<T>(
+        &mut self,
+        outcome: Result<Result<tonic::Response<T>, Status>, tokio::time::error::Elapsed>,
+        limit: Duration,
+    ) -> Result<T, AgentError> {
+        match outcome {
+            Ok(Ok(response)) => {
+                self.answered = true;
+                Ok(response.into_inner())
+            }
+            Ok(Err(status)) => Err(self.status_error(status)),
+            Err(_) => Err(self.stalled(limit)),
         }
     }
 
