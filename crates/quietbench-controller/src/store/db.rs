@@ -172,6 +172,18 @@ impl Row {
         })?;
         T::from_value(value).map_err(|detail| DbError::Type { column: i, detail })
     }
+
+    /// How many columns it has.
+    pub fn width(&self) -> usize {
+        self.0.len()
+    }
+}
+
+#[cfg(test)]
+impl From<Vec<Value>> for Row {
+    fn from(values: Vec<Value>) -> Self {
+        Self(values)
+    }
 }
 
 /// The store's connection.

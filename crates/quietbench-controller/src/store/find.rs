@@ -2,6 +2,7 @@
 //! run skips).
 
 use super::db::args;
+use super::rows::{TrialHeadRow, all, select};
 
 use super::{DoneTrial, Store, StoreError, sql_int};
 
@@ -59,39 +60,28 @@ impl Store {
                 prefix: run_id.to_string(),
             });
         }
-        let rows: Vec<(i64, String, u32, i64, String, bool)> = tx
+        let rows: Vec<TrialHeadRow> = tx
             .query(
-                "SELECT seq, variant, round, host_idx, probe, warmup
-                 FROM trials WHERE run_id = ?1 ORDER BY seq",
+                &format!(
+                    "SELECT {} FROM trials WHERE run_id = ?1 ORDER BY seq",
+                    select::<TrialHeadRow>("")
+                ),
                 args![run_id],
             )
-            .and_then(|rows| {
-                rows.iter()
-                    .map(|r| {
-                        Ok((
-                            r.get(0)?,
-                            r.get(1)?,
-                            r.get(2)?,
-                            r.get(3)?,
-                            r.get(4)?,
-                            r.get(5)?,
-                        ))
-                    })
-                    .collect()
-            })
+            .and_then(all)
             .map_err(|e| self.sql_error(action, e))?;
         rows.into_iter()
-            .map(|(seq, variant, round, host, probe, warmup)| {
+            .map(|row| {
                 let index = |v: i64| {
                     usize::try_from(v).map_err(|_| self.corrupt(run_id, "trial indexes", v))
                 };
                 Ok(DoneTrial {
-                    seq: index(seq)?,
-                    host: index(host)?,
-                    variant,
-                    round,
-                    probe,
-                    warmup,
+                    seq: index(row.seq)?,
+                    host: index(row.host)?,
+                    variant: row.variant,
+                    round: row.round,
+                    probe: row.probe,
+                    warmup: row.warmup,
                 })
             })
             .collect()

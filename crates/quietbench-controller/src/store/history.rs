@@ -1,21 +1,9 @@
 //! One metric over time, across runs and hosts: the store's reason to keep every run.
 
 use super::db::{Dialect, args};
+use super::rows::{HistoryRow, all, select};
 
 use super::{HistoryPoint, Store, StoreError, codec};
-
-struct HistoryRow {
-    run_id: String,
-    started: i64,
-    host: String,
-    cpu_model: String,
-    variant: String,
-    params: String,
-    round: u32,
-    seq: i64,
-    unit: String,
-    value: f64,
-}
 
 impl Store {
     /// One metric of one probe over time: every counted trial's value (warm-ups, cancelled
@@ -37,6 +25,7 @@ impl Store {
             Dialect::Sqlite => "instr",
             Dialect::Postgres => "strpos",
         };
+        let columns = select::<HistoryRow>("p");
         let rows: Vec<HistoryRow> = tx
             .query(
                 &format!(
@@ -57,8 +46,7 @@ impl Store {
                      SELECT DISTINCT run_id, started FROM points
                      ORDER BY started DESC, run_id DESC LIMIT ?4
                  )
-                 SELECT p.run_id, p.started, p.address, p.cpu_model_name, p.variant,
-                        p.params_json, p.round, p.seq, p.unit, p.value
+                 SELECT {columns}
                  FROM points p JOIN recent USING (run_id)
                  ORDER BY p.started, p.run_id, p.seq"
                 ),
@@ -69,24 +57,7 @@ impl Store {
                     i64::try_from(limit).unwrap_or(i64::MAX)
                 ],
             )
-            .and_then(|rows| {
-                rows.iter()
-                    .map(|r| {
-                        Ok(HistoryRow {
-                            run_id: r.get(0)?,
-                            started: r.get(1)?,
-                            host: r.get(2)?,
-                            cpu_model: r.get(3)?,
-                            variant: r.get(4)?,
-                            params: r.get(5)?,
-                            round: r.get(6)?,
-                            seq: r.get(7)?,
-                            unit: r.get(8)?,
-                            value: r.get(9)?,
-                        })
-                    })
-                    .collect()
-            })
+            .and_then(all)
             .map_err(|e| self.sql_error(action, e))?;
         rows.into_iter()
             .map(|row| {

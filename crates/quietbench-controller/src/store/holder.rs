@@ -144,8 +144,9 @@ pub fn shown_status(
     }
 }
 
-/// The holder columns of `runs` (all four, or none) as a [`Holder`]. A partial or out-of-range
-/// holder is no holder: the run then reads as stored, as runs from before holders did.
+/// The holder columns of `runs` (all four, or none; `rows.rs` names them) as a [`Holder`]. A
+/// partial or out-of-range holder is no holder: the run then reads as stored, as runs from
+/// before holders did.
 pub(super) fn holder_of(
     host: Option<String>,
     boot_id: Option<String>,
@@ -159,10 +160,6 @@ pub(super) fn holder_of(
         start_ticks: u64::try_from(ticks?).ok()?,
     })
 }
-
-/// The columns [`holder_of`] reads, in its order.
-pub(super) const HOLDER_COLUMNS: &str =
-    "holder_host, holder_boot_id, holder_pid, holder_start_ticks";
 
 #[cfg(test)]
 mod tests {

@@ -26,6 +26,7 @@ mod postgres_schema;
 mod postgres_tls;
 mod progress;
 mod read;
+mod rows;
 mod schema;
 mod write;
 

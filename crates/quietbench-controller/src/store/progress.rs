@@ -3,6 +3,7 @@
 //! run's watchers; it decodes no histogram.
 
 use super::db::args;
+use super::rows::{FigureRow, HostBriefRow, TrialHeadRow, all, select};
 
 use super::{Store, StoreError, sql_int};
 
@@ -44,26 +45,24 @@ impl Store {
         let action = "reading a run's hosts";
         let from = sql_int("a host index", from)?;
         let tx = self.read_tx(action)?;
-        let rows: Vec<(i64, String, String, Option<String>)> = tx
+        let rows: Vec<HostBriefRow> = tx
             .query(
-                "SELECT idx, address, cpu_model_name, instance_type FROM hosts
-                 WHERE run_id = ?1 AND idx >= ?2 ORDER BY idx",
+                &format!(
+                    "SELECT {} FROM hosts WHERE run_id = ?1 AND idx >= ?2 ORDER BY idx",
+                    select::<HostBriefRow>("")
+                ),
                 args![run_id, from],
             )
-            .and_then(|rows| {
-                rows.iter()
-                    .map(|r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-                    .collect()
-            })
+            .and_then(all)
             .map_err(|e| self.sql_error(action, e))?;
         rows.into_iter()
-            .map(|(idx, address, cpu_model, instance_type)| {
+            .map(|row| {
                 Ok(HostBrief {
-                    index: usize::try_from(idx)
-                        .map_err(|_| self.corrupt(run_id, "host indexes", idx))?,
-                    address,
-                    cpu_model,
-                    instance_type,
+                    index: usize::try_from(row.idx)
+                        .map_err(|_| self.corrupt(run_id, "host indexes", row.idx))?,
+                    address: row.address,
+                    cpu_model: row.cpu_model,
+                    instance_type: row.instance_type,
                 })
             })
             .collect()
@@ -79,52 +78,41 @@ impl Store {
         let action = "reading a run's trials";
         let (from, limit) = (sql_int("a trial index", from)?, sql_int("a limit", limit)?);
         let tx = self.read_tx(action)?;
-        type Row = (i64, i64, i64, String, u32, bool, bool);
-        let rows: Vec<Row> = tx
+        let rows: Vec<TrialHeadRow> = tx
             .query(
-                "SELECT id, seq, host_idx, variant, round, warmup, cancelled FROM trials
-                 WHERE run_id = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3",
+                &format!(
+                    "SELECT {} FROM trials WHERE run_id = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3",
+                    select::<TrialHeadRow>("")
+                ),
                 args![run_id, from, limit],
             )
-            .and_then(|rows| {
-                rows.iter()
-                    .map(|r| {
-                        Ok((
-                            r.get(0)?,
-                            r.get(1)?,
-                            r.get(2)?,
-                            r.get(3)?,
-                            r.get(4)?,
-                            r.get(5)?,
-                            r.get(6)?,
-                        ))
-                    })
-                    .collect()
-            })
+            .and_then(all)
             .map_err(|e| self.sql_error(action, e))?;
         let mut trials = Vec::with_capacity(rows.len());
-        for (id, seq, host, variant, round, warmup, cancelled) in rows {
-            let figures: Vec<(String, String, Option<f64>)> = tx
+        for row in rows {
+            let figures: Vec<FigureRow> = tx
                 .query(
-                    "SELECT name, unit, value FROM metrics WHERE trial = ?1 ORDER BY idx",
-                    args![id],
+                    &format!(
+                        "SELECT {} FROM metrics WHERE trial = ?1 ORDER BY idx",
+                        select::<FigureRow>("")
+                    ),
+                    args![row.rowid],
                 )
-                .and_then(|rows| {
-                    rows.iter()
-                        .map(|r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                        .collect()
-                })
+                .and_then(all)
                 .map_err(|e| self.sql_error(action, e))?;
             let index =
                 |v: i64| usize::try_from(v).map_err(|_| self.corrupt(run_id, "trial indexes", v));
             trials.push(TrialBrief {
-                seq: index(seq)?,
-                host: index(host)?,
-                variant,
-                round,
-                warmup,
-                cancelled,
-                figures,
+                seq: index(row.seq)?,
+                host: index(row.host)?,
+                variant: row.variant,
+                round: row.round,
+                warmup: row.warmup,
+                cancelled: row.cancelled,
+                figures: figures
+                    .into_iter()
+                    .map(|f| (f.name, f.unit, f.value))
+                    .collect(),
             });
         }
         Ok(trials)

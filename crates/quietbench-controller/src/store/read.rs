@@ -1,8 +1,9 @@
 //! Reading runs back: lists and whole records (finding a run by its id and what it has done:
 //! [`super::find`]).
 //!
-//! Rows are first read into raw column values, then converted, so a value that cannot be read
-//! back becomes a [`StoreError::Corrupt`] naming the run and the column instead of a panic.
+//! Rows are first read into raw column values ([`super::rows`]), then converted, so a value
+//! that cannot be read back becomes a [`StoreError::Corrupt`] naming the run and the column
+//! instead of a panic.
 
 use std::collections::HashMap;
 
@@ -10,85 +11,35 @@ use prost::Message;
 use quietbench_proto::histogram::decode_bounded;
 use quietbench_proto::v1 as pb;
 
-use super::db::{Tx, args};
+use super::db::{DbError, Tx, args};
 use quietbench_host::HostRoot;
 
-use super::holder::{self, HOLDER_COLUMNS, Holder, Machine, Process, holder_of};
+use super::holder::{self, Machine, Process};
+use super::rows::{
+    FromRow, HostRow, IntervalHistogramRow, IntervalRow, MetricRow, RunRow, TrialRow, all,
+    read_row, select,
+};
 use super::{RunStatus, RunSummary, Store, StoreError, StoredRun, codec};
 use crate::record::{
     HistogramRecord, HostKind, HostRecord, IntervalRecord, MetricRecord, RunRecord, TrialRecord,
 };
 
-struct RunRow {
-    started: i64,
-    finished: Option<i64>,
-    status: String,
-    error: Option<String>,
-    settings: String,
-    plan: Option<String>,
-    holder: Option<Holder>,
-}
-
-struct HostRow {
-    idx: i64,
-    address: String,
-    kind: String,
-    agent_version: String,
-    fingerprint: Vec<u8>,
-    tuning: Vec<u8>,
-    caps_json: Option<String>,
-}
-
-struct TrialRow {
-    rowid: i64,
-    seq: i64,
-    probe: String,
-    variant: String,
-    warmup: bool,
-    host: i64,
-    round: u32,
-    trial_id: String,
-    start: i64,
-    end: i64,
-    cancelled: bool,
-    params: String,
-    placement: Option<Vec<u8>>,
-    intervals: u32,
-    noise: Option<Vec<u8>>,
-    peer: Option<String>,
-    block_device: Option<String>,
-}
-
-struct IntervalRow {
-    trial: i64,
-    pos: i64,
-    index: u32,
-    start: i64,
-    end: i64,
-    values: String,
-    noise: Option<Vec<u8>>,
-}
-
-struct IntervalHistogramRow {
-    trial: i64,
-    interval_pos: i64,
-    name: String,
-    histogram: Vec<u8>,
-}
-
 /// An interval's histograms: name and HdrHistogram V2 + DEFLATE bytes.
 type NamedHistograms = Vec<(String, Vec<u8>)>;
 
-struct MetricRow {
-    trial: i64,
-    name: String,
-    unit: String,
-    value: Option<f64>,
-    interval_values: String,
-    histogram: Option<Vec<u8>>,
-    clamped: Option<i64>,
-    dropped: Option<i64>,
+/// Everything stored of one run, as rows, read in one transaction.
+struct RunRows {
+    run: RunRow,
+    plan: Option<String>,
+    hosts: Vec<HostRow>,
+    trials: Vec<TrialRow>,
+    metrics: Vec<MetricRow>,
+    intervals: Vec<IntervalRow>,
+    histograms: Vec<IntervalHistogramRow>,
 }
+
+/// A run list's row: the run's id, the run, and how many hosts and trials it has stored.
+type SummaryRow = (String, RunRow, i64, i64);
 
 impl Store {
     /// A read transaction: everything one call reads comes from one snapshot, even while
@@ -111,42 +62,26 @@ impl Store {
         let action = "listing runs";
         let tx = self.read_tx(action)?;
         let here = Machine::read(&HostRoot::live());
-        let rows = tx
+        let rows: Vec<SummaryRow> = tx
             .query(
                 &format!(
                     // CAST: PostgreSQL must be told the type of a parameter it sees only in
                     // IS NULL.
-                    "SELECT r.id, r.started_at_unix_ns, r.finished_at_unix_ns, r.status, r.error,
-                            r.settings_json,
+                    "SELECT r.id, {},
                             (SELECT count(*) FROM hosts h WHERE h.run_id = r.id),
-                            (SELECT count(*) FROM trials t WHERE t.run_id = r.id),
-                            {HOLDER_COLUMNS}
+                            (SELECT count(*) FROM trials t WHERE t.run_id = r.id)
                      FROM runs r
                      WHERE CAST(?2 AS TEXT) IS NULL OR r.id = ?2
                      ORDER BY r.started_at_unix_ns DESC, r.id DESC
-                     LIMIT ?1"
+                     LIMIT ?1",
+                    select::<RunRow>("r")
                 ),
                 args![i64::try_from(limit).unwrap_or(i64::MAX), only],
             )
             .and_then(|rows| {
                 rows.iter()
-                    .map(|r| {
-                        Ok((
-                            r.get::<String>(0)?,
-                            RunRow {
-                                started: r.get(1)?,
-                                finished: r.get(2)?,
-                                status: r.get(3)?,
-                                error: r.get(4)?,
-                                settings: r.get(5)?,
-                                plan: None,
-                                holder: holder_of(r.get(8)?, r.get(9)?, r.get(10)?, r.get(11)?),
-                            },
-                            r.get::<i64>(6)?,
-                            r.get::<i64>(7)?,
-                        ))
-                    })
-                    .collect::<Result<Vec<_>, _>>()
+                    .map(|r| read_row(r, |c| Ok((c.value()?, c.record()?, c.value()?, c.value()?))))
+                    .collect()
             })
             .map_err(|e| self.sql_error(action, e))?;
         rows.into_iter()
@@ -196,171 +131,108 @@ impl Store {
 
     /// [`Store::load_run`] with the run's status and plan.
     pub fn load_stored_run(&self, id_or_prefix: &str) -> Result<StoredRun, StoreError> {
-        let action = "loading a run";
         // Before the read transaction: a PostgreSQL store has one connection, which the
         // transaction holds.
         let id = self.resolve_run_id(id_or_prefix)?;
+        let rows = self.read_run_rows(&id, id_or_prefix)?;
+        self.stored_run(id, rows)
+    }
+
+    /// Every row of run `id`, from one snapshot. `id_or_prefix` is what the caller asked for,
+    /// for the error when the run was deleted since its id was found.
+    fn read_run_rows(&self, id: &str, id_or_prefix: &str) -> Result<RunRows, StoreError> {
+        let action = "loading a run";
         let tx = self.read_tx(action)?;
         let err = |e| self.sql_error(action, e);
-        let run = tx
+        let (run, plan) = tx
             .query_opt(
                 &format!(
-                    "SELECT started_at_unix_ns, finished_at_unix_ns, status, error, settings_json,
-                            plan_json, {HOLDER_COLUMNS}
-                     FROM runs WHERE id = ?1"
+                    "SELECT {}, plan_json FROM runs WHERE id = ?1",
+                    select::<RunRow>("")
                 ),
                 args![id],
             )
             .and_then(|row| {
-                let Some(r) = row else {
-                    return Ok(None);
-                };
-                Ok(Some(RunRow {
-                    started: r.get(0)?,
-                    finished: r.get(1)?,
-                    status: r.get(2)?,
-                    error: r.get(3)?,
-                    settings: r.get(4)?,
-                    plan: r.get(5)?,
-                    holder: holder_of(r.get(6)?, r.get(7)?, r.get(8)?, r.get(9)?),
-                }))
+                row.map(|r| read_row(&r, |c| Ok((c.record()?, c.value()?))))
+                    .transpose()
             })
             .map_err(err)?
             // Deleted between finding its id and reading it.
             .ok_or_else(|| StoreError::NotFound {
                 prefix: id_or_prefix.to_string(),
             })?;
-
-        let host_rows: Vec<HostRow> = tx
-            .query(
-                "SELECT idx, address, kind, agent_version, fingerprint, tuning, caps_json
-                 FROM hosts WHERE run_id = ?1 ORDER BY idx",
-                args![id],
+        Ok(RunRows {
+            run,
+            plan,
+            hosts: run_rows(&tx, "hosts", "idx", id).map_err(err)?,
+            trials: run_rows(&tx, "trials", "seq", id).map_err(err)?,
+            metrics: trial_rows(&tx, "metrics m", "m.trial, m.idx", id).map_err(err)?,
+            intervals: trial_rows(&tx, "intervals i", "i.trial, i.pos", id).map_err(err)?,
+            histograms: trial_rows(
+                &tx,
+                "interval_histograms h",
+                "h.trial, h.interval_pos, h.pos",
+                id,
             )
-            .and_then(|rows| {
-                rows.iter()
-                    .map(|r| {
-                        Ok(HostRow {
-                            idx: r.get(0)?,
-                            address: r.get(1)?,
-                            kind: r.get(2)?,
-                            agent_version: r.get(3)?,
-                            fingerprint: r.get(4)?,
-                            tuning: r.get(5)?,
-                            caps_json: r.get(6)?,
-                        })
-                    })
-                    .collect()
-            })
-            .map_err(err)?;
+            .map_err(err)?,
+        })
+    }
 
-        let trial_rows: Vec<TrialRow> = tx
-            .query(
-                "SELECT id, seq, probe, variant, warmup, host_idx, round, trial_id, start_unix_ns,
-                        end_unix_ns, cancelled, params_json, placement, intervals, noise, peer,
-                        block_device
-                 FROM trials WHERE run_id = ?1 ORDER BY seq",
-                args![id],
-            )
-            .and_then(|rows| {
-                rows.iter()
-                    .map(|r| {
-                        Ok(TrialRow {
-                            rowid: r.get(0)?,
-                            seq: r.get(1)?,
-                            probe: r.get(2)?,
-                            variant: r.get(3)?,
-                            warmup: r.get(4)?,
-                            host: r.get(5)?,
-                            round: r.get(6)?,
-                            trial_id: r.get(7)?,
-                            start: r.get(8)?,
-                            end: r.get(9)?,
-                            cancelled: r.get(10)?,
-                            params: r.get(11)?,
-                            placement: r.get(12)?,
-                            intervals: r.get(13)?,
-                            noise: r.get(14)?,
-                            peer: r.get(15)?,
-                            block_device: r.get(16)?,
-                        })
-                    })
-                    .collect()
+    /// The run `id` from its rows, each converted as it was written.
+    fn stored_run(&self, id: String, rows: RunRows) -> Result<StoredRun, StoreError> {
+        let RunRows {
+            run,
+            plan,
+            hosts,
+            trials,
+            metrics,
+            intervals,
+            histograms,
+        } = rows;
+        let mut intervals = self.intervals_by_trial(&id, intervals, histograms)?;
+        let mut metrics = self.metrics_by_trial(&id, metrics)?;
+        let hosts = hosts
+            .into_iter()
+            .enumerate()
+            .map(|(position, row)| self.host(&id, position, row))
+            .collect::<Result<Vec<_>, _>>()?;
+        let trials = trials
+            .into_iter()
+            .map(|row| {
+                let metrics = metrics.remove(&row.head.rowid).unwrap_or_default();
+                let intervals = intervals.remove(&row.head.rowid).unwrap_or_default();
+                self.trial(&id, hosts.len(), row, metrics, intervals)
             })
-            .map_err(err)?;
+            .collect::<Result<Vec<_>, _>>()?;
 
-        let metric_rows: Vec<MetricRow> = tx
-            .query(
-                "SELECT m.trial, m.name, m.unit, m.value, m.interval_values_json, m.histogram,
-                        m.clamped, m.dropped
-                 FROM metrics m JOIN trials t ON t.id = m.trial
-                 WHERE t.run_id = ?1 ORDER BY m.trial, m.idx",
-                args![id],
-            )
-            .and_then(|rows| {
-                rows.iter()
-                    .map(|r| {
-                        Ok(MetricRow {
-                            trial: r.get(0)?,
-                            name: r.get(1)?,
-                            unit: r.get(2)?,
-                            value: r.get(3)?,
-                            interval_values: r.get(4)?,
-                            histogram: r.get(5)?,
-                            clamped: r.get(6)?,
-                            dropped: r.get(7)?,
-                        })
-                    })
-                    .collect()
-            })
-            .map_err(err)?;
-        let interval_rows: Vec<IntervalRow> = tx
-            .query(
-                "SELECT i.trial, i.pos, i.idx, i.start_unix_ns, i.end_unix_ns, i.values_json,
-                        i.noise
-                 FROM intervals i JOIN trials t ON t.id = i.trial
-                 WHERE t.run_id = ?1 ORDER BY i.trial, i.pos",
-                args![id],
-            )
-            .and_then(|rows| {
-                rows.iter()
-                    .map(|r| {
-                        Ok(IntervalRow {
-                            trial: r.get(0)?,
-                            pos: r.get(1)?,
-                            index: r.get(2)?,
-                            start: r.get(3)?,
-                            end: r.get(4)?,
-                            values: r.get(5)?,
-                            noise: r.get(6)?,
-                        })
-                    })
-                    .collect()
-            })
-            .map_err(err)?;
+        Ok(StoredRun {
+            status: self.shown_status(&id, &run, Machine::read(&HostRoot::live()).as_ref())?,
+            holder: run.holder.clone(),
+            plan_json: plan,
+            record: RunRecord {
+                settings: codec::parse_settings(&run.settings)
+                    .map_err(|e| self.corrupt(&id, "settings", e))?,
+                started_at: codec::from_unix_ns(run.started),
+                finished_at: run.finished.map(codec::from_unix_ns),
+                hosts,
+                trials,
+                error: run.error,
+                // Which hosts failed is kept in the run's error text only.
+                host_failures: Vec::new(),
+                fleet: Vec::new(),
+                run_id: id,
+            },
+        })
+    }
 
-        let histogram_rows: Vec<IntervalHistogramRow> = tx
-            .query(
-                "SELECT h.trial, h.interval_pos, h.name, h.histogram
-                 FROM interval_histograms h JOIN trials t ON t.id = h.trial
-                 WHERE t.run_id = ?1 ORDER BY h.trial, h.interval_pos, h.pos",
-                args![id],
-            )
-            .and_then(|rows| {
-                rows.iter()
-                    .map(|r| {
-                        Ok(IntervalHistogramRow {
-                            trial: r.get(0)?,
-                            interval_pos: r.get(1)?,
-                            name: r.get(2)?,
-                            histogram: r.get(3)?,
-                        })
-                    })
-                    .collect()
-            })
-            .map_err(err)?;
-        drop(tx);
-
+    /// Each trial's intervals (keyed by the trial's row id), in position order, each with its
+    /// histograms.
+    fn intervals_by_trial(
+        &self,
+        run_id: &str,
+        interval_rows: Vec<IntervalRow>,
+        histogram_rows: Vec<IntervalHistogramRow>,
+    ) -> Result<HashMap<i64, Vec<IntervalRecord>>, StoreError> {
         let mut interval_histograms: HashMap<(i64, i64), NamedHistograms> = HashMap::new();
         for row in histogram_rows {
             interval_histograms
@@ -376,49 +248,26 @@ impl Store {
             intervals
                 .entry(row.trial)
                 .or_default()
-                .push(self.interval(&id, row, histograms)?);
+                .push(self.interval(run_id, row, histograms)?);
         }
+        Ok(intervals)
+    }
 
+    /// Each trial's metrics (keyed by the trial's row id), in index order.
+    fn metrics_by_trial(
+        &self,
+        run_id: &str,
+        metric_rows: Vec<MetricRow>,
+    ) -> Result<HashMap<i64, Vec<MetricRecord>>, StoreError> {
         let mut metrics: HashMap<i64, Vec<MetricRecord>> = HashMap::new();
         for row in metric_rows {
             let trial = row.trial;
             metrics
                 .entry(trial)
                 .or_default()
-                .push(self.metric(&id, row)?);
+                .push(self.metric(run_id, row)?);
         }
-        let hosts = host_rows
-            .into_iter()
-            .enumerate()
-            .map(|(position, row)| self.host(&id, position, row))
-            .collect::<Result<Vec<_>, _>>()?;
-        let trials = trial_rows
-            .into_iter()
-            .map(|row| {
-                let metrics = metrics.remove(&row.rowid).unwrap_or_default();
-                let intervals = intervals.remove(&row.rowid).unwrap_or_default();
-                self.trial(&id, hosts.len(), row, metrics, intervals)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-
-        Ok(StoredRun {
-            status: self.shown_status(&id, &run, Machine::read(&HostRoot::live()).as_ref())?,
-            holder: run.holder.clone(),
-            plan_json: run.plan,
-            record: RunRecord {
-                settings: codec::parse_settings(&run.settings)
-                    .map_err(|e| self.corrupt(&id, "settings", e))?,
-                started_at: codec::from_unix_ns(run.started),
-                finished_at: run.finished.map(codec::from_unix_ns),
-                hosts,
-                trials,
-                error: run.error,
-                // Which hosts failed is kept in the run's error text only.
-                host_failures: Vec::new(),
-                fleet: Vec::new(),
-                run_id: id,
-            },
-        })
+        Ok(metrics)
     }
 
     fn host(&self, run_id: &str, position: usize, row: HostRow) -> Result<HostRecord, StoreError> {
@@ -463,15 +312,16 @@ impl Store {
         metrics: Vec<MetricRecord>,
         interval_records: Vec<IntervalRecord>,
     ) -> Result<TrialRecord, StoreError> {
-        let what = |field: &str| format!("trial {}: {field}", row.seq);
-        let host = usize::try_from(row.host)
+        let head = row.head;
+        let what = |field: &str| format!("trial {}: {field}", head.seq);
+        let host = usize::try_from(head.host)
             .ok()
             .filter(|&h| h < hosts)
             .ok_or_else(|| {
                 self.corrupt(
                     run_id,
                     &what("host"),
-                    format!("{} of {hosts} hosts", row.host),
+                    format!("{} of {hosts} hosts", head.host),
                 )
             })?;
         let ns = |field: &str, v: i64| {
@@ -493,12 +343,12 @@ impl Store {
                 .map(|b| pb::NoiseSample::decode(b.as_slice()))
                 .transpose()
                 .map_err(|e| self.corrupt(run_id, &what("noise"), e))?,
-            probe: row.probe,
-            variant: row.variant,
-            warmup: row.warmup,
-            round: row.round,
+            probe: head.probe,
+            variant: head.variant,
+            warmup: head.warmup,
+            round: head.round,
             trial_id: row.trial_id,
-            cancelled: row.cancelled,
+            cancelled: head.cancelled,
             intervals: row.intervals,
             metrics,
             peer: row.peer,
@@ -561,4 +411,39 @@ impl Store {
             histogram,
         })
     }
+}
+
+/// The rows of `table` that belong to run `run_id`, as `T`s, ordered by `order`.
+fn run_rows<T: FromRow>(
+    tx: &Tx<'_>,
+    table: &str,
+    order: &str,
+    run_id: &str,
+) -> Result<Vec<T>, DbError> {
+    let columns = select::<T>("");
+    tx.query(
+        &format!("SELECT {columns} FROM {table} WHERE run_id = ?1 ORDER BY {order}"),
+        args![run_id],
+    )
+    .and_then(all)
+}
+
+/// The rows of `table` (a table of trials' rows, with its alias: `metrics m`) that belong to
+/// run `run_id`'s trials, as `T`s, ordered by `order`.
+fn trial_rows<T: FromRow>(
+    tx: &Tx<'_>,
+    table: &str,
+    order: &str,
+    run_id: &str,
+) -> Result<Vec<T>, DbError> {
+    let alias = table.rsplit(' ').next().unwrap_or(table);
+    let columns = select::<T>(alias);
+    tx.query(
+        &format!(
+            "SELECT {columns} FROM {table} JOIN trials t ON t.id = {alias}.trial
+             WHERE t.run_id = ?1 ORDER BY {order}"
+        ),
+        args![run_id],
+    )
+    .and_then(all)
 }

@@ -6,7 +6,7 @@ use prost::Message;
 use super::db::{Tx, args};
 use super::holder::Holder;
 use super::{RunStatus, Store, StoreError, codec, sql_int};
-use crate::record::{HostRecord, RunRecord, TrialRecord};
+use crate::record::{HostRecord, IntervalRecord, MetricRecord, RunRecord, TrialRecord};
 
 impl Store {
     /// One write transaction ([`super::db::Conn::write_tx`]).
@@ -158,36 +158,26 @@ impl Store {
         trial: &TrialRecord,
     ) -> Result<(), StoreError> {
         let action = "storing a trial";
-        let seq_sql = sql_int("the trial's sequence number", seq)?;
-        let host_sql = sql_int("the trial's host index", trial.host)?;
-        let start = sql_int(
-            "the trial's start (ns since the epoch)",
-            trial.start_unix_ns,
-        )?;
-        let end = sql_int("the trial's end (ns since the epoch)", trial.end_unix_ns)?;
-        let mut metrics = Vec::with_capacity(trial.metrics.len());
-        for m in &trial.metrics {
-            let counts = match &m.histogram {
-                Some(h) => Some((
-                    sql_int(&format!("metric {}: clamped samples", m.name), h.clamped)?,
-                    sql_int(&format!("metric {}: dropped samples", m.name), h.dropped)?,
-                )),
-                None => None,
-            };
-            metrics.push((m, codec::interval_values_json(&m.interval_values), counts));
-        }
-        let mut intervals = Vec::with_capacity(trial.interval_records.len());
-        for i in &trial.interval_records {
-            intervals.push((
-                i,
-                sql_int("an interval's start (ns since the epoch)", i.start_unix_ns)?,
-                sql_int("an interval's end (ns since the epoch)", i.end_unix_ns)?,
-                codec::named_values_json(&i.values),
-            ));
-        }
-
+        let cells = TrialCells::of(seq, trial)?;
         let tx = self.write_tx(action)?;
-        if !self.run_exists(&tx, run_id)? {
+        self.check_trial_slot(&tx, run_id, seq, trial.host, &cells, action)?;
+        let trial_row = self.insert_trial(&tx, run_id, trial, &cells, action)?;
+        self.insert_metrics(&tx, trial_row, &cells.metrics, action)?;
+        self.insert_intervals(&tx, trial_row, &cells.intervals, action)?;
+        tx.commit().map_err(|e| self.sql_error(action, e))
+    }
+
+    /// Refuses a trial whose run or host is not stored, or whose `seq` is taken.
+    fn check_trial_slot(
+        &self,
+        tx: &Tx<'_>,
+        run_id: &str,
+        seq: usize,
+        host: usize,
+        cells: &TrialCells<'_>,
+        action: &str,
+    ) -> Result<(), StoreError> {
+        if !self.run_exists(tx, run_id)? {
             return Err(StoreError::NoSuchRun {
                 run_id: run_id.to_string(),
             });
@@ -195,20 +185,20 @@ impl Store {
         let host_known = tx
             .query_opt(
                 "SELECT 1 FROM hosts WHERE run_id = ?1 AND idx = ?2",
-                args![run_id, host_sql],
+                args![run_id, cells.host],
             )
             .map_err(|e| self.sql_error(action, e))?;
         if host_known.is_none() {
             return Err(StoreError::NoSuchHost {
                 run_id: run_id.to_string(),
                 seq,
-                host: trial.host,
+                host,
             });
         }
         let seq_taken = tx
             .query_opt(
                 "SELECT 1 FROM trials WHERE run_id = ?1 AND seq = ?2",
-                args![run_id, seq_sql],
+                args![run_id, cells.seq],
             )
             .map_err(|e| self.sql_error(action, e))?;
         if seq_taken.is_some() {
@@ -217,40 +207,62 @@ impl Store {
                 seq,
             });
         }
+        Ok(())
+    }
+
+    /// Inserts the trial's own row; returns its id, which its metrics and intervals refer to.
+    fn insert_trial(
+        &self,
+        tx: &Tx<'_>,
+        run_id: &str,
+        trial: &TrialRecord,
+        cells: &TrialCells<'_>,
+        action: &str,
+    ) -> Result<i64, StoreError> {
         // RETURNING: the new row's id, on both back ends (SQLite since 3.35).
-        let trial_row: i64 = tx
-            .query_opt(
-                "INSERT INTO trials (run_id, seq, probe, variant, warmup, host_idx, round, trial_id,
-                                     start_unix_ns, end_unix_ns, cancelled, params_json, placement,
-                                     intervals, noise, peer, block_device)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
-                 RETURNING id",
-                args![
-                    run_id,
-                    seq_sql,
-                    trial.probe,
-                    trial.variant,
-                    trial.warmup,
-                    host_sql,
-                    trial.round,
-                    trial.trial_id,
-                    start,
-                    end,
-                    trial.cancelled,
-                    codec::params_json(&trial.params),
-                    trial.placement.as_ref().map(Message::encode_to_vec),
-                    trial.intervals,
-                    trial.noise.as_ref().map(Message::encode_to_vec),
-                    trial.peer,
-                    trial.block_device,
-                ],
-            )
-            .and_then(|row| match row {
-                Some(row) => row.get(0),
-                None => unreachable!("INSERT … RETURNING returns the row it inserted"),
-            })
-            .map_err(|e| self.sql_error(action, e))?;
-        for (idx, (m, interval_values, counts)) in metrics.iter().enumerate() {
+        tx.query_opt(
+            "INSERT INTO trials (run_id, seq, probe, variant, warmup, host_idx, round, trial_id,
+                                 start_unix_ns, end_unix_ns, cancelled, params_json, placement,
+                                 intervals, noise, peer, block_device)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+             RETURNING id",
+            args![
+                run_id,
+                cells.seq,
+                trial.probe,
+                trial.variant,
+                trial.warmup,
+                cells.host,
+                trial.round,
+                trial.trial_id,
+                cells.start,
+                cells.end,
+                trial.cancelled,
+                codec::params_json(&trial.params),
+                trial.placement.as_ref().map(Message::encode_to_vec),
+                trial.intervals,
+                trial.noise.as_ref().map(Message::encode_to_vec),
+                trial.peer,
+                trial.block_device,
+            ],
+        )
+        .and_then(|row| match row {
+            Some(row) => row.get(0),
+            None => unreachable!("INSERT … RETURNING returns the row it inserted"),
+        })
+        .map_err(|e| self.sql_error(action, e))
+    }
+
+    /// Inserts a trial's metrics, in order.
+    fn insert_metrics(
+        &self,
+        tx: &Tx<'_>,
+        trial_row: i64,
+        metrics: &[MetricCells<'_>],
+        action: &str,
+    ) -> Result<(), StoreError> {
+        for (idx, cells) in metrics.iter().enumerate() {
+            let m = cells.metric;
             tx.execute(
                 "INSERT INTO metrics (trial, idx, name, unit, value, interval_values_json,
                                       histogram, clamped, dropped)
@@ -261,15 +273,27 @@ impl Store {
                     m.name,
                     m.unit,
                     m.value,
-                    interval_values,
+                    cells.interval_values,
                     m.histogram.as_ref().map(|h| h.encoded.as_slice()),
-                    counts.map(|c| c.0),
-                    counts.map(|c| c.1),
+                    cells.counts.map(|c| c.0),
+                    cells.counts.map(|c| c.1),
                 ],
             )
             .map_err(|e| self.sql_error(action, e))?;
         }
-        for (pos, (i, start, end, values)) in intervals.iter().enumerate() {
+        Ok(())
+    }
+
+    /// Inserts a trial's intervals, in order, each followed by its histograms.
+    fn insert_intervals(
+        &self,
+        tx: &Tx<'_>,
+        trial_row: i64,
+        intervals: &[IntervalCells<'_>],
+        action: &str,
+    ) -> Result<(), StoreError> {
+        for (pos, cells) in intervals.iter().enumerate() {
+            let i = cells.interval;
             let pos = sql_int("the interval's position", pos)?;
             tx.execute(
                 "INSERT INTO intervals (trial, pos, idx, start_unix_ns, end_unix_ns,
@@ -279,9 +303,9 @@ impl Store {
                     trial_row,
                     pos,
                     i.index,
-                    start,
-                    end,
-                    values,
+                    cells.start,
+                    cells.end,
+                    cells.values,
                     i.noise.as_ref().map(Message::encode_to_vec),
                 ],
             )
@@ -301,7 +325,7 @@ impl Store {
                 .map_err(|e| self.sql_error(action, e))?;
             }
         }
-        tx.commit().map_err(|e| self.sql_error(action, e))
+        Ok(())
     }
 
     /// Records how a run ended: `status`, with the record's `finished_at` (now, if unset) and
@@ -396,4 +420,82 @@ fn time_ns(what: &str, t: std::time::SystemTime) -> Result<i64, StoreError> {
         what: what.to_string(),
         value: format!("{t:?}"),
     })
+}
+
+/// A trial's values as its rows store them, converted before its transaction begins: a value
+/// out of SQL's range stores nothing of the trial.
+struct TrialCells<'t> {
+    seq: i64,
+    host: i64,
+    /// Start and end, in ns since the epoch.
+    start: i64,
+    end: i64,
+    metrics: Vec<MetricCells<'t>>,
+    intervals: Vec<IntervalCells<'t>>,
+}
+
+/// A metric with its interval values as JSON and its histogram's clamped and dropped counts.
+struct MetricCells<'t> {
+    metric: &'t MetricRecord,
+    interval_values: String,
+    counts: Option<(i64, i64)>,
+}
+
+/// An interval with its start and end (ns since the epoch) and its values as JSON.
+struct IntervalCells<'t> {
+    interval: &'t IntervalRecord,
+    start: i64,
+    end: i64,
+    values: String,
+}
+
+impl<'t> TrialCells<'t> {
+    /// Trial `seq`'s cells, or the first value out of range.
+    fn of(seq: usize, trial: &'t TrialRecord) -> Result<Self, StoreError> {
+        let seq = sql_int("the trial's sequence number", seq)?;
+        let host = sql_int("the trial's host index", trial.host)?;
+        let start = sql_int(
+            "the trial's start (ns since the epoch)",
+            trial.start_unix_ns,
+        )?;
+        let end = sql_int("the trial's end (ns since the epoch)", trial.end_unix_ns)?;
+        let metrics = trial
+            .metrics
+            .iter()
+            .map(|m| {
+                let counts = match &m.histogram {
+                    Some(h) => Some((
+                        sql_int(&format!("metric {}: clamped samples", m.name), h.clamped)?,
+                        sql_int(&format!("metric {}: dropped samples", m.name), h.dropped)?,
+                    )),
+                    None => None,
+                };
+                Ok(MetricCells {
+                    metric: m,
+                    interval_values: codec::interval_values_json(&m.interval_values),
+                    counts,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let intervals = trial
+            .interval_records
+            .iter()
+            .map(|i| {
+                Ok(IntervalCells {
+                    interval: i,
+                    start: sql_int("an interval's start (ns since the epoch)", i.start_unix_ns)?,
+                    end: sql_int("an interval's end (ns since the epoch)", i.end_unix_ns)?,
+                    values: codec::named_values_json(&i.values),
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        Ok(Self {
+            seq,
+            host,
+            start,
+            end,
+            metrics,
+            intervals,
+        })
+    }
 }
