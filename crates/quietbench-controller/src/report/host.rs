@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use quietbench_host::format_cpu_list;
+use quietbench_proto::v1 as pb;
 
 use super::remote_text::escape_remote;
 use super::table::host_line;
@@ -31,6 +32,11 @@ fn or_dash(list: &[u32]) -> String {
     }
 }
 
+/// `Some(x)` as text, `None` as `missing`.
+fn or<T: ToString>(value: Option<T>, missing: &str) -> String {
+    value.map_or(missing.into(), |v| v.to_string())
+}
+
 /// One line of agent-supplied text, escaped ([`escape_remote`]).
 fn push_line(out: &mut String, line: std::fmt::Arguments<'_>) {
     let _ = writeln!(out, "{}", escape_remote(&line.to_string()));
@@ -41,282 +47,283 @@ pub fn render(host: &HostRecord) -> String {
     let fp = &host.fingerprint;
     let mut out = String::new();
     let _ = writeln!(out, "{}", host_line(host));
-    let row = |out: &mut String, key: &str, value: String| {
-        push_line(out, format_args!("  {key:<13} {value}"));
-    };
-    row(&mut out, "hostname", fp.hostname.clone());
-    if let Some(k) = &fp.kernel {
-        row(
-            &mut out,
-            "hypervisor",
-            match (&k.hypervisor, &k.hypervisor_evidence) {
-                (Some(h), Some(e)) => format!("{h} ({e})"),
-                (Some(h), None) => h.clone(),
-                _ => "none detected".into(),
-            },
-        );
-        let slow = if k.slow_clocksource {
-            "  SLOW: every timestamp is a system call"
-        } else {
-            ""
-        };
-        row(
-            &mut out,
-            "clocksource",
-            format!(
-                "{} (available: {}){slow}",
-                fp.clocksource,
-                k.available_clocksources.join(" ")
-            ),
-        );
-        row(
-            &mut out,
-            "ASLR",
-            k.aslr.map_or("unreadable".into(), |a| {
-                format!(
-                    "{a} ({})",
-                    ["off", "conservative", "full"]
-                        .get(a as usize)
-                        .unwrap_or(&"?")
-                )
-            }),
-        );
-        row(
-            &mut out,
-            "THP",
-            format!("{} (defrag {})", k.thp_enabled, k.thp_defrag),
-        );
-        row(
-            &mut out,
-            "cpufreq",
-            match (&k.cpufreq_governor, &k.cpufreq_driver) {
-                (None, None) => "not exposed (normal on VMs)".into(),
-                (g, d) => format!(
-                    "governor {}, driver {}, turbo {}",
-                    g.as_deref().unwrap_or("?"),
-                    d.as_deref().unwrap_or("?"),
-                    k.turbo.map_or("?".into(), |t| if t {
-                        "on".to_string()
-                    } else {
-                        "off".to_string()
-                    })
-                ),
-            },
-        );
-        row(
-            &mut out,
-            "cpuidle",
-            match (&k.cpuidle_governor, &k.cpuidle_driver) {
-                (None, None) => "not exposed".into(),
-                (g, d) => format!(
-                    "governor {}, driver {}",
-                    g.as_deref().unwrap_or("?"),
-                    d.as_deref().unwrap_or("?")
-                ),
-            },
-        );
-        row(
-            &mut out,
-            "isolation",
-            format!(
-                "isolcpus {}, nohz_full {}, rcu_nocbs {}",
-                or_dash(&k.isolcpus),
-                or_dash(&k.nohz_full),
-                or_dash(&k.rcu_nocbs)
-            ),
-        );
-    }
-    if let Some(t) = &fp.topology {
-        let caches: Vec<String> = t
-            .caches
-            .iter()
-            .map(|c| {
-                let kind = match c.kind.as_str() {
-                    "data" => "d",
-                    "instruction" => "i",
-                    _ => "",
-                };
-                let size = c.size_bytes.map_or("?".into(), bytes);
-                format!("L{}{kind} {size} x{}", c.level, c.instances)
-            })
-            .collect();
-        row(
-            &mut out,
-            "topology",
-            format!(
-                "{} socket(s), {} core(s), {} thread(s) per core, {} NUMA node(s)",
-                t.sockets,
-                t.cores,
-                t.threads_per_core,
-                t.nodes.len()
-            ),
-        );
-        row(&mut out, "caches", caches.join(", "));
-    }
-    row(
-        &mut out,
-        "steal",
-        fp.steal_fraction_since_boot
-            .map_or("not accounted".into(), |s| {
-                format!("{:.3}% of all CPU time since boot", s * 100.0)
-            }),
-    );
-    row(
-        &mut out,
-        "EC2",
-        match &fp.instance {
-            Some(i) => format!(
-                "{} {} in {} (AMI {}, placement group {})",
-                i.instance_id.as_deref().unwrap_or("?"),
-                i.instance_type.as_deref().unwrap_or("?"),
-                i.availability_zone.as_deref().unwrap_or("?"),
-                i.ami_id.as_deref().unwrap_or("?"),
-                i.placement_group.as_deref().unwrap_or("none"),
-            ),
-            None => "not an EC2 instance (no metadata queried)".into(),
-        },
-    );
-
-    let _ = writeln!(
-        out,
-        "\n  CPU  role          node  SMT siblings  interrupts/window  NIC queues"
-    );
-    for r in &fp.cpu_roles {
-        let role = if r.housekeeping {
-            "housekeeping"
-        } else if r.quiet {
-            "quiet"
-        } else if !r.rss_queues.is_empty() {
-            "RSS"
-        } else {
-            "busy sibling"
-        };
-        push_line(
-            &mut out,
-            format_args!(
-                "  {:<4} {:<13} {:<5} {:<13} {:<18} {}",
-                r.cpu,
-                role,
-                r.numa_node.map_or("-".into(), |n| n.to_string()),
-                or_dash(&r.smt_siblings),
-                r.window_interrupts,
-                if r.rss_queues.is_empty() {
-                    "-".into()
-                } else {
-                    r.rss_queues.join(", ")
-                }
-            ),
-        );
-    }
-
-    if !fp.nics.is_empty() {
-        let _ = writeln!(out, "\n  NICs");
-        for n in &fp.nics {
-            push_line(
-                &mut out,
-                format_args!(
-                    "  {:<8} driver {}, mtu {}, {} rx / {} tx queues, NUMA node {}, IRQs {}",
-                    n.name,
-                    n.driver.as_deref().unwrap_or("?"),
-                    n.mtu.map_or("?".into(), |m| m.to_string()),
-                    n.rx_queues.map_or("?".into(), |q| q.to_string()),
-                    n.tx_queues.map_or("?".into(), |q| q.to_string()),
-                    n.numa_node.map_or("-".into(), |x| x.to_string()),
-                    or_dash(&n.irqs),
-                ),
-            );
+    for (key, value) in SUMMARY {
+        if let Some(value) = value(fp) {
+            push_line(&mut out, format_args!("  {key:<13} {value}"));
         }
     }
-    if !fp.nic_queues.is_empty() {
-        let _ = writeln!(
-            out,
-            "\n  NIC queue interrupts (serviced by = CPUs whose count grew while the agent watched)"
-        );
-        for q in &fp.nic_queues {
-            let name = if q.interface.is_empty() {
-                q.device.clone()
-            } else {
-                format!("{} ({})", q.interface, q.device)
-            };
-            push_line(
-                &mut out,
-                format_args!(
-                    "  IRQ {:<5} {} {} {}: affinity {}, effective {}, serviced by {} ({} in window)",
-                    q.irq,
-                    name,
-                    q.direction,
-                    q.queue.map_or("-".into(), |x| x.to_string()),
-                    or_dash(&q.affinity_cpus),
-                    or_dash(&q.effective_cpus),
-                    or_dash(&q.serviced_by),
-                    q.window_count
-                ),
-            );
+    for (heading, shown_when_empty, lines) in SECTIONS {
+        let lines = lines(fp);
+        if lines.is_empty() && !shown_when_empty {
+            continue;
         }
-    }
-    if !fp.block_devices.is_empty() {
-        let _ = writeln!(out, "\n  block devices");
-        for b in &fp.block_devices {
-            push_line(
-                &mut out,
-                format_args!(
-                    "  {:<8} {} {}, {}, scheduler {}{}",
-                    b.name,
-                    b.model.as_deref().unwrap_or("unknown model"),
-                    b.size_bytes.map_or("?".into(), bytes),
-                    match b.rotational {
-                        Some(true) => "rotational",
-                        Some(false) => "non-rotational",
-                        None => "rotational?",
-                    },
-                    b.scheduler.as_deref().unwrap_or("?"),
-                    b.ebs_volume_id
-                        .as_ref()
-                        .map_or(String::new(), |v| format!(", EBS {v}")),
-                ),
-            );
-        }
-    }
-    let _ = writeln!(out, "\n  host controls (quietbench prepare)");
-    for c in &fp.controls {
-        push_line(
-            &mut out,
-            format_args!(
-                "  {:<13} {:<13} {}",
-                c.control,
-                if c.available {
-                    "available"
-                } else {
-                    "unavailable"
-                },
-                c.detail
-            ),
-        );
-    }
-    if !fp.monitors.is_empty() {
-        let _ = writeln!(out, "\n  EC2 device monitors (noise)");
-        for m in &fp.monitors {
-            push_line(
-                &mut out,
-                format_args!(
-                    "  {:<15} {:<8} {:<11} {}",
-                    m.monitor,
-                    m.device,
-                    if m.available {
-                        "available"
-                    } else {
-                        "unavailable"
-                    },
-                    m.detail
-                ),
-            );
-        }
-    }
-    if !fp.unreadable.is_empty() {
-        let _ = writeln!(out, "\n  not readable here");
-        for u in &fp.unreadable {
-            push_line(&mut out, format_args!("  - {u}"));
+        // The heading is ours, not the agent's: written as is.
+        let _ = writeln!(out, "\n{heading}");
+        for line in lines {
+            push_line(&mut out, format_args!("{line}"));
         }
     }
     out
+}
+
+/// A summary row: its label, and its value, `None` (no row) where the fingerprint lacks the
+/// part the row reads: without kernel settings or a topology, their rows are left out.
+type Row = (&'static str, fn(&pb::Fingerprint) -> Option<String>);
+
+/// The summary rows, in the order printed.
+const SUMMARY: [Row; 12] = [
+    ("hostname", |fp| Some(fp.hostname.clone())),
+    ("hypervisor", |fp| fp.kernel.as_ref().map(hypervisor)),
+    ("clocksource", |fp| {
+        fp.kernel.as_ref().map(|k| clocksource(&fp.clocksource, k))
+    }),
+    ("ASLR", |fp| fp.kernel.as_ref().map(aslr)),
+    ("THP", |fp| {
+        let k = fp.kernel.as_ref()?;
+        Some(format!("{} (defrag {})", k.thp_enabled, k.thp_defrag))
+    }),
+    ("cpufreq", |fp| fp.kernel.as_ref().map(cpufreq)),
+    ("cpuidle", |fp| fp.kernel.as_ref().map(cpuidle)),
+    ("isolation", |fp| fp.kernel.as_ref().map(isolation)),
+    ("topology", |fp| fp.topology.as_ref().map(topology)),
+    ("caches", |fp| fp.topology.as_ref().map(caches)),
+    ("steal", |fp| {
+        Some(
+            fp.steal_fraction_since_boot
+                .map_or("not accounted".into(), |s| {
+                    format!("{:.3}% of all CPU time since boot", s * 100.0)
+                }),
+        )
+    }),
+    ("EC2", |fp| Some(ec2(fp.instance.as_ref()))),
+];
+
+fn hypervisor(k: &pb::KernelSettings) -> String {
+    match (&k.hypervisor, &k.hypervisor_evidence) {
+        (Some(h), Some(e)) => format!("{h} ({e})"),
+        (Some(h), None) => h.clone(),
+        _ => "none detected".into(),
+    }
+}
+
+fn clocksource(current: &str, k: &pb::KernelSettings) -> String {
+    let slow = if k.slow_clocksource {
+        "  SLOW: every timestamp is a system call"
+    } else {
+        ""
+    };
+    format!(
+        "{current} (available: {}){slow}",
+        k.available_clocksources.join(" ")
+    )
+}
+
+fn aslr(k: &pb::KernelSettings) -> String {
+    k.aslr.map_or("unreadable".into(), |a| {
+        let name = ["off", "conservative", "full"].get(a as usize);
+        format!("{a} ({})", name.unwrap_or(&"?"))
+    })
+}
+
+fn cpufreq(k: &pb::KernelSettings) -> String {
+    match (&k.cpufreq_governor, &k.cpufreq_driver) {
+        (None, None) => "not exposed (normal on VMs)".into(),
+        (g, d) => format!(
+            "governor {}, driver {}, turbo {}",
+            g.as_deref().unwrap_or("?"),
+            d.as_deref().unwrap_or("?"),
+            or(k.turbo.map(|t| if t { "on" } else { "off" }), "?")
+        ),
+    }
+}
+
+fn cpuidle(k: &pb::KernelSettings) -> String {
+    match (&k.cpuidle_governor, &k.cpuidle_driver) {
+        (None, None) => "not exposed".into(),
+        (g, d) => format!(
+            "governor {}, driver {}",
+            g.as_deref().unwrap_or("?"),
+            d.as_deref().unwrap_or("?")
+        ),
+    }
+}
+
+fn isolation(k: &pb::KernelSettings) -> String {
+    format!(
+        "isolcpus {}, nohz_full {}, rcu_nocbs {}",
+        or_dash(&k.isolcpus),
+        or_dash(&k.nohz_full),
+        or_dash(&k.rcu_nocbs)
+    )
+}
+
+fn topology(t: &pb::Topology) -> String {
+    format!(
+        "{} socket(s), {} core(s), {} thread(s) per core, {} NUMA node(s)",
+        t.sockets,
+        t.cores,
+        t.threads_per_core,
+        t.nodes.len()
+    )
+}
+
+/// "L1d 32.0 KiB x8, L1i 32.0 KiB x8, L2 1.0 MiB x8, …".
+fn caches(t: &pb::Topology) -> String {
+    let caches: Vec<String> = t
+        .caches
+        .iter()
+        .map(|c| {
+            let kind = match c.kind.as_str() {
+                "data" => "d",
+                "instruction" => "i",
+                _ => "",
+            };
+            let size = c.size_bytes.map_or("?".into(), bytes);
+            format!("L{}{kind} {size} x{}", c.level, c.instances)
+        })
+        .collect();
+    caches.join(", ")
+}
+
+fn ec2(instance: Option<&pb::InstanceIdentity>) -> String {
+    let Some(i) = instance else {
+        return "not an EC2 instance (no metadata queried)".into();
+    };
+    format!(
+        "{} {} in {} (AMI {}, placement group {})",
+        i.instance_id.as_deref().unwrap_or("?"),
+        i.instance_type.as_deref().unwrap_or("?"),
+        i.availability_zone.as_deref().unwrap_or("?"),
+        i.ami_id.as_deref().unwrap_or("?"),
+        i.placement_group.as_deref().unwrap_or("none"),
+    )
+}
+
+/// A listed section: its heading (ours, printed as is), whether it is printed even with no
+/// lines under it (the CPU table and the controls are), and its lines (the agent's, escaped).
+type Section = (&'static str, bool, fn(&pb::Fingerprint) -> Vec<String>);
+
+/// The listed sections, in the order printed.
+const SECTIONS: [Section; 7] = [
+    (
+        "  CPU  role          node  SMT siblings  interrupts/window  NIC queues",
+        true,
+        |fp| fp.cpu_roles.iter().map(cpu_role).collect(),
+    ),
+    ("  NICs", false, |fp| fp.nics.iter().map(nic).collect()),
+    (
+        "  NIC queue interrupts (serviced by = CPUs whose count grew while the agent watched)",
+        false,
+        |fp| fp.nic_queues.iter().map(nic_queue).collect(),
+    ),
+    ("  block devices", false, |fp| {
+        fp.block_devices.iter().map(block_device).collect()
+    }),
+    ("  host controls (quietbench prepare)", true, |fp| {
+        fp.controls.iter().map(control).collect()
+    }),
+    ("  EC2 device monitors (noise)", false, |fp| {
+        fp.monitors.iter().map(monitor).collect()
+    }),
+    ("  not readable here", false, |fp| {
+        fp.unreadable.iter().map(|u| format!("  - {u}")).collect()
+    }),
+];
+
+fn available(yes: bool) -> &'static str {
+    if yes { "available" } else { "unavailable" }
+}
+
+fn cpu_role(r: &pb::CpuRole) -> String {
+    let role = if r.housekeeping {
+        "housekeeping"
+    } else if r.quiet {
+        "quiet"
+    } else if !r.rss_queues.is_empty() {
+        "RSS"
+    } else {
+        "busy sibling"
+    };
+    let queues = if r.rss_queues.is_empty() {
+        "-".into()
+    } else {
+        r.rss_queues.join(", ")
+    };
+    format!(
+        "  {:<4} {:<13} {:<5} {:<13} {:<18} {queues}",
+        r.cpu,
+        role,
+        or(r.numa_node, "-"),
+        or_dash(&r.smt_siblings),
+        r.window_interrupts,
+    )
+}
+
+fn nic(n: &pb::Nic) -> String {
+    format!(
+        "  {:<8} driver {}, mtu {}, {} rx / {} tx queues, NUMA node {}, IRQs {}",
+        n.name,
+        n.driver.as_deref().unwrap_or("?"),
+        or(n.mtu, "?"),
+        or(n.rx_queues, "?"),
+        or(n.tx_queues, "?"),
+        or(n.numa_node, "-"),
+        or_dash(&n.irqs),
+    )
+}
+
+fn nic_queue(q: &pb::NicQueue) -> String {
+    let name = if q.interface.is_empty() {
+        q.device.clone()
+    } else {
+        format!("{} ({})", q.interface, q.device)
+    };
+    format!(
+        "  IRQ {:<5} {name} {} {}: affinity {}, effective {}, serviced by {} ({} in window)",
+        q.irq,
+        q.direction,
+        or(q.queue, "-"),
+        or_dash(&q.affinity_cpus),
+        or_dash(&q.effective_cpus),
+        or_dash(&q.serviced_by),
+        q.window_count
+    )
+}
+
+fn block_device(b: &pb::BlockDevice) -> String {
+    let rotational = match b.rotational {
+        Some(true) => "rotational",
+        Some(false) => "non-rotational",
+        None => "rotational?",
+    };
+    let ebs = b
+        .ebs_volume_id
+        .as_ref()
+        .map_or(String::new(), |v| format!(", EBS {v}"));
+    format!(
+        "  {:<8} {} {}, {rotational}, scheduler {}{ebs}",
+        b.name,
+        b.model.as_deref().unwrap_or("unknown model"),
+        b.size_bytes.map_or("?".into(), bytes),
+        b.scheduler.as_deref().unwrap_or("?"),
+    )
+}
+
+fn control(c: &pb::ControlAvailability) -> String {
+    format!(
+        "  {:<13} {:<13} {}",
+        c.control,
+        available(c.available),
+        c.detail
+    )
+}
+
+fn monitor(m: &pb::MonitorAvailability) -> String {
+    format!(
+        "  {:<15} {:<8} {:<11} {}",
+        m.monitor,
+        m.device,
+        available(m.available),
+        m.detail
+    )
 }

@@ -5,19 +5,35 @@ use std::fmt::Write;
 
 use hdrhistogram::Histogram;
 
-use super::svg::{Plot, Scale, linear_labels, linear_ticks, log_labels, log_ticks, value_label};
+use super::svg::{
+    Plot, Scale, linear_labels, linear_ticks, log_labels, log_ticks, round_ticks, value_label,
+};
 use super::{Page, WIDTH, axis_title, esc, mean, merged_histogram};
-use crate::record::TrialRecord;
 use crate::record::queries::metric_keys;
+use crate::record::{RunRecord, TrialRecord};
 
 /// (b) Per-round series: for each headline metric, the mean over hosts per round, one line per
 /// variant, every trial as a small dot; warm-up rounds shaded, their points hollow.
 pub(super) fn per_round(page: &Page<'_>, out: &mut String) {
-    let run = page.run;
     out.push_str(
         r#"<section id="per-round"><h2>Results per round</h2><p class="note">Lines join each variant's mean over hosts per round; small dots are single trials. Shaded rounds are warm-up (hollow points), left out of the summary.</p>"#,
     );
-    // Variants grouped by headline metric (name and unit): one chart per group.
+    let mut drawn = 0;
+    for ((metric, unit), variants) in &headline_groups(page) {
+        if let Some(figure) = round_panel(page, (metric, unit), variants, drawn) {
+            out.push_str(&figure);
+            drawn += 1;
+        }
+    }
+    if drawn == 0 {
+        out.push_str(r#"<p class="note">No measured values.</p>"#);
+    }
+    out.push_str("</section>");
+}
+
+/// Variants grouped by headline metric (name and unit), in the page's order: one chart per
+/// group.
+fn headline_groups<'p>(page: &'p Page<'_>) -> Vec<((String, String), Vec<&'p str>)> {
     let mut groups: Vec<((String, String), Vec<&str>)> = Vec::new();
     for (v, _) in &page.variants {
         if let Some(key) = page.headline(v) {
@@ -27,136 +43,173 @@ pub(super) fn per_round(page: &Page<'_>, out: &mut String) {
             }
         }
     }
-    let mut drawn = 0;
-    for ((metric, unit), variants) in &groups {
-        // Every finished trial of these variants with its value, warm-ups included.
-        let value_of = |t: &TrialRecord| -> Option<f64> {
-            t.metrics
-                .iter()
-                .find(|m| m.name == *metric)
-                .and_then(|m| m.value)
-                .filter(|v| v.is_finite())
-        };
-        let trials: Vec<(&TrialRecord, f64)> = run
-            .trials
+    groups
+}
+
+/// The per-round chart of one headline metric, the `n`th drawn, as a `<figure>`; `None` when
+/// no finished trial of these variants has a value of it.
+fn round_panel(
+    page: &Page<'_>,
+    (metric, unit): (&str, &str),
+    variants: &[&str],
+    n: usize,
+) -> Option<String> {
+    // Every finished trial of these variants with its value, warm-ups included.
+    let value_of = |t: &TrialRecord| -> Option<f64> {
+        t.metrics
             .iter()
-            .filter(|t| variants.contains(&t.variant.as_str()) && !t.cancelled)
-            .filter_map(|t| value_of(t).map(|v| (t, v)))
+            .find(|m| m.name == *metric)
+            .and_then(|m| m.value)
+            .filter(|v| v.is_finite())
+    };
+    let trials: Vec<(&TrialRecord, f64)> = page
+        .run
+        .trials
+        .iter()
+        .filter(|t| variants.contains(&t.variant.as_str()) && !t.cancelled)
+        .filter_map(|t| value_of(t).map(|v| (t, v)))
+        .collect();
+    if trials.is_empty() {
+        return None;
+    }
+    let max_round = trials.iter().map(|(t, _)| t.round).max().unwrap_or(1);
+    let lo = trials.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+    let hi = trials.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
+    let pad = (hi - lo) * 0.05;
+    let (y0, y1, step, ticks) = linear_ticks(lo - pad, hi + pad, 6);
+    let mut plot = Plot::new(WIDTH, 300.0, [78.0, 14.0, 24.0, 44.0]);
+    let y = Scale::new(y0, y1, plot.bottom, plot.top, false);
+    let x = Scale::new(
+        0.5,
+        f64::from(max_round) + 0.5,
+        plot.left,
+        plot.right,
+        false,
+    );
+    let warmup_rounds: u32 = trials
+        .iter()
+        .filter(|(t, _)| t.warmup)
+        .map(|(t, _)| t.round)
+        .max()
+        .unwrap_or(0);
+    if warmup_rounds > 0 {
+        warmup_band(&mut plot, &x, warmup_rounds);
+    }
+    plot.y_axis(
+        &y,
+        &linear_labels(&ticks, step, unit),
+        &axis_title(metric, unit, false),
+    );
+    plot.x_axis(&x, &round_ticks(1, max_round), "round");
+    for (vi, v) in variants.iter().enumerate() {
+        // A small sideways offset per variant so their dots do not hide each other.
+        let offset = (vi as f64 - (variants.len() as f64 - 1.0) / 2.0) * 0.12;
+        let series = Series {
+            variant: v,
+            offset,
+            rounds: max_round,
+            unit,
+        };
+        draw_series(page, &mut plot, (&x, &y), &trials, &series);
+    }
+    plot.frame();
+    let title = format!("{metric} per round");
+    let desc = format!(
+        "{} variants over {max_round} rounds, {warmup_rounds} of them warm-up",
+        variants.len()
+    );
+    let legend = page.variant_legend(variants, |_| String::new());
+    Some(format!(
+        "<figure><figcaption>{}</figcaption>{}{legend}</figure>",
+        esc(&title),
+        plot.finish(&format!("chart-per-round-{n}"), &title, &desc)
+    ))
+}
+
+/// Shades rounds 1 to `warmup_rounds` and labels them warm-up.
+fn warmup_band(plot: &mut Plot, x: &Scale, warmup_rounds: u32) {
+    let (bx0, bx1) = (x.at(0.5), x.at(f64::from(warmup_rounds) + 0.5));
+    plot.raw(&format!(
+        r#"<rect class="band" x="{bx0:.1}" y="{:.1}" width="{:.1}" height="{:.1}"><title>warm-up rounds</title></rect><text class="label" x="{:.1}" y="{:.1}" text-anchor="middle">warm-up</text>"#,
+        plot.top,
+        bx1 - bx0,
+        plot.bottom - plot.top,
+        (bx0 + bx1) / 2.0,
+        plot.top + 14.0
+    ));
+}
+
+/// One variant's line on a per-round chart.
+struct Series<'s> {
+    variant: &'s str,
+    /// Sideways offset of its points, in rounds.
+    offset: f64,
+    /// The last round on the chart.
+    rounds: u32,
+    unit: &'s str,
+}
+
+/// A variant's trials as small dots, and its mean per round as a line with a larger dot at
+/// each round (hollow in warm-up).
+fn draw_series(
+    page: &Page<'_>,
+    plot: &mut Plot,
+    (x, y): (&Scale, &Scale),
+    trials: &[(&TrialRecord, f64)],
+    series: &Series<'_>,
+) {
+    let Series {
+        variant: v,
+        offset,
+        rounds,
+        unit,
+    } = *series;
+    let colour = page.variant_colour(v);
+    let mut line = Vec::new();
+    let mut means = Vec::new();
+    for r in 1..=rounds {
+        let in_round: Vec<(&TrialRecord, f64)> = trials
+            .iter()
+            .filter(|(t, _)| t.variant == v && t.round == r)
+            .copied()
             .collect();
-        if trials.is_empty() {
+        if in_round.is_empty() {
             continue;
         }
-        let max_round = trials.iter().map(|(t, _)| t.round).max().unwrap_or(1);
-        let lo = trials.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
-        let hi = trials.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
-        let pad = (hi - lo) * 0.05;
-        let (y0, y1, step, ticks) = linear_ticks(lo - pad, hi + pad, 6);
-        let mut plot = Plot::new(WIDTH, 300.0, [78.0, 14.0, 24.0, 44.0]);
-        let y = Scale::new(y0, y1, plot.bottom, plot.top, false);
-        let x = Scale::new(
-            0.5,
-            f64::from(max_round) + 0.5,
-            plot.left,
-            plot.right,
-            false,
-        );
-        let warmup_rounds: u32 = trials
-            .iter()
-            .filter(|(t, _)| t.warmup)
-            .map(|(t, _)| t.round)
-            .max()
-            .unwrap_or(0);
-        if warmup_rounds > 0 {
-            let (bx0, bx1) = (x.at(0.5), x.at(f64::from(warmup_rounds) + 0.5));
-            plot.raw(&format!(
-                r#"<rect class="band" x="{bx0:.1}" y="{:.1}" width="{:.1}" height="{:.1}"><title>warm-up rounds</title></rect><text class="label" x="{:.1}" y="{:.1}" text-anchor="middle">warm-up</text>"#,
-                plot.top,
-                bx1 - bx0,
-                plot.bottom - plot.top,
-                (bx0 + bx1) / 2.0,
-                plot.top + 14.0
-            ));
+        let px = x.at(f64::from(r) + offset);
+        for (t, value) in &in_round {
+            plot.dot(
+                px,
+                y.at(*value),
+                2.2,
+                colour,
+                t.warmup,
+                &format!(
+                    "{v} round {r} on {}: {}",
+                    page.host_name(t.host),
+                    value_label(*value, unit)
+                ),
+            );
         }
-        plot.y_axis(
-            &y,
-            &linear_labels(&ticks, step, unit),
-            &axis_title(metric, unit, false),
-        );
-        let every = (max_round as usize).div_ceil(24).max(1);
-        let xticks: Vec<(f64, String)> = (1..=max_round)
-            .filter(|r| (*r as usize - 1).is_multiple_of(every))
-            .map(|r| (f64::from(r), r.to_string()))
-            .collect();
-        plot.x_axis(&x, &xticks, "round");
-        for (vi, v) in variants.iter().enumerate() {
-            let colour = page.variant_colour(v);
-            // A small sideways offset per variant so their dots do not hide each other.
-            let offset = (vi as f64 - (variants.len() as f64 - 1.0) / 2.0) * 0.12;
-            let mut line = Vec::new();
-            let mut means = Vec::new();
-            for r in 1..=max_round {
-                let in_round: Vec<(&TrialRecord, f64)> = trials
-                    .iter()
-                    .filter(|(t, _)| t.variant == *v && t.round == r)
-                    .copied()
-                    .collect();
-                if in_round.is_empty() {
-                    continue;
-                }
-                let px = x.at(f64::from(r) + offset);
-                for (t, value) in &in_round {
-                    plot.dot(
-                        px,
-                        y.at(*value),
-                        2.2,
-                        colour,
-                        t.warmup,
-                        &format!(
-                            "{v} round {r} on {}: {}",
-                            page.host_name(t.host),
-                            value_label(*value, unit)
-                        ),
-                    );
-                }
-                let m = mean(&in_round.iter().map(|p| p.1).collect::<Vec<_>>());
-                line.push((px, y.at(m)));
-                means.push((px, y.at(m), in_round[0].0.warmup, r, m, in_round.len()));
-            }
-            plot.line(&line, colour, 2.0, false, &format!("{v}: mean per round"));
-            for (px, py, warm, r, m, n) in means {
-                plot.dot(
-                    px,
-                    py,
-                    4.5,
-                    colour,
-                    warm,
-                    &format!(
-                        "{v} round {r}{}: mean {} over {n} hosts",
-                        if warm { " (warm-up)" } else { "" },
-                        value_label(m, unit)
-                    ),
-                );
-            }
-        }
-        plot.frame();
-        let title = format!("{metric} per round");
-        let desc = format!(
-            "{} variants over {max_round} rounds, {warmup_rounds} of them warm-up",
-            variants.len()
-        );
-        let legend = page.variant_legend(variants, |_| String::new());
-        let _ = write!(
-            out,
-            "<figure><figcaption>{}</figcaption>{}{legend}</figure>",
-            esc(&title),
-            plot.finish(&format!("chart-per-round-{drawn}"), &title, &desc)
-        );
-        drawn += 1;
+        let m = mean(&in_round.iter().map(|p| p.1).collect::<Vec<_>>());
+        line.push((px, y.at(m)));
+        means.push((px, y.at(m), in_round[0].0.warmup, r, m, in_round.len()));
     }
-    if drawn == 0 {
-        out.push_str(r#"<p class="note">No measured values.</p>"#);
+    plot.line(&line, colour, 2.0, false, &format!("{v}: mean per round"));
+    for (px, py, warm, r, m, n) in means {
+        plot.dot(
+            px,
+            py,
+            4.5,
+            colour,
+            warm,
+            &format!(
+                "{v} round {r}{}: mean {} over {n} hosts",
+                if warm { " (warm-up)" } else { "" },
+                value_label(m, unit)
+            ),
+        );
     }
-    out.push_str("</section>");
 }
 
 /// The percentiles plotted: x = -log10(1 - q) from 0 (p0) to 4 (p99.99) in steps of 0.05.
@@ -176,10 +229,25 @@ pub(super) fn percentile_name(q: f64) -> String {
 /// (c) Latency percentile curves: one chart per distribution metric, one curve per variant
 /// from its counted trials' merged histogram.
 pub(super) fn latency(page: &Page<'_>, out: &mut String) {
-    let run = page.run;
     out.push_str(
         r#"<section id="latency"><h2>Latency percentiles</h2><p class="note">Value at each percentile of each variant's merged histogram (measured trials), on an axis that gives each extra nine the same width.</p>"#,
     );
+    let mut drawn = 0;
+    for (metric, unit) in &histogram_metrics(page.run) {
+        if let Some(figure) = latency_panel(page, (metric, unit), drawn) {
+            out.push_str(&figure);
+            drawn += 1;
+        }
+    }
+    if drawn == 0 {
+        out.push_str(r#"<p class="note">No distribution metrics in this run.</p>"#);
+    }
+    out.push_str("</section>");
+}
+
+/// The (metric, unit) keys that some trial recorded a histogram for, each once, in the order
+/// [`metric_keys`] gives them.
+fn histogram_metrics(run: &RunRecord) -> Vec<(String, String)> {
     let mut keys: Vec<(String, String)> = Vec::new();
     for (variant, _, metric, unit) in metric_keys(&run.trials) {
         let has_hist = run.trials.iter().any(|t| {
@@ -192,112 +260,134 @@ pub(super) fn latency(page: &Page<'_>, out: &mut String) {
             keys.push((metric, unit));
         }
     }
-    let mut drawn = 0;
-    for (metric, unit) in &keys {
-        let curves: Vec<(&str, Histogram<u64>)> = page
-            .variants
+    keys
+}
+
+/// The percentiles marked with a dot on each curve and labelled on x (p0 is labelled only).
+const PERCENTILE_MARKS: [f64; 6] = [0.0, 0.5, 0.9, 0.99, 0.999, 0.9999];
+
+/// (x, value) of a histogram at each of [`percentile_points`].
+fn percentile_values(h: &Histogram<u64>) -> Vec<(f64, f64)> {
+    percentile_points()
+        .map(|(x, q)| (x, h.value_at_quantile(q) as f64))
+        .collect()
+}
+
+/// The percentile chart of one metric, the `n`th drawn, as a `<figure>`; `None` when no
+/// variant has a merged histogram of it.
+fn latency_panel(page: &Page<'_>, (metric, unit): (&str, &str), n: usize) -> Option<String> {
+    let curves: Vec<(&str, Histogram<u64>)> = page
+        .variants
+        .iter()
+        .filter_map(|(v, _)| merged_histogram(page.run, v, metric).map(|h| (v.as_str(), h)))
+        .collect();
+    if curves.is_empty() {
+        return None;
+    }
+    let all: Vec<f64> = curves
+        .iter()
+        .flat_map(|(_, h)| percentile_values(h))
+        .map(|p| p.1)
+        .collect();
+    let lo = all.iter().copied().fold(f64::INFINITY, f64::min).max(1.0);
+    let hi = all
+        .iter()
+        .copied()
+        .fold(f64::NEG_INFINITY, f64::max)
+        .max(lo);
+    let mut plot = Plot::new(WIDTH, 320.0, [78.0, 14.0, 28.0, 44.0]);
+    let log = hi / lo > 10.0;
+    let (y, ylabels) = value_axis(&plot, (lo, hi), log, unit);
+    let x = Scale::new(0.0, 4.0, plot.left, plot.right, false);
+    plot.y_axis(&y, &ylabels, &axis_title(metric, unit, log));
+    let xticks: Vec<(f64, String)> = PERCENTILE_MARKS
+        .iter()
+        .map(|&q: &f64| (-(1.0 - q).log10(), percentile_name(q)))
+        .collect();
+    plot.x_axis(&x, &xticks, "percentile");
+    for (v, h) in &curves {
+        draw_curve(page, &mut plot, (&x, &y), (v, h), (lo, unit));
+    }
+    plot.frame();
+    let title = format!("{metric} percentiles");
+    let desc = format!("p0 to p99.99 for {} variants", curves.len());
+    let names: Vec<&str> = curves.iter().map(|c| c.0).collect();
+    let legend = page.variant_legend(&names, |v| {
+        curves
             .iter()
-            .filter_map(|(v, _)| merged_histogram(run, v, metric).map(|h| (v.as_str(), h)))
-            .collect();
-        if curves.is_empty() {
-            continue;
-        }
-        let values = |h: &Histogram<u64>| -> Vec<(f64, f64)> {
-            percentile_points()
-                .map(|(x, q)| (x, h.value_at_quantile(q) as f64))
-                .collect()
-        };
-        let all: Vec<f64> = curves
-            .iter()
-            .flat_map(|(_, h)| values(h))
-            .map(|p| p.1)
-            .collect();
-        let lo = all.iter().copied().fold(f64::INFINITY, f64::min).max(1.0);
-        let hi = all
-            .iter()
-            .copied()
-            .fold(f64::NEG_INFINITY, f64::max)
-            .max(lo);
-        let mut plot = Plot::new(WIDTH, 320.0, [78.0, 14.0, 28.0, 44.0]);
-        let log = hi / lo > 10.0;
-        let (y, ylabels) = if log {
-            let (a, b) = (lo / 1.15, hi * 1.15);
-            let ticks = log_ticks(a, b);
-            (
-                Scale::new(a, b, plot.bottom, plot.top, true),
-                log_labels(&ticks, unit),
-            )
-        } else {
-            let (a, b, step, ticks) = linear_ticks(lo * 0.95, hi * 1.05, 6);
-            (
-                Scale::new(a, b, plot.bottom, plot.top, false),
-                linear_labels(&ticks, step, unit),
-            )
-        };
-        let x = Scale::new(0.0, 4.0, plot.left, plot.right, false);
-        plot.y_axis(&y, &ylabels, &axis_title(metric, unit, log));
-        let marks = [0.0, 0.5, 0.9, 0.99, 0.999, 0.9999];
-        let xticks: Vec<(f64, String)> = marks
-            .iter()
-            .map(|&q: &f64| (-(1.0 - q).log10(), percentile_name(q)))
-            .collect();
-        plot.x_axis(&x, &xticks, "percentile");
-        for (v, h) in &curves {
-            let colour = page.variant_colour(v);
-            let pts: Vec<(f64, f64)> = values(h)
-                .into_iter()
-                .map(|(px, py)| (x.at(px), y.at(py.max(lo))))
-                .collect();
-            plot.line(
-                &pts,
-                colour,
-                2.2,
-                false,
-                &format!("{v}: {} samples", h.len()),
-            );
-            for &q in &marks[1..] {
-                let value = h.value_at_quantile(q) as f64;
-                plot.dot(
-                    x.at(-(1.0 - q).log10()),
-                    y.at(value.max(lo)),
-                    3.5,
-                    colour,
-                    false,
-                    &format!("{v} {}: {}", percentile_name(q), value_label(value, unit)),
-                );
-            }
-        }
-        plot.frame();
-        let title = format!("{metric} percentiles");
-        let desc = format!("p0 to p99.99 for {} variants", curves.len());
-        let names: Vec<&str> = curves.iter().map(|c| c.0).collect();
-        let legend = page.variant_legend(&names, |v| {
-            curves
-                .iter()
-                .find(|c| c.0 == v)
-                .map(|(_, h)| {
-                    format!(
-                        " — {} samples, p50 {}, p99 {}, max {}",
-                        h.len(),
-                        value_label(h.value_at_quantile(0.5) as f64, unit),
-                        value_label(h.value_at_quantile(0.99) as f64, unit),
-                        value_label(h.max() as f64, unit)
-                    )
-                })
-                .unwrap_or_default()
-        });
-        let _ = write!(
-            out,
-            "<figure><figcaption>{}</figcaption>{}{legend}</figure>",
-            esc(&title),
-            plot.finish(&format!("chart-latency-{drawn}"), &title, &desc)
+            .find(|c| c.0 == v)
+            .map(|(_, h)| {
+                format!(
+                    " — {} samples, p50 {}, p99 {}, max {}",
+                    h.len(),
+                    value_label(h.value_at_quantile(0.5) as f64, unit),
+                    value_label(h.value_at_quantile(0.99) as f64, unit),
+                    value_label(h.max() as f64, unit)
+                )
+            })
+            .unwrap_or_default()
+    });
+    Some(format!(
+        "<figure><figcaption>{}</figcaption>{}{legend}</figure>",
+        esc(&title),
+        plot.finish(&format!("chart-latency-{n}"), &title, &desc)
+    ))
+}
+
+/// The y scale and its labels for values in `lo..=hi`: logarithmic, with room above and
+/// below, when `log`; else linear.
+fn value_axis(plot: &Plot, (lo, hi): (f64, f64), log: bool, unit: &str) -> (Scale, Labels) {
+    if log {
+        let (a, b) = (lo / 1.15, hi * 1.15);
+        let ticks = log_ticks(a, b);
+        (
+            Scale::new(a, b, plot.bottom, plot.top, true),
+            log_labels(&ticks, unit),
+        )
+    } else {
+        let (a, b, step, ticks) = linear_ticks(lo * 0.95, hi * 1.05, 6);
+        (
+            Scale::new(a, b, plot.bottom, plot.top, false),
+            linear_labels(&ticks, step, unit),
+        )
+    }
+}
+
+/// Axis labels: (value, text).
+type Labels = Vec<(f64, String)>;
+
+/// A variant's percentile curve, with a dot at each marked percentile past p0. Values below
+/// `lo` (the axis' floor) are drawn at it.
+fn draw_curve(
+    page: &Page<'_>,
+    plot: &mut Plot,
+    (x, y): (&Scale, &Scale),
+    (v, h): (&str, &Histogram<u64>),
+    (lo, unit): (f64, &str),
+) {
+    let colour = page.variant_colour(v);
+    let pts: Vec<(f64, f64)> = percentile_values(h)
+        .into_iter()
+        .map(|(px, py)| (x.at(px), y.at(py.max(lo))))
+        .collect();
+    plot.line(
+        &pts,
+        colour,
+        2.2,
+        false,
+        &format!("{v}: {} samples", h.len()),
+    );
+    for &q in &PERCENTILE_MARKS[1..] {
+        let value = h.value_at_quantile(q) as f64;
+        plot.dot(
+            x.at(-(1.0 - q).log10()),
+            y.at(value.max(lo)),
+            3.5,
+            colour,
+            false,
+            &format!("{v} {}: {}", percentile_name(q), value_label(value, unit)),
         );
-        drawn += 1;
     }
-    if drawn == 0 {
-        out.push_str(r#"<p class="note">No distribution metrics in this run.</p>"#);
-    }
-    out.push_str("</section>");
 }
 
 /// One noise reading placed in time.

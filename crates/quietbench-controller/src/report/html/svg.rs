@@ -150,6 +150,21 @@ pub fn unit_scale(max_abs: f64, unit: &str) -> (f64, &'static str) {
     }
 }
 
+/// Ticks for an axis of rounds `first..=last`: each round, or every k-th from `first` so that
+/// at most 24 are labelled.
+pub fn round_ticks(first: u32, last: u32) -> Vec<(f64, String)> {
+    let rounds = if last < first {
+        0
+    } else {
+        (last - first) as usize + 1
+    };
+    let every = rounds.div_ceil(24).max(1);
+    (first..=last)
+        .filter(|r| ((r - first) as usize).is_multiple_of(every))
+        .map(|r| (f64::from(r), r.to_string()))
+        .collect()
+}
+
 /// Labels for linear ticks `step` apart, in `unit`.
 pub fn linear_labels(ticks: &[f64], step: f64, unit: &str) -> Vec<(f64, String)> {
     let max_abs = ticks.iter().fold(0.0f64, |m, t| m.max(t.abs()));

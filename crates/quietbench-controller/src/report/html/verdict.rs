@@ -13,9 +13,9 @@
 
 use std::fmt::Write;
 
-use quietbench_stats::{Arm, Observation, Verdict, VerdictKind, pair_rounds, pct};
+use quietbench_stats::{Arm, Observation, PairedRounds, Verdict, VerdictKind, pair_rounds, pct};
 
-use super::svg::{Plot, Scale, linear_labels, linear_ticks};
+use super::svg::{Plot, Scale, linear_labels, linear_ticks, round_ticks};
 use super::{Page, WIDTH, esc};
 use crate::record::figures::{PAIRED_VARIANT, TrialFigure};
 use crate::verdicts::compare;
@@ -225,24 +225,13 @@ fn ratio_chart(
     (baseline, candidate): (&str, &str),
 ) -> Option<String> {
     let paired = pair_rounds(obs, Arm::A, Arm::B).ok()?;
-    let points: Vec<(usize, &str, u32, f64)> = paired
-        .hosts
-        .iter()
-        .enumerate()
-        .flat_map(|(hi, h)| {
-            h.rounds
-                .iter()
-                .zip(&h.log_ratios)
-                .map(move |(r, l)| (hi, h.host.as_str(), *r, l.exp()))
-        })
-        .filter(|p| p.3.is_finite())
-        .collect();
+    let points = ratio_points(&paired);
     if points.is_empty() {
         return None;
     }
     let values = points
         .iter()
-        .map(|p| p.3)
+        .map(|p| p.ratio)
         .chain([v.ci_low, v.ci_high, v.ratio, 1.0])
         .filter(|x| x.is_finite());
     let lo = values.clone().fold(f64::INFINITY, f64::min);
@@ -253,7 +242,7 @@ fn ratio_chart(
     let y = Scale::new(y0, y1, plot.bottom, plot.top, false);
     let (first, last) = points
         .iter()
-        .fold((u32::MAX, 0), |(f, l), p| (f.min(p.2), l.max(p.2)));
+        .fold((u32::MAX, 0), |(f, l), p| (f.min(p.round), l.max(p.round)));
     let x = Scale::new(
         f64::from(first) - 0.5,
         f64::from(last) + 0.5,
@@ -261,31 +250,101 @@ fn ratio_chart(
         plot.right,
         false,
     );
-    let ratio_name = format!("{candidate}/{baseline}");
-    let level = level_label(v.level.get());
+    let names = RatioNames {
+        ratio: format!("{candidate}/{baseline}"),
+        level: level_label(v.level.get()),
+    };
+    let RatioNames {
+        ratio: ratio_name,
+        level,
+    } = &names;
     // The interval first, so the grid and the dots lie on it.
-    let (top, bottom) = (y.at(v.ci_high), y.at(v.ci_low));
-    plot.raw(&format!(
-        r#"<rect class="ci" x="{:.1}" y="{top:.1}" width="{:.1}" height="{:.1}"><title>{level} interval of {}: [{:.4}, {:.4}]</title></rect>"#,
-        plot.left,
-        plot.right - plot.left,
-        (bottom - top).max(1.0),
-        esc(&ratio_name),
-        v.ci_low,
-        v.ci_high
-    ));
+    interval_band(&mut plot, &y, v, &names);
     plot.y_axis(
         &y,
         &linear_labels(&ticks, step, ""),
         &format!("{ratio_name} per round"),
     );
-    let rounds = last - first + 1;
-    let every = (rounds as usize).div_ceil(24).max(1);
-    let xticks: Vec<(f64, String)> = (first..=last)
-        .filter(|r| ((r - first) as usize).is_multiple_of(every))
-        .map(|r| (f64::from(r), r.to_string()))
-        .collect();
-    plot.x_axis(&x, &xticks, "round");
+    plot.x_axis(&x, &round_ticks(first, last), "round");
+    reference_lines(&mut plot, &y, v, &names);
+    let hosts = paired.hosts.len();
+    ratio_dots(page, &mut plot, (&x, &y), &points, hosts, ratio_name);
+    plot.frame();
+    let title = format!("{ratio_name} per round, with the {level} interval");
+    let desc = format!(
+        "{} paired rounds on {hosts} host(s); {ratio_name} = {:.4}, {level} interval [{:.4}, {:.4}]",
+        points.len(),
+        v.ratio,
+        v.ci_low,
+        v.ci_high
+    );
+    let legend = page.model_legend(&paired_models(page, &paired), |_| String::new());
+    Some(format!(
+        r#"<figure><figcaption>{}</figcaption>{}{legend}<p class="note">Dots: each round's {} (a host's pairs of that round); line: the verdict's ratio; band: its {level} interval; dashed: 1, no difference.</p></figure>"#,
+        esc(&title),
+        plot.finish(&format!("chart-ratio-{n}"), &title, &desc),
+        esc(ratio_name)
+    ))
+}
+
+/// How the ratio chart names what it shows: the ratio ("B/A") and the interval's level ("95%").
+struct RatioNames {
+    ratio: String,
+    level: String,
+}
+
+/// One dot of the ratio chart: a host's ratio in one round.
+struct RatioPoint<'p> {
+    /// The host's index among the paired hosts (for its sideways offset).
+    index: usize,
+    host: &'p str,
+    round: u32,
+    ratio: f64,
+}
+
+/// Every paired round's ratio, host by host, leaving out those that are not finite.
+fn ratio_points(paired: &PairedRounds) -> Vec<RatioPoint<'_>> {
+    paired
+        .hosts
+        .iter()
+        .enumerate()
+        .flat_map(|(index, h)| {
+            h.rounds
+                .iter()
+                .zip(&h.log_ratios)
+                .map(move |(r, l)| RatioPoint {
+                    index,
+                    host: h.host.as_str(),
+                    round: *r,
+                    ratio: l.exp(),
+                })
+        })
+        .filter(|p| p.ratio.is_finite())
+        .collect()
+}
+
+/// The verdict's interval as a band across the plot, its figures in the band's tooltip.
+fn interval_band(plot: &mut Plot, y: &Scale, v: &Verdict, names: &RatioNames) {
+    let (top, bottom) = (y.at(v.ci_high), y.at(v.ci_low));
+    plot.raw(&format!(
+        r#"<rect class="ci" x="{:.1}" y="{top:.1}" width="{:.1}" height="{:.1}"><title>{} interval of {}: [{:.4}, {:.4}]</title></rect>"#,
+        plot.left,
+        plot.right - plot.left,
+        (bottom - top).max(1.0),
+        names.level,
+        esc(&names.ratio),
+        v.ci_low,
+        v.ci_high
+    ));
+}
+
+/// The lines across the plot at 1 (dashed) and at the verdict's ratio, and the labels to their
+/// right: the ratio's always, the interval's ends where they clear it.
+fn reference_lines(plot: &mut Plot, y: &Scale, v: &Verdict, names: &RatioNames) {
+    let RatioNames {
+        ratio: ratio_name,
+        level,
+    } = names;
     let (left, right) = (plot.left, plot.right);
     let across = |value: f64| [(left, y.at(value)), (right, y.at(value))];
     plot.line(&across(1.0), "#777777", 1.2, true, "1: no difference");
@@ -304,64 +363,61 @@ fn ratio_chart(
             esc(&text)
         )
     };
-    let labels = [
-        label(format!("{ratio_name} {:.4}", v.ratio), v.ratio),
-        label(format!("{level} CI high {:.4}", v.ci_high), v.ci_high),
-        label(format!("{level} CI low {:.4}", v.ci_low), v.ci_low),
-    ];
     // Side labels only where they do not overlap the ratio's (a narrow interval): the band's
     // tooltip and the tiles above carry the figures anyway.
     let (ratio_y, high_y, low_y) = (y.at(v.ratio), y.at(v.ci_high), y.at(v.ci_low));
-    plot.raw(&labels[0]);
+    plot.raw(&label(format!("{ratio_name} {:.4}", v.ratio), v.ratio));
     if ratio_y - high_y >= 13.0 {
-        plot.raw(&labels[1]);
+        plot.raw(&label(
+            format!("{level} CI high {:.4}", v.ci_high),
+            v.ci_high,
+        ));
     }
     if low_y - ratio_y >= 13.0 {
-        plot.raw(&labels[2]);
+        plot.raw(&label(format!("{level} CI low {:.4}", v.ci_low), v.ci_low));
     }
-    let hosts = paired.hosts.len();
-    for (hi, host, round, ratio) in &points {
-        let index = page.run.hosts.iter().position(|h| h.address == *host);
+}
+
+/// A dot per host and round, in the host's CPU-model colour; `hosts` is how many hosts paired.
+fn ratio_dots(
+    page: &Page<'_>,
+    plot: &mut Plot,
+    (x, y): (&Scale, &Scale),
+    points: &[RatioPoint<'_>],
+    hosts: usize,
+    ratio_name: &str,
+) {
+    for p in points {
+        let index = page.run.hosts.iter().position(|h| h.address == p.host);
         let colour = index.map_or(super::UNKNOWN_MODEL_COLOUR, |i| page.host_colour(i));
         // A small sideways offset per host so their dots do not hide each other.
-        let offset = (*hi as f64 - (hosts as f64 - 1.0) / 2.0) * (0.5 / hosts as f64);
+        let offset = (p.index as f64 - (hosts as f64 - 1.0) / 2.0) * (0.5 / hosts as f64);
         plot.dot(
-            x.at(f64::from(*round) + offset),
-            y.at(*ratio),
+            x.at(f64::from(p.round) + offset),
+            y.at(p.ratio),
             3.5,
             colour,
             false,
-            &format!("{host}, round {round}: {ratio_name} = {ratio:.4}"),
+            &format!(
+                "{}, round {}: {ratio_name} = {:.4}",
+                p.host, p.round, p.ratio
+            ),
         );
     }
-    plot.frame();
-    let title = format!("{ratio_name} per round, with the {level} interval");
-    let desc = format!(
-        "{} paired rounds on {hosts} host(s); {ratio_name} = {:.4}, {level} interval [{:.4}, {:.4}]",
-        points.len(),
-        v.ratio,
-        v.ci_low,
-        v.ci_high
-    );
-    let used: Vec<usize> = {
-        let mut m: Vec<usize> = (0..page.run.hosts.len())
-            .filter(|i| {
-                paired
-                    .hosts
-                    .iter()
-                    .any(|h| h.host == page.run.hosts[*i].address)
-            })
-            .map(|i| page.model_of_host(i))
-            .collect();
-        m.sort_unstable();
-        m.dedup();
-        m
-    };
-    let legend = page.model_legend(&used, |_| String::new());
-    Some(format!(
-        r#"<figure><figcaption>{}</figcaption>{}{legend}<p class="note">Dots: each round's {} (a host's pairs of that round); line: the verdict's ratio; band: its {level} interval; dashed: 1, no difference.</p></figure>"#,
-        esc(&title),
-        plot.finish(&format!("chart-ratio-{n}"), &title, &desc),
-        esc(&ratio_name)
-    ))
+}
+
+/// The CPU models of the hosts that paired, each once, in model order.
+fn paired_models(page: &Page<'_>, paired: &PairedRounds) -> Vec<usize> {
+    let mut models: Vec<usize> = (0..page.run.hosts.len())
+        .filter(|i| {
+            paired
+                .hosts
+                .iter()
+                .any(|h| h.host == page.run.hosts[*i].address)
+        })
+        .map(|i| page.model_of_host(i))
+        .collect();
+    models.sort_unstable();
+    models.dedup();
+    models
 }
