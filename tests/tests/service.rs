@@ -7,42 +7,10 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A running `quietbench serve`; killed (SIGKILL) when dropped.
-struct Service {
-    child: Child,
-    address: String,
-}
-
-impl Service {
-    fn start(db: &Path, state: &Path, extra: &[&str]) -> Self {
-        let mut child = common::quietbench()
-            .args(["serve", "--listen", "127.0.0.1:0", "--db"])
-            .arg(db)
-            .arg("--state-dir")
-            .arg(state)
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start quietbench serve");
-        let (_, address) = common::serve_address(&mut child);
-        Self { child, address }
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
+use common::ServiceProcess as Service;
 
 fn output(command: &mut Command) -> (i32, String, String) {
     let out = command.output().unwrap();

@@ -10,7 +10,6 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -51,35 +50,30 @@ impl Certs {
     }
 }
 
-/// A running `quietbench serve` over mutual TLS; killed when dropped.
-struct Service {
-    child: Child,
-    address: String,
+/// A running `quietbench serve` over mutual TLS: the service's certificate from `certs`, its
+/// clients' from the same CA, and `policy` when given.
+fn start_service(certs: &Certs, db: &Path, state: &Path, policy: Option<&Path>) -> Service {
+    let (cert, key, ca) = (
+        certs.file("service-svc.pem"),
+        certs.file("service-svc.key"),
+        certs.file("ca.pem"),
+    );
+    let mut extra = vec!["--tls-cert", &cert, "--tls-key", &key, "--client-ca", &ca];
+    let policy = policy.map(|p| p.to_str().unwrap().to_string());
+    if let Some(policy) = &policy {
+        extra.extend(["--policy", policy.as_str()]);
+    }
+    Service::start(db, state, &extra)
 }
 
-impl Service {
-    fn start(certs: &Certs, db: &Path, state: &Path, policy: Option<&Path>) -> Self {
-        let mut command = common::quietbench();
-        command
-            .args(["serve", "--listen", "127.0.0.1:0", "--db"])
-            .arg(db)
-            .arg("--state-dir")
-            .arg(state)
-            .args(["--tls-cert", &certs.file("service-svc.pem")])
-            .args(["--tls-key", &certs.file("service-svc.key")])
-            .args(["--client-ca", &certs.file("ca.pem")]);
-        if let Some(policy) = policy {
-            command.arg("--policy").arg(policy);
-        }
-        let mut child = command
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start quietbench serve");
-        let (_, address) = common::serve_address(&mut child);
-        Self { child, address }
-    }
+use common::ServiceProcess as Service;
 
+/// The gRPC side of a service under test.
+trait ServiceClient {
+    async fn client(&self, certs: &Certs, name: &str) -> ControllerClient<Channel>;
+}
+
+impl ServiceClient for Service {
     /// A gRPC client of the service with client certificate `name`.
     async fn client(&self, certs: &Certs, name: &str) -> ControllerClient<Channel> {
         let read = |f: &str| std::fs::read_to_string(certs.dir.join(f)).unwrap();
@@ -97,13 +91,6 @@ impl Service {
             .await
             .unwrap();
         ControllerClient::new(channel)
-    }
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -195,7 +182,7 @@ async fn a_client_sees_and_acts_on_its_own_runs_only_and_an_admin_on_every_run()
     let certs = Certs::make(dir.path());
     let policy = dir.path().join("policy.toml");
     std::fs::write(&policy, "admins = [\"client ops\"]\n").unwrap();
-    let service = Service::start(
+    let service = start_service(
         &certs,
         &dir.path().join("store.sqlite3"),
         &dir.path().join("state"),
@@ -321,7 +308,7 @@ async fn exec_is_refused_by_default_and_a_policy_lets_one_client_run_it_keeping_
 
     // The built-in policy: no exec for anyone, and nothing of the refused run happens.
     {
-        let service = Service::start(&certs, &db, &state, None);
+        let service = start_service(&certs, &db, &state, None);
         let mut a = service.client(&certs, "a").await;
         let refused = a
             .submit_run(local_run(
@@ -365,7 +352,7 @@ async fn exec_is_refused_by_default_and_a_policy_lets_one_client_run_it_keeping_
         "admins = [\"client ops\"]\n\n[caller.\"client a\"]\nexec = true\n",
     )
     .unwrap();
-    let service = Service::start(&certs, &db, &state, Some(&policy));
+    let service = start_service(&certs, &db, &state, Some(&policy));
     let (mut a, mut b) = (
         service.client(&certs, "a").await,
         service.client(&certs, "b").await,

@@ -68,6 +68,41 @@ pub fn serve_address(service: &mut Child) -> (String, String) {
     (first, address)
 }
 
+/// A running `quietbench serve` on a loopback port with its own store and state folder, and
+/// `extra` arguments; killed (SIGKILL) when dropped.
+pub struct ServiceProcess {
+    pub child: Child,
+    pub address: String,
+}
+
+impl ServiceProcess {
+    pub fn start(db: &std::path::Path, state: &std::path::Path, extra: &[&str]) -> Self {
+        let mut child = quietbench()
+            .args(["serve", "--listen", "127.0.0.1:0", "--db"])
+            .arg(db)
+            .arg("--state-dir")
+            .arg(state)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start quietbench serve");
+        let (_, address) = serve_address(&mut child);
+        Self { child, address }
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ServiceProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
 /// Runs `command` to its end and asserts that it succeeded, showing what it printed when it did
 /// not; returns its standard output.
 pub fn succeed(command: &mut Command) -> String {
