@@ -453,8 +453,7 @@ async fn reads_go_on_when_the_state_directory_cannot_be_written() {
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let run_id = stored["run_id"].as_str().unwrap().to_string();
     let state = StateDir::open(&dir.path().join("state")).unwrap();
-    let mut submission =
-        Submission::new(run_id.clone(), vec!["--local".into()], vec!["local".into()]);
+    let mut submission = Submission::new(run_id.clone(), vec!["local".into()]);
     submission.owner = Some("client a".into());
     submission.starts = 1;
     submission.finish(Stage::Finished {
@@ -477,7 +476,7 @@ async fn reads_go_on_when_the_state_directory_cannot_be_written() {
     )
     .unwrap();
     let policy = Policy::parse("admins = [\"client ops\"]\n", "policy.toml", 1000).unwrap();
-    let api = ControllerApi::new(runs, |_| Ok(()), Arc::new(policy));
+    let api = ControllerApi::new(runs, Arc::new(policy));
 
     // The disk is full from here on.
     state.refuse_writes(true);

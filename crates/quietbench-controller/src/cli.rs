@@ -7,14 +7,14 @@ use std::time::Duration;
 
 use clap::{ArgGroup, Args, Subcommand};
 
-use crate::commands::run::RunRequest;
-use crate::commands::{host, release, run, stored};
+use crate::commands::{host, release, stored};
 use crate::context::{CommandContext, Services};
 use crate::fleet::Ledger;
 
 mod compare;
 mod ec2;
 mod history;
+mod run;
 mod serve;
 mod tls;
 pub use compare::CompareArgs;
@@ -22,6 +22,7 @@ use compare::compare_command;
 pub use ec2::{AwsArgs, Ec2Args};
 use history::HistoryArgs;
 use quietbench_proto::v1 as pb;
+pub use run::RunArgs;
 pub use serve::{CancelArgs, RemoteArgs, ServeArgs};
 pub use tls::{CertsArgs, TlsArgs};
 
@@ -223,118 +224,6 @@ pub struct RestoreArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(group(ArgGroup::new("target").required(true).multiple(false).args(["local", "agents", "hosts_file", "plan", "ec2"])))]
-pub struct RunArgs {
-    /// Run a TOML plan file (docs/plans.md): hosts, variants, rounds and timing come from it;
-    /// the output options (--json, --html, --hdr-log, --db) still apply
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["probes", "params", "peers", "cpus", "unpinned", "tune"])]
-    plan: Option<PathBuf>,
-    /// Measure on this machine: start an agent here (loopback, free port) for the run
-    #[arg(long)]
-    local: bool,
-    /// Measure on a running agent; repeat for several hosts
-    #[arg(long = "agent", value_name = "HOST:PORT")]
-    agents: Vec<String>,
-    /// Measure on the running agents listed in FILE: one `HOST:PORT [label]` a line, `#`
-    /// starts a comment
-    #[arg(long = "hosts", value_name = "FILE")]
-    hosts_file: Option<PathBuf>,
-    /// The peer agent that serves the other end of network probes (net.*): one for all
-    /// hosts, or one per host in the same order. `--local` starts its own
-    #[arg(long = "peer", value_name = "HOST:PORT", conflicts_with = "local")]
-    peers: Vec<String>,
-    /// Let each host start its next round as soon as it finished the last, rather than
-    /// waiting for the others at round boundaries (the default keeps round r on every host at
-    /// about the same time, so a fleet-wide time effect hits every host alike)
-    #[arg(long)]
-    no_round_sync: bool,
-    /// Stop the whole run when one host fails; by default the others finish and the report
-    /// names the missing trials
-    #[arg(long)]
-    fail_fast: bool,
-    /// Wait this long for a lost or silent agent to come back (then run its trial once more)
-    /// before the host fails; 0: fail at once
-    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=3600))]
-    reconnect_within: u64,
-    /// Probe to run; repeat for several [default: cpu.primes]
-    #[arg(long = "probe", value_name = "PROBE")]
-    probes: Vec<String>,
-    /// A probe parameter, e.g. max_prime=20000 or threads=2; repeatable. Every probe of the run
-    /// gets every parameter; the agent refuses one a probe does not have
-    #[arg(long = "param", value_name = "KEY=VALUE", value_parser = parse_param)]
-    params: Vec<(String, String)>,
-    /// A control: a fixed reference workload measured on every host beside the probes,
-    /// interleaved with them (its variant is called "control"), e.g. --control cpu.primes or
-    /// --control 'exec cmd=./baseline-build'. `history` and `compare --runs` can then
-    /// normalise each host's figures by it (--normalize-by control), which takes out most of
-    /// what differs between instances and days
-    #[arg(long, value_name = "PROBE [KEY=VALUE ...]", value_parser = crate::commands::run::parse_control,
-          conflicts_with = "plan")]
-    control: Option<(String, std::collections::BTreeMap<String, String>)>,
-    /// The figure exec trials are judged and spread on (as compare's --figure): median or
-    /// mean wall time, cpu time, or instructions (counted where the CPU's counters are
-    /// exposed). Overrides a plan's `figure`
-    #[arg(long, value_name = "median|mean|cpu|instructions",
-          value_parser = ["median", "wall", "mean", "cpu", "instructions"])]
-    figure: Option<String>,
-    /// Rounds: each round runs every probe once on every host, in a fresh random order
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    rounds: u32,
-    /// Warm-up rounds run first: stored and reported, left out of the summary
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1000))]
-    warmup: u32,
-    /// Seed of the randomized trial order (recorded in the report; random by default)
-    #[arg(long)]
-    seed: Option<u64>,
-    /// Measuring time of each trial, in seconds (e.g. 2.5)
-    #[arg(long, value_name = "SECS", default_value = "3", value_parser = parse_duration)]
-    duration: Duration,
-    /// Reporting interval, in seconds
-    #[arg(long, value_name = "SECS", default_value = "1", value_parser = parse_interval)]
-    interval: Duration,
-    /// CPUs to pin probe threads to, in the kernel's list format (e.g. 1, or 2-3,6); by default
-    /// the agent places them off its housekeeping CPU
-    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
-    cpus: Option<CpuList>,
-    /// Do not pin probe threads: let the scheduler place them (the baseline that placement is
-    /// measured against)
-    #[arg(long, conflicts_with = "cpus")]
-    unpinned: bool,
-    /// Tune each host before the run (IRQs off the probe CPUs, irqbalance paused, performance
-    /// governor) and restore it after, also on failure or Ctrl-C. System-wide ASLR is left
-    /// alone: use `quietbench prepare --aslr-off` for that
-    #[arg(long)]
-    tune: bool,
-    /// Write the JSON report (schema quietbench.run-report.v1, docs/json-report.md) to FILE,
-    /// rewritten as trials finish (at most once a second) and at the end, however the run ends
-    #[arg(long, value_name = "FILE")]
-    json: Option<PathBuf>,
-    /// Write a single-file HTML report with charts to FILE
-    #[arg(long, value_name = "FILE")]
-    html: Option<PathBuf>,
-    /// Write HdrHistogram interval logs (one per distribution metric) into DIR
-    #[arg(long, value_name = "DIR")]
-    hdr_log: Option<PathBuf>,
-    /// The result store: an SQLite file, or a PostgreSQL database (postgres://USER@HOST/DB)
-    /// [default: $QUIETBENCH_DB, else $XDG_DATA_HOME/quietbench/results.sqlite3]
-    #[arg(long, value_name = "FILE|URL")]
-    db: Option<PathBuf>,
-    /// Keep no record in the result store
-    #[arg(long, conflicts_with = "db")]
-    no_store: bool,
-    /// The run's id, chosen by the caller: `quietbench serve` knows its runs' ids before they
-    /// start
-    #[arg(long, value_name = "UUID", hide = true, value_parser = parse_run_id)]
-    run_id: Option<String>,
-    #[command(flatten)]
-    remote: RemoteArgs,
-    #[command(flatten)]
-    tls: TlsArgs,
-    #[command(flatten)]
-    ec2: Ec2Args,
-}
-
-#[derive(Debug, Args)]
 #[command(group(ArgGroup::new("target").required(true).multiple(false).args(["local", "agent"])))]
 pub struct HostArgs {
     /// This machine (starts an agent here for the question)
@@ -436,13 +325,7 @@ pub fn execute(command: ControllerCommand, services: Services) -> ExitCode {
     }
     let outcome = match command {
         ControllerCommand::Certs(args) => tls::certs_command(args),
-        ControllerCommand::Run(args) => match args.remote.remote() {
-            Some(remote) => serve::run_remote(&remote, args),
-            None => {
-                args.ec2.apply_to(&mut context);
-                run::run(run_request(args, context))
-            }
-        },
+        ControllerCommand::Run(args) => run::run_command(args, context),
         ControllerCommand::Serve(args) => serve::serve_command(args),
         ControllerCommand::Cancel(args) => serve::cancel_command(&args),
         ControllerCommand::Limits(args) => {
@@ -479,44 +362,6 @@ pub fn execute(command: ControllerCommand, services: Services) -> ExitCode {
             eprintln!("quietbench: error: {err:#}");
             ExitCode::FAILURE
         }
-    }
-}
-
-fn run_request(args: RunArgs, context: CommandContext) -> RunRequest {
-    RunRequest {
-        context,
-        prewarm_given: args.ec2.prewarm.is_some(),
-        ec2: args.ec2.spec(),
-        plan: args.plan,
-        local: args.local,
-        agents: args.agents,
-        hosts_file: args.hosts_file,
-        peers: args.peers,
-        no_round_sync: args.no_round_sync,
-        fail_fast: args.fail_fast,
-        reconnect_within: (args.reconnect_within > 0)
-            .then(|| Duration::from_secs(args.reconnect_within)),
-        probes: args.probes,
-        params: args.params,
-        control: args.control,
-        figure: args
-            .figure
-            .as_deref()
-            .and_then(crate::record::figures::TrialFigure::parse),
-        rounds: args.rounds,
-        warmup: args.warmup,
-        seed: args.seed,
-        duration: args.duration,
-        interval: args.interval,
-        cpus: args.cpus.map(|c| c.0).unwrap_or_default(),
-        unpinned: args.unpinned,
-        tune: args.tune,
-        json: args.json,
-        html: args.html,
-        hdr_log: args.hdr_log,
-        db: args.db,
-        no_store: args.no_store,
-        run_id: args.run_id,
     }
 }
 

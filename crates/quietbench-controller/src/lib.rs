@@ -20,7 +20,8 @@
 //! 4. Measuring: `progress` (what people see while it runs), `tls` (certificates and the
 //!    controller's identity), `connection` and `local_agent`
 //!    (agents), `fleet` (where hosts come from), `context` (what a command hands down: TLS,
-//!    pre-warm, caps lookup, EC2 services),
+//!    pre-warm, caps lookup, EC2 services), `request` (a run's options as one typed value, and
+//!    its conversions to and from the wire and a file),
 //!    `execute` (the schedule on every host), `run` and `restore` (a run's set-up and
 //!    tear-down), `session` (all of it, for one run).
 //! 5. `commands`, one module per command; `service`, the controller as a gRPC service
@@ -46,6 +47,7 @@ pub mod fleet;
 pub mod local_agent;
 pub mod prewarm;
 pub mod progress;
+pub mod request;
 pub mod restore;
 pub mod run;
 pub mod session;

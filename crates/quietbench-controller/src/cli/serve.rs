@@ -5,10 +5,11 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Args, Parser};
+use clap::Args;
 use quietbench_proto::v1 as pb;
 
-use super::{RunArgs, TlsArgs};
+use super::TlsArgs;
+use crate::request::RunRequest;
 use crate::service::client::{self, Remote};
 use crate::service::{ServeSettings, ServeTls};
 use crate::store::Store;
@@ -179,55 +180,43 @@ pub fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
         tls,
         insecure: args.insecure,
         agent_tls_args,
-        check_run_args,
         tenancy,
     })
 }
 
-/// `run`'s own parser over a submitted run's arguments.
-fn check_run_args(args: &[String]) -> Result<(), String> {
-    #[derive(Debug, Parser)]
-    struct Run {
-        #[command(flatten)]
-        run: RunArgs,
-    }
-    Run::try_parse_from(std::iter::once("run").chain(args.iter().map(String::as_str)))
-        .map(|_| ())
-        .map_err(|e| e.render().to_string().trim().to_string())
-}
-
 /// `run --controller`: the run's options, or its plan, submitted to the service.
-pub(super) fn run_remote(remote: &Remote, args: RunArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn run_remote(remote: &Remote, request: RunRequest) -> anyhow::Result<ExitCode> {
+    let r = &request;
     let refused = [
         (
-            args.hosts_file.is_some(),
+            r.hosts_file.is_some(),
             "--hosts (list the agents with --agent)",
         ),
-        (args.ec2.spec().is_some(), "--ec2"),
-        (args.hdr_log.is_some(), "--hdr-log"),
+        (r.ec2.is_some(), "--ec2"),
+        (r.hdr_log.is_some(), "--hdr-log"),
         (
-            args.db.is_some() || args.no_store,
+            r.db.is_some() || r.no_store,
             "--db and --no-store (the service keeps its own store)",
         ),
     ];
     if let Some((_, what)) = refused.iter().find(|(given, _)| *given) {
         anyhow::bail!("--controller runs cannot take {what}");
     }
-    let what = if let Some(plan) = &args.plan {
+    let what = if let Some(plan) = &r.plan {
         // A plan is sent as it is: what the flags would add to it is not sent with it.
         let with_plan = [
-            (args.seed.is_some(), "--seed (set seed in the plan)"),
-            (args.figure.is_some(), "--figure (set figure in the plan)"),
-            (args.no_round_sync, "--no-round-sync"),
+            (r.seed.is_some(), "--seed (set seed in the plan)"),
+            (r.figure.is_some(), "--figure (set figure in the plan)"),
+            (r.no_round_sync, "--no-round-sync"),
             (
-                args.fail_fast,
+                r.fail_fast,
                 "--fail-fast (set [fleet] fail_fast in the plan)",
             ),
-            (args.reconnect_within != 10, "--reconnect-within"),
             (
-                args.ec2.prewarm.is_some(),
-                "--prewarm (set prewarm in the plan)",
+                r.reconnect_within_s != crate::request::DEFAULT_RECONNECT_S,
+                "--reconnect-within",
             ),
+            (r.prewarm.is_some(), "--prewarm (set prewarm in the plan)"),
         ];
         if let Some((_, what)) = with_plan.iter().find(|(given, _)| *given) {
             anyhow::bail!("--controller sends a plan as it is: it cannot take {what}");
@@ -236,54 +225,12 @@ pub(super) fn run_remote(remote: &Remote, args: RunArgs) -> anyhow::Result<ExitC
             .map_err(|e| anyhow::anyhow!("cannot read the plan {}: {e}", plan.display()))?;
         pb::submit_run_request::What::PlanToml(text)
     } else {
-        pb::submit_run_request::What::Options(pb::RunOptions {
-            local: args.local,
-            agents: args.agents,
-            peers: args.peers,
-            probes: args.probes,
-            params: args.params.into_iter().collect(),
-            control: args
-                .control
-                .map(crate::service::launch::control_text)
-                .unwrap_or_default(),
-            figure: args.figure.unwrap_or_default(),
-            rounds: args.rounds,
-            warmup: Some(args.warmup),
-            seed: args.seed,
-            duration_ms: u64::try_from(args.duration.as_millis()).unwrap_or(u64::MAX),
-            interval_ms: u64::try_from(args.interval.as_millis()).unwrap_or(u64::MAX),
-            cpus: args.cpus.map(|c| c.0).unwrap_or_default(),
-            unpinned: args.unpinned,
-            tune: args.tune,
-            fail_fast: args.fail_fast,
-            no_round_sync: args.no_round_sync,
-            reconnect_within_s: u32::try_from(args.reconnect_within).ok(),
-        })
+        pb::submit_run_request::What::Options(pb::RunOptions::from(r))
     };
     client::run(
         remote,
         pb::SubmitRunRequest { what: Some(what) },
-        args.json.as_deref(),
-        args.html.as_deref(),
+        r.json.as_deref(),
+        r.html.as_deref(),
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_control_goes_back_to_the_text_that_parses_to_it() {
-        let parsed = crate::commands::run::parse_control("exec cmd='./build --fast' n=2").unwrap();
-        let text = crate::service::launch::control_text(parsed.clone());
-        assert_eq!(crate::commands::run::parse_control(&text).unwrap(), parsed);
-    }
-
-    #[test]
-    fn submitted_run_arguments_are_checked_by_run_own_parser() {
-        assert!(check_run_args(&["--local".into(), "--rounds=2".into()]).is_ok());
-        let err = check_run_args(&["--local".into(), "--rounds=0".into()]).unwrap_err();
-        assert!(err.contains("--rounds"), "{err}");
-        assert!(check_run_args(&["--rounds=2".into()]).is_err());
-    }
 }

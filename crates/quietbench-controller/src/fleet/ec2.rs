@@ -10,7 +10,8 @@ use std::time::Duration;
 use super::Fleet;
 
 /// A placement group strategy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum PlacementStrategy {
     /// Instances close together in one AZ: the lowest latency, the most bandwidth between them.
     Cluster,
@@ -53,7 +54,8 @@ impl std::fmt::Display for PlacementStrategy {
 }
 
 /// Where instances run: shared hardware, hardware of their own, or a dedicated host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Tenancy {
     /// Shared hardware (EC2's default).
     #[default]
@@ -88,7 +90,8 @@ impl Tenancy {
 }
 
 /// What to do with instances whose CPU model does not match `--cpu-model`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum CpuPolicy {
     /// Launch more than needed, keep the first matching ones, terminate the rest.
     #[default]
@@ -127,8 +130,9 @@ pub const DEFAULT_BOOT_TIMEOUT: Duration = Duration::from_secs(600);
 /// The port agents listen on (deploy/cloud-init/user-data.yaml).
 pub const AGENT_PORT: u16 = 7700;
 
-/// An EC2 fleet, as asked for.
-#[derive(Debug, Clone, PartialEq)]
+/// An EC2 fleet, as asked for (a run request file keeps it: [`crate::request`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Ec2Spec {
     /// e.g. c5.large.
     pub instance_type: String,

@@ -112,9 +112,9 @@ mod tests {
     #[test]
     fn callers_see_their_own_runs_and_admins_every_run() {
         let policy = Policy::parse("admins = [\"client ops\"]\n", "p.toml", 1000).unwrap();
-        let mut mine = Submission::new("r".into(), Vec::new(), Vec::new());
+        let mut mine = Submission::new("r".into(), Vec::new());
         mine.owner = Some("client a".into());
-        let before_owners = Submission::new("o".into(), Vec::new(), Vec::new());
+        let before_owners = Submission::new("o".into(), Vec::new());
         let a = Access::of(&request(Some("client a")), &policy).unwrap();
         let b = Access::of(&request(Some("client b")), &policy).unwrap();
         let ops = Access::of(&request(Some("client ops")), &policy).unwrap();

@@ -33,8 +33,6 @@ const COMMAND_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(6
 /// The service.
 pub struct ControllerApi {
     runs: Arc<Runs>,
-    /// Checks a run's arguments as `quietbench run` parses them (the CLI's parser).
-    check_run_args: fn(&[String]) -> Result<(), String>,
     /// Who may do what.
     policy: Arc<Policy>,
     watchers: Arc<AtomicUsize>,
@@ -43,14 +41,9 @@ pub struct ControllerApi {
 
 impl ControllerApi {
     /// The API over `runs`, under `policy`.
-    pub fn new(
-        runs: Arc<Runs>,
-        check_run_args: fn(&[String]) -> Result<(), String>,
-        policy: Arc<Policy>,
-    ) -> Self {
+    pub fn new(runs: Arc<Runs>, policy: Arc<Policy>) -> Self {
         Self {
             runs,
-            check_run_args,
             policy,
             watchers: Arc::new(AtomicUsize::new(0)),
             commands: tokio::sync::Semaphore::new(MAX_COMMANDS),
@@ -184,9 +177,6 @@ impl pb::controller_server::Controller for ControllerApi {
             .check(&access.caller.id, &launch.uses)
             .map_err(|denied| Status::permission_denied(denied.to_string()))?;
         launch.check_env_reaches()?;
-        if launch.plan_toml.is_none() {
-            (self.check_run_args)(&launch.run_args).map_err(Status::invalid_argument)?;
-        }
         let queued = self
             .runs
             .all()
@@ -199,7 +189,7 @@ impl pb::controller_server::Controller for ControllerApi {
             )));
         }
         let run_id = uuid::Uuid::new_v4().to_string();
-        let mut submission = Submission::new(run_id.clone(), launch.run_args, launch.hosts);
+        let mut submission = Submission::new(run_id.clone(), launch.hosts);
         submission.owner = Some(access.caller.id.clone());
         submission.env = launch.env.redacted();
         if let Some(toml) = &launch.plan_toml {
@@ -208,6 +198,14 @@ impl pb::controller_server::Controller for ControllerApi {
                 .write_plan(&run_id, toml)
                 .map_err(|e| Status::unavailable(format!("cannot keep the plan: {e}")))?;
         }
+        let request = crate::request::RunRequest {
+            run_id: Some(run_id.clone()),
+            ..launch.request
+        };
+        self.runs
+            .state()
+            .write_request(&run_id, &request)
+            .map_err(|e| Status::unavailable(format!("cannot keep the run's request: {e}")))?;
         let ahead = self
             .runs
             .submit(submission, launch.env)

@@ -2,11 +2,13 @@
 //! and `env.*` values by its environment, in its own process group, interrupted (SIGINT) when
 //! the service dies; and what its exit says.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+use super::launch::PLAN_FILE;
 use super::secret_env::EnvValues;
-use super::state::{START_LINE, Submission};
+use super::state::{REQUEST_FILE, START_LINE, Submission};
 
 /// What every child of the service is started with.
 #[derive(Debug, Clone)]
@@ -29,7 +31,6 @@ pub(super) fn spawn(
     dir: &Path,
     logs: (std::fs::File, std::fs::File),
 ) -> anyhow::Result<tokio::process::Child> {
-    let run_id = &submission.run_id;
     let mut command = tokio::process::Command::new(&children.exe);
     // The store by the environment, not the command line: a PostgreSQL URL's password
     // would be in every run's `ps` line.
@@ -39,16 +40,7 @@ pub(super) fn spawn(
     for (name, value) in env.into_iter().flat_map(EnvValues::iter) {
         command.env(name, value);
     }
-    if resume {
-        command.args(["resume", run_id]);
-    } else {
-        command.arg("run");
-        command.arg(format!("--run-id={run_id}"));
-        if dir.join("plan.toml").exists() {
-            command.arg("--plan").arg(dir.join("plan.toml"));
-        }
-        command.args(&submission.run_args);
-    }
+    command.args(run_arguments(submission, resume, dir));
     // The service's identity towards agents is for the agents it is told of; an EC2 run
     // makes its own for the instances it launches, and refuses another.
     if !submission.launches_its_hosts() {
@@ -73,6 +65,27 @@ pub(super) fn spawn(
         });
     }
     Ok(command.spawn()?)
+}
+
+/// The arguments of a run's process: `resume` when the store holds the run already, `run` with
+/// its request file otherwise.
+fn run_arguments(submission: &Submission, resume: bool, dir: &Path) -> Vec<OsString> {
+    let run_id = &submission.run_id;
+    let request = dir.join(REQUEST_FILE);
+    if resume {
+        vec!["resume".into(), run_id.into()]
+    } else if request.exists() {
+        // The request as the service checked it, typed: nothing is rendered back to flags.
+        vec!["run".into(), "--request".into(), request.into()]
+    } else {
+        // A run a service from before the request file accepted: its arguments as kept.
+        let mut args: Vec<OsString> = vec!["run".into(), format!("--run-id={run_id}").into()];
+        if dir.join(PLAN_FILE).exists() {
+            args.extend(["--plan".into(), dir.join(PLAN_FILE).into()]);
+        }
+        args.extend(submission.run_args.iter().map(OsString::from));
+        args
+    }
 }
 
 pub(super) fn interrupt(pid: u32) {
@@ -103,4 +116,41 @@ pub(super) fn last_error_line(dir: &Path) -> Option<String> {
         .rev()
         .find_map(|l| l.strip_prefix("quietbench: error: "))
         .map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_starts_from_its_request_file_and_an_older_one_from_its_kept_arguments() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut old = Submission::new("r1".into(), vec!["local".into()]);
+        old.run_args = vec!["--local".into(), "--rounds=2".into()];
+        assert_eq!(
+            run_arguments(&old, false, dir.path()),
+            ["run", "--run-id=r1", "--local", "--rounds=2"].map(OsString::from)
+        );
+        std::fs::write(dir.path().join(PLAN_FILE), "").unwrap();
+        let with_plan = run_arguments(&old, false, dir.path());
+        assert_eq!(
+            with_plan[2..4],
+            [OsString::from("--plan"), dir.path().join(PLAN_FILE).into()]
+        );
+
+        std::fs::write(dir.path().join(REQUEST_FILE), "{}").unwrap();
+        let new = Submission::new("r2".into(), vec!["local".into()]);
+        assert_eq!(
+            run_arguments(&new, false, dir.path()),
+            [
+                OsString::from("run"),
+                "--request".into(),
+                dir.path().join(REQUEST_FILE).into()
+            ]
+        );
+        assert_eq!(
+            run_arguments(&new, true, dir.path()),
+            ["resume", "r2"].map(OsString::from)
+        );
+    }
 }

@@ -11,6 +11,7 @@ use tonic::Status;
 
 use super::policy::Uses;
 use super::secret_env::{self, EnvValues, Workload};
+use crate::request::RunRequest;
 
 /// The longest plan accepted, bytes.
 pub const MAX_PLAN_BYTES: usize = 256 * 1024;
@@ -22,13 +23,13 @@ pub const MAX_ENTRIES: usize = 1024;
 /// The host key of a run on the service's own machine.
 pub const LOCAL_HOST: &str = "local";
 
-/// A run ready to queue: `quietbench run`'s arguments, the plan's text when there is one
-/// (written beside them as plan.toml, which `--plan` then names), and its hosts. Neither the
-/// arguments nor the plan hold an `env.*` value: those are in `env` only.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A run ready to queue: `quietbench run`'s request, the plan's text when there is one
+/// (written in the run's folder as [`PLAN_FILE`], which the request then names), and its hosts.
+/// Neither the request nor the plan holds an `env.*` value: those are in `env` only.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Launch {
-    /// Arguments after `run`, without `--plan`, the store, the run id or TLS.
-    pub run_args: Vec<String>,
+    /// The request, without the store, the run id or TLS (the service adds them).
+    pub request: RunRequest,
     /// The plan's TOML.
     pub plan_toml: Option<String>,
     /// Host keys ([`host_key`]): "local", or agent addresses (peers included).
@@ -54,6 +55,9 @@ impl Launch {
         ))
     }
 }
+
+/// A plan's file in its run's folder.
+pub const PLAN_FILE: &str = "plan.toml";
 
 /// The probe `run` measures when none is given.
 const DEFAULT_PROBE: &str = "cpu.primes";
@@ -102,27 +106,28 @@ pub fn host_key(address: &str) -> String {
     }
 }
 
-/// `--flag=value` as one argument: a value that starts with '-' stays a value.
-fn opt(args: &mut Vec<String>, flag: &str, value: impl std::fmt::Display) {
-    args.push(format!("--{flag}={value}"));
-}
-
-/// The arguments of `quietbench run` for structured options.
+/// The request of `quietbench run` for structured options.
 pub fn from_options(o: &pb::RunOptions) -> Result<Launch, Status> {
     entries("agents", o.agents.len())?;
     entries("peers", o.peers.len())?;
     entries("probes", o.probes.len())?;
     entries("params", o.params.len())?;
     entries("cpus", o.cpus.len())?;
-    let control = if o.control.is_empty() {
-        None
-    } else {
-        field("control", &o.control)?;
-        Some(
-            crate::commands::run::parse_control(&o.control)
-                .map_err(|e| Status::invalid_argument(format!("control: {e}")))?,
-        )
-    };
+    field("control", &o.control)?;
+    field("figure", &o.figure)?;
+    for (what, texts) in [
+        ("an agent address", &o.agents),
+        ("a peer address", &o.peers),
+        ("a probe", &o.probes),
+    ] {
+        for text in texts {
+            field(what, text)?;
+        }
+    }
+    for (key, value) in &o.params {
+        field("a parameter name", key)?;
+        field("a parameter value", value)?;
+    }
     // `run` trims a parameter's name and value: a name with blanks around it would be an
     // env.* parameter there that is not one here, and go to the store.
     if let Some(key) = o.params.keys().find(|k| k.trim() != k.as_str()) {
@@ -130,7 +135,12 @@ pub fn from_options(o: &pb::RunOptions) -> Result<Launch, Status> {
             "the parameter name {key:?} has blanks around it"
         )));
     }
-    let params: BTreeMap<String, String> = o
+    let mut request = RunRequest::try_from(o).map_err(Status::invalid_argument)?;
+    let mut probes = request.probes.clone();
+    if probes.is_empty() {
+        probes.push(DEFAULT_PROBE.to_string());
+    }
+    let params: BTreeMap<String, String> = request
         .params
         .iter()
         .map(|(k, v)| {
@@ -142,10 +152,6 @@ pub fn from_options(o: &pb::RunOptions) -> Result<Launch, Status> {
             (k.clone(), value.to_string())
         })
         .collect();
-    let mut probes = o.probes.clone();
-    if probes.is_empty() {
-        probes.push(DEFAULT_PROBE.to_string());
-    }
     let mut workloads: Vec<Workload<'_>> = probes
         .iter()
         .map(|probe| Workload {
@@ -154,7 +160,7 @@ pub fn from_options(o: &pb::RunOptions) -> Result<Launch, Status> {
             params: &params,
         })
         .collect();
-    if let Some((probe, control_params)) = &control {
+    if let Some((probe, control_params)) = &request.control {
         workloads.push(Workload {
             label: "the control".into(),
             probe,
@@ -162,93 +168,23 @@ pub fn from_options(o: &pb::RunOptions) -> Result<Launch, Status> {
         });
     }
     let env = secret_env::collect(&workloads)?;
-    let mut args = Vec::new();
-    let mut hosts = Vec::new();
+    // The request keeps no env.* value: the run's process gets them by its environment.
+    request
+        .params
+        .retain(|(key, _)| !key.starts_with(secret_env::PREFIX));
+    if let Some((_, control_params)) = &mut request.control {
+        *control_params = secret_env::without_env(control_params);
+    }
+    let mut hosts: Vec<String> = Vec::new();
     if o.local {
-        if !o.agents.is_empty() {
-            return Err(Status::invalid_argument("give local or agents, not both"));
-        }
-        args.push("--local".to_string());
         hosts.push(LOCAL_HOST.to_string());
-    } else if o.agents.is_empty() {
-        return Err(Status::invalid_argument(
-            "no hosts: set local, or give agents (HOST:PORT)",
-        ));
     }
-    for agent in &o.agents {
-        field("an agent address", agent)?;
-        opt(&mut args, "agent", agent);
-        hosts.push(host_key(agent));
-    }
-    for peer in &o.peers {
-        field("a peer address", peer)?;
-        opt(&mut args, "peer", peer);
-        hosts.push(host_key(peer));
-    }
-    for probe in &o.probes {
-        field("a probe", probe)?;
-        opt(&mut args, "probe", probe);
-    }
-    for (key, value) in &params {
-        field("a parameter name", key)?;
-        field("a parameter value", value)?;
-        if !key.starts_with(secret_env::PREFIX) {
-            opt(&mut args, "param", format!("{key}={value}"));
-        }
-    }
-    let control_probe = control.as_ref().map(|(probe, _)| probe.clone());
-    if let Some((probe, control_params)) = control {
-        if control_params
-            .keys()
-            .any(|k| k.starts_with(secret_env::PREFIX))
-        {
-            let kept = secret_env::without_env(&control_params);
-            opt(&mut args, "control", control_text((probe, kept)));
-        } else {
-            opt(&mut args, "control", &o.control);
-        }
-    }
-    if !o.figure.is_empty() {
-        field("figure", &o.figure)?;
-        opt(&mut args, "figure", &o.figure);
-    }
-    if o.rounds > 0 {
-        opt(&mut args, "rounds", o.rounds);
-    }
-    if let Some(warmup) = o.warmup {
-        opt(&mut args, "warmup", warmup);
-    }
-    if let Some(seed) = o.seed {
-        opt(&mut args, "seed", seed);
-    }
-    if o.duration_ms > 0 {
-        opt(&mut args, "duration", seconds(o.duration_ms));
-    }
-    if o.interval_ms > 0 {
-        opt(&mut args, "interval", seconds(o.interval_ms));
-    }
-    if let Some(secs) = o.reconnect_within_s {
-        opt(&mut args, "reconnect-within", secs);
-    }
-    if !o.cpus.is_empty() {
-        let list: Vec<String> = o.cpus.iter().map(u32::to_string).collect();
-        opt(&mut args, "cpus", list.join(","));
-    }
-    for (set, flag) in [
-        (o.unpinned, "--unpinned"),
-        (o.tune, "--tune"),
-        (o.fail_fast, "--fail-fast"),
-        (o.no_round_sync, "--no-round-sync"),
-    ] {
-        if set {
-            args.push(flag.to_string());
-        }
-    }
+    hosts.extend(o.agents.iter().chain(&o.peers).map(|a| host_key(a)));
     hosts.sort();
     hosts.dedup();
-    probes.extend(control_probe);
+    probes.extend(request.control.as_ref().map(|(probe, _)| probe.clone()));
     Ok(Launch {
-        run_args: args,
+        request,
         plan_toml: None,
         hosts,
         uses: Uses {
@@ -259,24 +195,6 @@ pub fn from_options(o: &pb::RunOptions) -> Result<Launch, Status> {
         },
         env,
     })
-}
-
-/// `--control`'s text back from its parsed form (values with blanks quoted).
-pub fn control_text((probe, params): (String, BTreeMap<String, String>)) -> String {
-    let mut text = probe;
-    for (key, value) in params {
-        if value.contains(char::is_whitespace) {
-            text.push_str(&format!(" {key}=\"{value}\""));
-        } else {
-            text.push_str(&format!(" {key}={value}"));
-        }
-    }
-    text
-}
-
-/// Milliseconds as `run`'s seconds (exact: three decimals at most).
-fn seconds(ms: u64) -> String {
-    format!("{}.{:03}", ms / 1000, ms % 1000)
 }
 
 /// A plan's launch: checked as `run --plan` checks it, and refused when it names files on the
@@ -373,7 +291,11 @@ pub fn from_plan(toml: &str) -> Result<Launch, Status> {
         agents: plan.agents.iter().chain(&plan.peers).cloned().collect(),
     };
     Ok(Launch {
-        run_args: Vec::new(),
+        // The child works in the run's folder, where the plan is written beside the request.
+        request: RunRequest {
+            plan: Some(PLAN_FILE.into()),
+            ..RunRequest::default()
+        },
         plan_toml: Some(plan_toml),
         hosts,
         uses,
@@ -397,7 +319,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn options_become_one_argument_per_value_and_name_their_hosts() {
+    fn options_become_the_run_request_and_name_their_hosts() {
         let launch = from_options(&pb::RunOptions {
             agents: vec!["10.0.0.1:7000".into(), "10.0.0.2:7000".into()],
             probes: vec!["cpu.primes".into()],
@@ -411,18 +333,19 @@ mod tests {
         })
         .unwrap();
         assert_eq!(
-            launch.run_args,
-            [
-                "--agent=10.0.0.1:7000",
-                "--agent=10.0.0.2:7000",
-                "--probe=cpu.primes",
-                "--param=max_prime=--json=/etc/x",
-                "--rounds=5",
-                "--warmup=0",
-                "--duration=1.500",
-                "--cpus=1,3",
-                "--tune",
-            ]
+            launch.request,
+            RunRequest {
+                agents: vec!["10.0.0.1:7000".into(), "10.0.0.2:7000".into()],
+                probes: vec!["cpu.primes".into()],
+                // A value is a value, whatever it looks like: never an option of `run`.
+                params: vec![("max_prime".into(), "--json=/etc/x".into())],
+                rounds: 5,
+                warmup: 0,
+                duration_ms: 1500,
+                cpus: vec![1, 3],
+                tune: true,
+                ..RunRequest::default()
+            }
         );
         assert_eq!(launch.hosts, ["10.0.0.1:7000", "10.0.0.2:7000"]);
     }
@@ -451,7 +374,7 @@ mod tests {
             ..Default::default()
         })
         .unwrap_err();
-        assert!(both.message().contains("not both"));
+        assert!(both.message().contains("not several"), "{}", both.message());
         let long = from_options(&pb::RunOptions {
             local: true,
             probes: vec!["x".repeat(MAX_FIELD_BYTES + 1)],
@@ -502,7 +425,7 @@ mod tests {
     }
 
     #[test]
-    fn env_values_leave_the_arguments_and_the_policy_sees_every_probe() {
+    fn env_values_leave_the_request_and_the_policy_sees_every_probe() {
         let launch = from_options(&pb::RunOptions {
             local: true,
             probes: vec!["exec".into()],
@@ -515,10 +438,13 @@ mod tests {
             ..Default::default()
         })
         .unwrap();
-        let args = launch.run_args.join(" ");
-        assert!(!args.contains("s3cret") && !args.contains("env."), "{args}");
-        assert!(args.contains("--param=cmd=./build"), "{args}");
-        assert!(args.contains("--control=exec cmd=true"), "{args}");
+        let kept = launch.request.to_json();
+        assert!(!kept.contains("s3cret") && !kept.contains("env."), "{kept}");
+        assert_eq!(launch.request.params, [("cmd".into(), "./build".into())]);
+        assert_eq!(
+            launch.request.control,
+            Some(("exec".into(), [("cmd".into(), "true".into())].into()))
+        );
         assert_eq!(
             launch.env.iter().collect::<Vec<_>>(),
             [("API_TOKEN", "s3cret")]

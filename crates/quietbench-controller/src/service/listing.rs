@@ -91,7 +91,7 @@ mod tests {
 
     #[test]
     fn rows_carry_the_owner_and_the_service_status() {
-        let mut s = Submission::new("a".into(), Vec::new(), Vec::new());
+        let mut s = Submission::new("a".into(), Vec::new());
         s.owner = Some("client a".into());
         let queued = row(Some(&s), None);
         assert_eq!(

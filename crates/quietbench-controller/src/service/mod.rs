@@ -70,8 +70,6 @@ pub struct ServeSettings {
     pub insecure: bool,
     /// The service's identity toward agents, passed to every run (`--ca ...`).
     pub agent_tls_args: Vec<String>,
-    /// Checks a run's arguments with the CLI's parser.
-    pub check_run_args: fn(&[String]) -> Result<(), String>,
     /// What each caller may do, and how long finished runs are kept.
     pub tenancy: policy::Tenancy,
 }
@@ -155,7 +153,6 @@ pub fn serve(settings: ServeSettings) -> anyhow::Result<ExitCode> {
             .context("building the reflection service (v1alpha)")?;
         let api = pb::controller_server::ControllerServer::new(api::ControllerApi::new(
             runs.clone(),
-            settings.check_run_args,
             std::sync::Arc::new(settings.tenancy.policy.clone()),
         ))
         .max_decoding_message_size(MAX_REQUEST_BYTES);

@@ -1,7 +1,8 @@
 //! The runs a service accepted, kept in its state directory so that a restarted service goes on
 //! with them: one folder per run, `DIR/runs/<run id>/`, holding `submission.json` (what was
-//! asked, by whom, and where it stands, rewritten atomically on every change), `plan.toml` for a
-//! plan, and the run's controller output, `stdout` and `stderr`, appended to across restarts.
+//! asked, by whom, and where it stands, rewritten atomically on every change), `request.json`
+//! (the run's request, which its process is started with), `plan.toml` for a plan, and the run's
+//! controller output, `stdout` and `stderr`, appended to across restarts.
 //! `DIR/scratch/` holds what a command makes for a call (a page, a JSON document) while the
 //! call lasts.
 //!
@@ -17,6 +18,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
+
+use crate::request::RunRequest;
+
+/// The run request of a run's process (`quietbench run --request FILE`), in its folder.
+pub const REQUEST_FILE: &str = "request.json";
 
 /// Where a submitted run stands.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,7 +50,10 @@ pub struct Submission {
     pub run_id: String,
     /// When it was accepted, Unix nanoseconds.
     pub submitted_at_unix_ns: i64,
-    /// The arguments of `quietbench run` after the ones the service adds (store, run id, TLS).
+    /// The arguments of `quietbench run`, for runs submitted to services from before the
+    /// request file ([`REQUEST_FILE`]): a restarted service still runs them as they were
+    /// asked. Empty for new runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub run_args: Vec<String>,
     /// The hosts it measures on (addresses, or "local"): no two running runs share one.
     pub hosts: Vec<String>,
@@ -76,11 +85,11 @@ impl Submission {
     }
 
     /// A new queued submission, with no owner yet.
-    pub fn new(run_id: String, run_args: Vec<String>, hosts: Vec<String>) -> Self {
+    pub fn new(run_id: String, hosts: Vec<String>) -> Self {
         Self {
             run_id,
             submitted_at_unix_ns: now_unix_ns(),
-            run_args,
+            run_args: Vec::new(),
             hosts,
             stage: Stage::Queued,
             starts: 0,
@@ -177,7 +186,15 @@ impl StateDir {
         self.writable()?;
         let dir = self.run_dir(run_id);
         std::fs::create_dir_all(&dir)?;
-        std::fs::write(dir.join("plan.toml"), toml)
+        std::fs::write(dir.join(super::launch::PLAN_FILE), toml)
+    }
+
+    /// Writes the request a run's process is started with ([`REQUEST_FILE`] in its folder).
+    pub fn write_request(&self, run_id: &str, request: &RunRequest) -> std::io::Result<()> {
+        self.writable()?;
+        let dir = self.run_dir(run_id);
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join(REQUEST_FILE), request.to_json())
     }
 
     /// A run's output files for its start number `start`: stdout afresh (a resumed run prints
@@ -304,7 +321,7 @@ mod tests {
     fn submissions_come_back_as_saved_and_a_damaged_one_is_skipped() {
         let dir = tempfile::tempdir().unwrap();
         let state = StateDir::open(dir.path()).unwrap();
-        let mut a = Submission::new("a".into(), vec!["--local".into()], vec!["local".into()]);
+        let mut a = Submission::new("a".into(), vec!["local".into()]);
         state.save(&a).unwrap();
         a.stage = Stage::Finished {
             status: "complete".into(),
@@ -321,7 +338,7 @@ mod tests {
         assert!(second.contains("another quietbench serve"), "{second}");
         assert_eq!(all["a"].stage, a.stage);
         assert_eq!(all["a"].starts, 1);
-        assert_eq!(all["a"].run_args, vec!["--local".to_string()]);
+        assert!(all["a"].run_args.is_empty());
         assert_eq!(all["a"].owner, None);
     }
 
@@ -341,7 +358,7 @@ mod tests {
         assert!(all["old"].env.is_empty() && all["old"].finished_at_unix_ns.is_none());
 
         state.refuse_writes(true);
-        let mut new = Submission::new("new".into(), Vec::new(), Vec::new());
+        let mut new = Submission::new("new".into(), Vec::new());
         new.owner = Some("client a".into());
         let err = format!("{:#}", state.save(&new).unwrap_err());
         assert!(err.contains("No space left on device"), "{err}");

@@ -16,6 +16,15 @@ pub enum PrewarmPolicy {
 }
 
 impl PrewarmPolicy {
+    /// The word `--prewarm` and a plan's `prewarm` take.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Always => "always",
+            Self::Never => "never",
+        }
+    }
+
     /// From `auto`, `always` or `never`.
     pub fn parse(text: &str) -> Result<Self, String> {
         match text {

@@ -3,7 +3,7 @@ use std::path::PathBuf;
 use super::*;
 
 fn submission(id: &str, stage: Stage, finished_days_ago: Option<u64>) -> Submission {
-    let mut s = Submission::new(id.into(), vec!["--local".into()], vec!["local".into()]);
+    let mut s = Submission::new(id.into(), vec!["local".into()]);
     s.owner = Some("client a".into());
     s.stage = stage;
     s.finished_at_unix_ns = finished_days_ago.map(|days| {
