@@ -15,13 +15,13 @@ use std::time::{Duration, Instant};
 
 use pb::controller_client::ControllerClient;
 use pb::controller_server::Controller;
-use quietbench_controller::service::api::ControllerApi;
-use quietbench_controller::service::auth::Caller;
-use quietbench_controller::service::policy::Policy;
-use quietbench_controller::service::retention::Retention;
-use quietbench_controller::service::runs::{ChildSettings, Runs};
-use quietbench_controller::service::state::{Stage, StateDir, Submission};
 use quietbench_proto::v1 as pb;
+use quietbench_service::api::ControllerApi;
+use quietbench_service::auth::Caller;
+use quietbench_service::policy::Policy;
+use quietbench_service::retention::Retention;
+use quietbench_service::runs::{ChildSettings, Runs};
+use quietbench_service::state::{Stage, StateDir, Submission};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 use tonic::{Code, Request};
 

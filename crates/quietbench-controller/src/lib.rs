@@ -24,9 +24,12 @@
 //!    its conversions to and from the wire and a file),
 //!    `execute` (the schedule on every host), `run` and `restore` (a run's set-up and
 //!    tear-down), `session` (all of it, for one run).
-//! 5. `commands`, one module per command; `service`, the controller as a gRPC service
-//!    (`quietbench serve`) and its client (`--controller`); and `cli`, which parses the command
-//!    line and dispatches to them.
+//! 5. `commands`, one module per command.
+//!
+//! Above this crate: `quietbench-service` (the controller as a gRPC service, `quietbench
+//! serve`, and its client, `--controller`) and `quietbench-cli` (the clap command line, which
+//! dispatches to the commands and the service). This crate links no clap: a command takes a
+//! typed request, never arguments.
 
 // The data model and the judgements made from it alone: quietbench-record, under the paths
 // they had when they lived here.
@@ -54,6 +57,4 @@ pub mod session;
 pub mod tls;
 
 // Commands.
-pub mod cli;
 pub mod commands;
-pub mod service;

@@ -10,7 +10,7 @@ use crate::inventory::{Scope, list};
 use crate::tags::format_expiry;
 use crate::{Ec2, Ec2Options};
 
-pub use quietbench_controller::cli::AwsArgs;
+pub use quietbench_cli::AwsArgs;
 
 fn options(aws: &AwsArgs) -> Ec2Options {
     Ec2Options {

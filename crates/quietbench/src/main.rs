@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use quietbench_agent::AgentArgs;
-use quietbench_controller::cli::{self, ControllerCommand};
+use quietbench_cli::{self as cli, ControllerCommand};
 
 #[derive(Debug, Parser)]
 #[command(name = "quietbench", version, about = cli::ABOUT, long_about = cli::LONG_ABOUT)]

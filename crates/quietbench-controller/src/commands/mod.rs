@@ -1,4 +1,4 @@
-//! The commands: each takes what its command line asked (parsed by [`crate::cli`]), drives a
+//! The commands: each takes what its command line asked (parsed by the `quietbench-cli` crate), drives a
 //! session or reads the store, prints, and returns the exit code. They sit on top of everything
 //! else in the controller; nothing below imports them.
 

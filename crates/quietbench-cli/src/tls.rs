@@ -7,13 +7,14 @@ use std::process::ExitCode;
 use clap::{ArgGroup, Args, Subcommand};
 
 use super::ControllerCommand;
-use crate::tls::certs::{self, DEFAULT_DAYS, Role};
+use quietbench_controller::tls::certs::{self, DEFAULT_DAYS, Role};
 
 impl ControllerCommand {
     /// The TLS flags of a command that talks to agents.
     pub(super) fn tls_args(&self) -> Option<&TlsArgs> {
         match self {
             Self::Run(a) => Some(&a.tls),
+            Self::RunRequest(a) => Some(&a.tls),
             Self::Host(a) => Some(&a.tls),
             Self::Prepare(a) => Some(&a.tls),
             Self::Restore(a) => Some(&a.tls),
@@ -49,19 +50,21 @@ pub struct TlsArgs {
 
 impl TlsArgs {
     /// The TLS identity the flags give, if they give one.
-    pub fn client(&self) -> anyhow::Result<Option<crate::tls::ClientTls>> {
+    pub fn client(&self) -> anyhow::Result<Option<quietbench_controller::tls::ClientTls>> {
         let Some(ca) = &self.ca else {
             return Ok(None);
         };
         let token = match &self.token_file {
-            Some(path) => Some(crate::tls::read_token_file(path)?),
+            Some(path) => Some(quietbench_controller::tls::read_token_file(path)?),
             None => std::env::var("QUIETBENCH_TOKEN")
                 .ok()
                 .map(|t| t.trim().to_string())
                 .filter(|t| !t.is_empty()),
         };
         let identity = self.cert.as_deref().zip(self.key.as_deref());
-        Ok(Some(crate::tls::ClientTls::load(ca, identity, token)?))
+        Ok(Some(quietbench_controller::tls::ClientTls::load(
+            ca, identity, token,
+        )?))
     }
 }
 

@@ -6,8 +6,8 @@
 use quietbench_proto::v1 as pb;
 
 use super::state::Submission;
-use crate::record::RunRecord;
-use crate::store;
+use quietbench_controller::record::RunRecord;
+use quietbench_controller::store;
 
 /// A listing's row for a run: what the store has of it (`stored`) and what the service knows
 /// (`submission`), either of which may be missing.
@@ -52,7 +52,7 @@ pub fn own_runs_text(caller: &str, stored: &[store::RunSummary]) -> String {
         text.push_str(&format!(
             "{:<36}  {:<24}  {:<11}  {:>5}  {:>6}  {}\n",
             r.id,
-            crate::report::json::rfc3339(r.started_at),
+            quietbench_controller::report::json::rfc3339(r.started_at),
             r.status.as_str(),
             r.hosts,
             r.trials,
@@ -64,12 +64,12 @@ pub fn own_runs_text(caller: &str, stored: &[store::RunSummary]) -> String {
 
 /// The JSON report of `record`, as `quietbench show --json FILE` writes it.
 pub fn json_report(record: &RunRecord) -> Result<String, serde_json::Error> {
-    Ok(serde_json::to_string_pretty(&crate::report::json::build(record))? + "\n")
+    Ok(serde_json::to_string_pretty(&quietbench_controller::report::json::build(record))? + "\n")
 }
 
 /// The HTML report of `record`, as `quietbench show --html FILE` writes it.
 pub fn html_report(record: &RunRecord) -> String {
-    crate::report::html::render_html(record)
+    quietbench_controller::report::html::render_html(record)
 }
 
 #[cfg(test)]

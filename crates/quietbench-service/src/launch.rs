@@ -11,7 +11,7 @@ use tonic::Status;
 
 use super::policy::Uses;
 use super::secret_env::{self, EnvValues, Workload};
-use crate::request::RunRequest;
+use quietbench_controller::request::RunRequest;
 
 /// The longest plan accepted, bytes.
 pub const MAX_PLAN_BYTES: usize = 256 * 1024;
@@ -206,7 +206,7 @@ pub fn from_plan(toml: &str) -> Result<Launch, Status> {
             toml.len()
         )));
     }
-    let plan = crate::plan::parse_plan(toml, 0)
+    let plan = quietbench_controller::plan::parse_plan(toml, 0)
         .map_err(|e| Status::invalid_argument(format!("the plan: {e}")))?;
     if plan.hosts_file.is_some() {
         return Err(Status::invalid_argument(
@@ -273,7 +273,7 @@ pub fn from_plan(toml: &str) -> Result<Launch, Status> {
             for v in &mut expected.settings.variants {
                 v.params = secret_env::without_env(&v.params);
             }
-            let again = crate::plan::parse_plan(&stripped, 0)
+            let again = quietbench_controller::plan::parse_plan(&stripped, 0)
                 .map_err(|e| Status::internal(format!("the plan without its env.* values: {e}")))?;
             if format!("{again:?}") != format!("{expected:?}") {
                 return Err(Status::internal(

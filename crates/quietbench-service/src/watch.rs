@@ -16,7 +16,7 @@ use tonic::Status;
 
 use super::runs::Runs;
 use super::state::Stage;
-use crate::store::Store;
+use quietbench_controller::store::Store;
 
 /// How often a watcher looks for news.
 const POLL: Duration = Duration::from_millis(200);

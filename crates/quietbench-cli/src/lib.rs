@@ -1,5 +1,8 @@
 //! The `quietbench` command line: its arguments (clap), their translation into each command's
-//! request ([`crate::commands`] runs them), and the mapping of outcomes to exit codes.
+//! request ([`quietbench_controller::commands`] runs them, or [`quietbench_service`] for
+//! `serve` and `--controller`), and the mapping of outcomes to exit codes. A crate of its own,
+//! and not the `quietbench` binary's, because quietbench-ec2's commands (`fleet`, `gc`) share
+//! its AWS arguments and the binary links quietbench-ec2 only with its `ec2` feature.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,9 +10,9 @@ use std::time::Duration;
 
 use clap::{ArgGroup, Args, Subcommand};
 
-use crate::commands::{host, release, stored};
-use crate::context::{CommandContext, Services};
-use crate::fleet::Ledger;
+use quietbench_controller::commands::{host, release, stored};
+use quietbench_controller::context::{CommandContext, Services};
+use quietbench_controller::fleet::Ledger;
 
 mod compare;
 mod ec2;
@@ -22,12 +25,12 @@ use compare::compare_command;
 pub use ec2::{AwsArgs, Ec2Args};
 use history::HistoryArgs;
 use quietbench_proto::v1 as pb;
-pub use run::RunArgs;
+pub use run::{RunArgs, RunRequestArgs};
 pub use serve::{CancelArgs, RemoteArgs, ServeArgs};
 pub use tls::{CertsArgs, TlsArgs};
 
 /// Hosts named with `--agent`, in order (kept here for the binary; defined with the commands).
-pub use crate::commands::agent_entries;
+pub use quietbench_controller::commands::agent_entries;
 
 /// The program's one-line description (`quietbench --help`).
 pub const ABOUT: &str = "Low-noise performance measurement on cloud machines";
@@ -80,6 +83,9 @@ pub enum ControllerCommand {
     /// Cancel a run on a service (`--controller`): a queued run is dropped, a measuring one
     /// is interrupted as Ctrl-C interrupts `run`
     Cancel(CancelArgs),
+    /// Run the run request in FILE (JSON), as `quietbench serve` starts each run it accepted
+    #[command(hide = true)]
+    RunRequest(RunRequestArgs),
 }
 
 #[derive(Debug, Args)]
@@ -97,8 +103,8 @@ pub struct LimitsArgs {
     instance_type: String,
     /// The EBS volume, e.g. gp3:iops=16000,throughput=1000 or io2:iops=32000 (keys: iops,
     /// throughput in MiB/s for gp3, size in GiB)
-    #[arg(long, value_name = "TYPE[:KEY=N,...]", value_parser = crate::limits::volume_spec::parse_volume_spec)]
-    volume: Option<crate::limits::VolumeInfo>,
+    #[arg(long, value_name = "TYPE[:KEY=N,...]", value_parser = quietbench_controller::limits::volume_spec::parse_volume_spec)]
+    volume: Option<quietbench_controller::limits::VolumeInfo>,
     /// Another instance type to put beside it (repeatable)
     #[arg(long = "vs", value_name = "TYPE")]
     vs: Vec<String>,
@@ -119,10 +125,10 @@ pub struct LimitsArgs {
 }
 
 impl LimitsArgs {
-    fn request(self) -> crate::commands::limits::LimitsRequest {
+    fn request(self) -> quietbench_controller::commands::limits::LimitsRequest {
         let mut types = vec![self.instance_type];
         types.extend(self.vs);
-        crate::commands::limits::LimitsRequest {
+        quietbench_controller::commands::limits::LimitsRequest {
             types,
             volume: self.volume,
             prices: self.prices,
@@ -326,21 +332,22 @@ pub fn execute(command: ControllerCommand, services: Services) -> ExitCode {
     let outcome = match command {
         ControllerCommand::Certs(args) => tls::certs_command(args),
         ControllerCommand::Run(args) => run::run_command(args, context),
+        ControllerCommand::RunRequest(args) => run::run_request_file(&args, context),
         ControllerCommand::Serve(args) => serve::serve_command(args),
         ControllerCommand::Cancel(args) => serve::cancel_command(&args),
         ControllerCommand::Limits(args) => {
-            crate::commands::limits::limits(args.request(), &context)
+            quietbench_controller::commands::limits::limits(args.request(), &context)
         }
         ControllerCommand::Host(args) => host::host(&context, args.local, args.agent, args.json),
         ControllerCommand::Prepare(args) => prepare_command(args, &context),
         ControllerCommand::Restore(args) => host::restore(&context, &args.agent),
         ControllerCommand::Compare(args) => compare_command(args, context),
         ControllerCommand::Runs(args) => match args.remote.remote() {
-            Some(remote) => crate::service::client::runs(&remote, args.limit),
+            Some(remote) => quietbench_service::client::runs(&remote, args.limit),
             None => stored::list(args.db.as_deref(), args.limit),
         },
         ControllerCommand::Show(args) => match args.remote.remote() {
-            Some(remote) => crate::service::client::show(
+            Some(remote) => quietbench_service::client::show(
                 &remote,
                 &args.run,
                 args.json.as_deref(),
@@ -422,6 +429,18 @@ mod tests {
         assert_eq!(parse_cpus("1,3-4").unwrap().0, vec![1, 3, 4]);
         assert!(parse_cpus("").is_err());
         assert!(parse_cpus("x").is_err());
+    }
+
+    #[test]
+    fn a_run_request_file_takes_only_the_tls_to_agents() {
+        assert!(Cli::try_parse_from(["quietbench", "run-request", "r.json"]).is_ok());
+        assert!(
+            Cli::try_parse_from(["quietbench", "run-request", "r.json", "--ca=ca.pem"]).is_ok()
+        );
+        assert!(Cli::try_parse_from(["quietbench", "run-request"]).is_err());
+        assert!(Cli::try_parse_from(["quietbench", "run-request", "r.json", "--local"]).is_err());
+        let help = Cli::command().render_help().to_string();
+        assert!(!help.contains("run-request"), "{help}");
     }
 
     #[test]

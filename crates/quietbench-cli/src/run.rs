@@ -1,5 +1,5 @@
 //! `quietbench run`'s arguments, and the typed request they become
-//! ([`crate::request::RunRequest`], where its other conversions are).
+//! ([`quietbench_controller::request::RunRequest`], where its other conversions are).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,48 +11,11 @@ use super::{
     CpuList, Ec2Args, RemoteArgs, TlsArgs, parse_cpus, parse_duration, parse_interval, parse_param,
     parse_run_id,
 };
-use crate::context::CommandContext;
-use crate::request::RunRequest;
-
-/// What `--request FILE` cannot be given with: the file holds the whole request.
-const REQUEST_ALONE: &[&str] = &[
-    "plan",
-    "local",
-    "agents",
-    "hosts_file",
-    "peers",
-    "no_round_sync",
-    "fail_fast",
-    "reconnect_within",
-    "probes",
-    "params",
-    "control",
-    "figure",
-    "rounds",
-    "warmup",
-    "seed",
-    "duration",
-    "interval",
-    "cpus",
-    "unpinned",
-    "tune",
-    "json",
-    "html",
-    "hdr_log",
-    "db",
-    "no_store",
-    "run_id",
-    "controller",
-    "ec2",
-    "no_aws",
-    "prewarm",
-    "region",
-    "profile",
-    "endpoint_url",
-];
+use quietbench_controller::context::CommandContext;
+use quietbench_controller::request::RunRequest;
 
 #[derive(Debug, Args)]
-#[command(group(ArgGroup::new("target").required(true).multiple(false).args(["local", "agents", "hosts_file", "plan", "ec2", "request"])))]
+#[command(group(ArgGroup::new("target").required(true).multiple(false).args(["local", "agents", "hosts_file", "plan", "ec2"])))]
 pub struct RunArgs {
     /// Run a TOML plan file (docs/plans.md): hosts, variants, rounds and timing come from it;
     /// the output options (--json, --html, --hdr-log, --db) still apply
@@ -97,7 +60,7 @@ pub struct RunArgs {
     /// --control 'exec cmd=./baseline-build'. `history` and `compare --runs` can then
     /// normalise each host's figures by it (--normalize-by control), which takes out most of
     /// what differs between instances and days
-    #[arg(long, value_name = "PROBE [KEY=VALUE ...]", value_parser = crate::request::parse_control,
+    #[arg(long, value_name = "PROBE [KEY=VALUE ...]", value_parser = quietbench_controller::request::parse_control,
           conflicts_with = "plan")]
     control: Option<(String, std::collections::BTreeMap<String, String>)>,
     /// The figure exec trials are judged and spread on (as compare's --figure): median or
@@ -155,10 +118,6 @@ pub struct RunArgs {
     /// start
     #[arg(long, value_name = "UUID", hide = true, value_parser = parse_run_id)]
     run_id: Option<String>,
-    /// The whole request in a file (JSON, as `quietbench serve` writes one for each run's
-    /// process): no other option of the run may be given, TLS aside
-    #[arg(long, value_name = "FILE", hide = true, conflicts_with_all = REQUEST_ALONE)]
-    request: Option<PathBuf>,
     #[command(flatten)]
     remote: RemoteArgs,
     #[command(flatten)]
@@ -185,7 +144,7 @@ impl From<RunArgs> for RunRequest {
             figure: args
                 .figure
                 .as_deref()
-                .and_then(crate::record::figures::TrialFigure::parse),
+                .and_then(quietbench_controller::record::figures::TrialFigure::parse),
             rounds: args.rounds,
             warmup: args.warmup,
             seed: args.seed,
@@ -202,7 +161,7 @@ impl From<RunArgs> for RunRequest {
             run_id: args.run_id,
             prewarm: args.ec2.prewarm,
             no_aws: args.ec2.no_aws,
-            aws: crate::request::Aws {
+            aws: quietbench_controller::request::Aws {
                 region: args.ec2.aws.region,
                 profile: args.ec2.aws.profile,
                 endpoint_url: args.ec2.aws.endpoint_url,
@@ -220,12 +179,32 @@ pub(super) fn run_command(args: RunArgs, mut context: CommandContext) -> anyhow:
     if let Some(remote) = args.remote.remote() {
         return super::serve::run_remote(&remote, RunRequest::from(args));
     }
-    let request = match &args.request {
-        Some(file) => RunRequest::read(file)?,
-        None => RunRequest::from(args),
-    };
+    let request = RunRequest::from(args);
     request.apply_to(&mut context);
-    crate::commands::run::run(context, request)
+    quietbench_controller::commands::run::run(context, request)
+}
+
+/// `quietbench run-request FILE` (hidden): a run whose whole request is in a file, as
+/// `quietbench serve` starts each run it accepted. A command of its own rather than a flag of
+/// `run`, which would have to exclude every other option of `run` and show in its usage.
+#[derive(Debug, Args)]
+pub struct RunRequestArgs {
+    /// The request (JSON, as the service writes it)
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+    /// How the run reaches agents (the service's identity toward them)
+    #[command(flatten)]
+    pub(super) tls: TlsArgs,
+}
+
+/// Runs the request in `args.file`.
+pub(super) fn run_request_file(
+    args: &RunRequestArgs,
+    mut context: CommandContext,
+) -> anyhow::Result<ExitCode> {
+    let request = RunRequest::read(&args.file)?;
+    request.apply_to(&mut context);
+    quietbench_controller::commands::run::run(context, request)
 }
 
 #[cfg(test)]
@@ -401,19 +380,6 @@ mod tests {
                 request.check().is_err(),
                 "the check took {args:?}: {request:?}"
             );
-        }
-    }
-
-    #[test]
-    fn a_request_file_stands_alone() {
-        assert!(parse(&["--request", "r.json"]).is_ok());
-        for other in [
-            &["--request", "r.json", "--local"][..],
-            &["--request", "r.json", "--rounds", "2"],
-            &["--request", "r.json", "--json", "x.json"],
-            &["--request", "r.json", "--no-aws"],
-        ] {
-            assert!(parse(other).is_err(), "{other:?}");
         }
     }
 }

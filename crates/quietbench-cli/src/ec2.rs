@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::fleet::ec2::{CpuPolicy, DEFAULT_MAX_REROLLS, Ec2Spec, PlacementStrategy, Tenancy};
+use quietbench_controller::fleet::ec2::{
+    CpuPolicy, DEFAULT_MAX_REROLLS, Ec2Spec, PlacementStrategy, Tenancy,
+};
 
 /// Where and as whom to call AWS (aws-config's default chain decides what is not given:
 /// environment, profiles, SSO, IMDS, ECS).
@@ -26,8 +28,8 @@ pub struct AwsArgs {
 
 impl AwsArgs {
     /// The same, as the EC2 seams take it.
-    pub fn target(&self) -> crate::limits::lookup::AwsTarget {
-        crate::limits::lookup::AwsTarget {
+    pub fn target(&self) -> quietbench_controller::limits::lookup::AwsTarget {
+        quietbench_controller::limits::lookup::AwsTarget {
             region: self.region.clone(),
             profile: self.profile.clone(),
             endpoint_url: self.endpoint_url.clone(),
@@ -151,15 +153,15 @@ pub struct Ec2Args {
     pub no_aws: bool,
     /// Before disk probes, read whole the volumes EC2 says were restored from a snapshot (auto),
     /// every EBS volume (always), or none (never): a restored volume's first reads come from S3
-    #[arg(long, value_name = "auto|always|never", value_parser = crate::prewarm::PrewarmPolicy::parse,
+    #[arg(long, value_name = "auto|always|never", value_parser = quietbench_controller::prewarm::PrewarmPolicy::parse,
           help_heading = "EC2 fleet")]
-    pub prewarm: Option<crate::prewarm::PrewarmPolicy>,
+    pub prewarm: Option<quietbench_controller::prewarm::PrewarmPolicy>,
 }
 
 impl Ec2Args {
     /// Sets how the command's run looks hosts' caps up (not at all with `--no-aws`) and
     /// which volumes it pre-warms (`--prewarm`; without it, the plan's or the default).
-    pub fn apply_to(&self, context: &mut crate::context::CommandContext) {
+    pub fn apply_to(&self, context: &mut quietbench_controller::context::CommandContext) {
         context.aws = (!self.no_aws).then(|| self.aws.target());
         if let Some(policy) = self.prewarm {
             context.prewarm = policy;

@@ -34,7 +34,7 @@ pub(super) fn spawn(
     let mut command = tokio::process::Command::new(&children.exe);
     // The store by the environment, not the command line: a PostgreSQL URL's password
     // would be in every run's `ps` line.
-    command.env(crate::store::DB_VARIABLE, &children.db);
+    command.env(quietbench_controller::store::DB_VARIABLE, &children.db);
     // env.* values the same way, for the command its local agent runs, which inherits
     // them (names are checked: never QUIETBENCH_*, so the store above stays).
     for (name, value) in env.into_iter().flat_map(EnvValues::iter) {
@@ -76,7 +76,7 @@ fn run_arguments(submission: &Submission, resume: bool, dir: &Path) -> Vec<OsStr
         vec!["resume".into(), run_id.into()]
     } else if request.exists() {
         // The request as the service checked it, typed: nothing is rendered back to flags.
-        vec!["run".into(), "--request".into(), request.into()]
+        vec!["run-request".into(), request.into()]
     } else {
         // A run a service from before the request file accepted: its arguments as kept.
         let mut args: Vec<OsString> = vec!["run".into(), format!("--run-id={run_id}").into()];
@@ -143,8 +143,7 @@ mod tests {
         assert_eq!(
             run_arguments(&new, false, dir.path()),
             [
-                OsString::from("run"),
-                "--request".into(),
+                OsString::from("run-request"),
                 dir.path().join(REQUEST_FILE).into()
             ]
         );

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use crate::commands::history_changes::{ChangePointRequest, history_change_points};
-use crate::commands::{history_normalized, stored};
+use quietbench_controller::commands::history_changes::{ChangePointRequest, history_change_points};
+use quietbench_controller::commands::{history_normalized, stored};
 
 #[derive(Debug, Args)]
 pub struct HistoryArgs {
@@ -99,7 +99,7 @@ pub(super) fn history_command(args: &HistoryArgs) -> anyhow::Result<ExitCode> {
             json: args.json,
             html: args.html.is_some(),
         };
-        return crate::service::client::history(&remote, request, args.html.as_deref());
+        return quietbench_service::client::history(&remote, request, args.html.as_deref());
     }
     if args.change_points || args.fail_on_change || args.json || args.html.is_some() {
         return history_change_points(&ChangePointRequest {

@@ -19,9 +19,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use crate::request::RunRequest;
+use quietbench_controller::request::RunRequest;
 
-/// The run request of a run's process (`quietbench run --request FILE`), in its folder.
+/// The run request of a run's process (`quietbench run-request FILE`), in its folder.
 pub const REQUEST_FILE: &str = "request.json";
 
 /// Where a submitted run stands.

@@ -18,7 +18,7 @@ use super::launch::{self, MAX_FIELD_BYTES};
 use super::policy::Policy;
 use super::runs::Runs;
 use super::state::{Stage, Submission};
-use crate::store::Store;
+use quietbench_controller::store::Store;
 
 /// Runs waiting in the queue at most; one more is refused (RESOURCE_EXHAUSTED).
 pub const MAX_QUEUED: usize = 1000;
@@ -119,7 +119,7 @@ impl ControllerApi {
         command.args(&args).current_dir(folder);
         if with_db {
             // By the environment, as for runs: no password on a command line.
-            command.env(crate::store::DB_VARIABLE, self.runs.db());
+            command.env(quietbench_controller::store::DB_VARIABLE, self.runs.db());
         }
         // A call given up by its client takes its process with it.
         command
@@ -198,7 +198,7 @@ impl pb::controller_server::Controller for ControllerApi {
                 .write_plan(&run_id, toml)
                 .map_err(|e| Status::unavailable(format!("cannot keep the plan: {e}")))?;
         }
-        let request = crate::request::RunRequest {
+        let request = quietbench_controller::request::RunRequest {
             run_id: Some(run_id.clone()),
             ..launch.request
         };
@@ -319,7 +319,7 @@ impl pb::controller_server::Controller for ControllerApi {
                     of_submitted.insert(id, summary);
                 }
             }
-            Ok::<_, crate::store::StoreError>((newest, of_submitted))
+            Ok::<_, quietbench_controller::store::StoreError>((newest, of_submitted))
         })
         .await
         .map_err(|e| Status::internal(e.to_string()))?
@@ -341,7 +341,8 @@ impl pb::controller_server::Controller for ControllerApi {
                 .await?;
             out.stdout
         } else {
-            let mut stored: Vec<crate::store::RunSummary> = of_submitted.into_values().collect();
+            let mut stored: Vec<quietbench_controller::store::RunSummary> =
+                of_submitted.into_values().collect();
             stored.sort_by(|a, b| b.started_at.cmp(&a.started_at).then(b.id.cmp(&a.id)));
             runs.extend(stored.iter().map(|r| {
                 let submission = submitted.iter().find(|s| s.run_id == r.id);

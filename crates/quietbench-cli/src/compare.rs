@@ -8,10 +8,10 @@ use std::time::Duration;
 use clap::{ArgGroup, Args};
 
 use super::{Ec2Args, TlsArgs, parse_duration, parse_seconds};
-use crate::commands::compare::{CompareOptions, CompareRequest, run_compare};
-use crate::commands::compare_runs::{RunsRequest, run_compare_runs};
-use crate::record::figures::{Interleave, TrialFigure};
-use crate::schedule::fresh_seed;
+use quietbench_controller::commands::compare::{CompareOptions, CompareRequest, run_compare};
+use quietbench_controller::commands::compare_runs::{RunsRequest, run_compare_runs};
+use quietbench_controller::record::figures::{Interleave, TrialFigure};
+use quietbench_controller::schedule::fresh_seed;
 
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("target").multiple(false).args(["local", "agents", "ec2"])))]
@@ -121,7 +121,7 @@ pub struct CompareArgs {
 
 pub(super) fn compare_command(
     args: CompareArgs,
-    mut context: crate::context::CommandContext,
+    mut context: quietbench_controller::context::CommandContext,
 ) -> anyhow::Result<ExitCode> {
     args.ec2.apply_to(&mut context);
     let figure = TrialFigure::parse(&args.figure).unwrap_or_default();
@@ -151,7 +151,7 @@ pub(super) fn compare_command(
             fail_if_slower_pct: args.fail_if_slower,
             json: args.json.is_some(),
         };
-        return crate::service::client::compare_runs(&remote, request, args.json.as_deref());
+        return quietbench_service::client::compare_runs(&remote, request, args.json.as_deref());
     }
     if let [baseline, candidate] = args.runs.as_slice() {
         return run_compare_runs(RunsRequest {

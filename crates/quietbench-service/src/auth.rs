@@ -16,7 +16,7 @@ use quietbench_host::HostRoot;
 use tonic::service::Interceptor;
 use tonic::{Request, Status};
 
-use crate::tls::certs::Role;
+use quietbench_controller::tls::certs::Role;
 
 /// Who is calling: set by [`ClientRole`] in every admitted request's extensions.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,7 +130,7 @@ impl Interceptor for ClientRole {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tls::certs;
+    use quietbench_controller::tls::certs;
 
     fn der_of(pem_path: &std::path::Path) -> Vec<u8> {
         let pem = std::fs::read_to_string(pem_path).unwrap();

@@ -9,10 +9,10 @@ use clap::Args;
 use quietbench_proto::v1 as pb;
 
 use super::TlsArgs;
-use crate::request::RunRequest;
-use crate::service::client::{self, Remote};
-use crate::service::{ServeSettings, ServeTls};
-use crate::store::Store;
+use quietbench_controller::request::RunRequest;
+use quietbench_controller::store::Store;
+use quietbench_service::client::{self, Remote};
+use quietbench_service::{ServeSettings, ServeTls};
 
 /// The port `quietbench serve` listens on by default (the agent's is 7700).
 pub const DEFAULT_SERVE_PORT: u16 = 7710;
@@ -56,11 +56,11 @@ pub struct ServeArgs {
     policy: Option<PathBuf>,
     /// Finished runs' own files (record, plan, output) are removed after this many days; their
     /// results stay in the store
-    #[arg(long, value_name = "DAYS", default_value_t = crate::service::retention::DEFAULT_KEEP_DAYS, value_parser = clap::value_parser!(u32).range(1..=36500))]
+    #[arg(long, value_name = "DAYS", default_value_t = quietbench_service::retention::DEFAULT_KEEP_DAYS, value_parser = clap::value_parser!(u32).range(1..=36500))]
     keep_days: u32,
     /// While the runs' own files take more than this many MiB, the oldest finished runs'
     /// files go first
-    #[arg(long, value_name = "MIB", default_value_t = crate::service::retention::DEFAULT_KEEP_MIB, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "MIB", default_value_t = quietbench_service::retention::DEFAULT_KEEP_MIB, value_parser = clap::value_parser!(u64).range(1..))]
     keep_mib: u64,
     /// How the service's runs reach agents (--ca, --cert, --key, --token-file)
     #[command(flatten)]
@@ -133,7 +133,7 @@ fn absolute(path: &Path) -> anyhow::Result<PathBuf> {
 /// `quietbench serve`.
 pub fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let db = Store::location(args.db.as_deref());
-    let postgres = crate::store::postgres_url(&db).is_some();
+    let postgres = quietbench_controller::store::postgres_url(&db).is_some();
     // A run's process works in its own folder: a store file must be named absolutely.
     let db = if postgres { db } else { absolute(&db)? };
     let state_dir = match args.state_dir {
@@ -157,12 +157,12 @@ pub fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let service_uid = nix::unistd::geteuid().as_raw();
     let policy = match &args.policy {
-        Some(path) => crate::service::policy::Policy::read(path, service_uid)?,
-        None => crate::service::policy::Policy::built_in(service_uid),
+        Some(path) => quietbench_service::policy::Policy::read(path, service_uid)?,
+        None => quietbench_service::policy::Policy::built_in(service_uid),
     };
-    let tenancy = crate::service::policy::Tenancy {
+    let tenancy = quietbench_service::policy::Tenancy {
         policy,
-        retention: crate::service::retention::Retention::new(args.keep_days, args.keep_mib),
+        retention: quietbench_service::retention::Retention::new(args.keep_days, args.keep_mib),
     };
     let tls = match (args.tls_cert, args.tls_key, args.client_ca) {
         (Some(cert), Some(key), Some(client_ca)) => Some(ServeTls {
@@ -172,7 +172,7 @@ pub fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
         }),
         _ => None,
     };
-    crate::service::serve(ServeSettings {
+    quietbench_service::serve(ServeSettings {
         listen: args.listen,
         state_dir,
         db,
@@ -213,7 +213,7 @@ pub(super) fn run_remote(remote: &Remote, request: RunRequest) -> anyhow::Result
                 "--fail-fast (set [fleet] fail_fast in the plan)",
             ),
             (
-                r.reconnect_within_s != crate::request::DEFAULT_RECONNECT_S,
+                r.reconnect_within_s != quietbench_controller::request::DEFAULT_RECONNECT_S,
                 "--reconnect-within",
             ),
             (r.prewarm.is_some(), "--prewarm (set prewarm in the plan)"),

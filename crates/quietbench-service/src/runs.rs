@@ -17,7 +17,7 @@ use super::child::{self, exit_code, interrupt, last_error_line};
 use super::retention::{self, Kept, Retention};
 use super::secret_env::EnvValues;
 use super::state::{Stage, StateDir, Submission};
-use crate::store::{RunStatus, Store};
+use quietbench_controller::store::{RunStatus, Store};
 
 /// The service's runs, shared by the API and the scheduler.
 pub struct Runs {

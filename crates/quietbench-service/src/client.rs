@@ -50,7 +50,8 @@ impl Remote {
             )?;
         }
         let channel = endpoint.connect().await.map_err(|e| {
-            let why = crate::tls::explain(&e, None).unwrap_or_else(|| format!("{e:#}"));
+            let why =
+                quietbench_controller::tls::explain(&e, None).unwrap_or_else(|| format!("{e:#}"));
             anyhow::anyhow!(
                 "cannot reach the quietbench service at {}: {why}",
                 self.address
@@ -62,7 +63,7 @@ impl Remote {
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    crate::session::runtime()
+    quietbench_controller::session::runtime()
 }
 
 fn status_error(address: &str, status: tonic::Status) -> anyhow::Error {

@@ -356,8 +356,8 @@ mod tests {
             !stripped.contains("s3cret") && !stripped.contains("env."),
             "{stripped}"
         );
-        let before = crate::plan::parse_plan(plan, 7).unwrap();
-        let after = crate::plan::parse_plan(&stripped, 7).unwrap();
+        let before = quietbench_controller::plan::parse_plan(plan, 7).unwrap();
+        let after = quietbench_controller::plan::parse_plan(&stripped, 7).unwrap();
         let mut expected = before.clone();
         for v in &mut expected.settings.variants {
             v.params = without_env(&v.params);

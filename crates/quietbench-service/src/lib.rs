@@ -1,8 +1,10 @@
 //! `quietbench serve`: the controller as a long-running service, `quietbench.v1.Controller`
 //! over gRPC (proto/quietbench/v1/controller.proto), for CI systems, dashboards and
-//! `quietbench ... --controller ADDR` ([`client`]).
+//! `quietbench ... --controller ADDR` ([`client`]). Its own crate, above the controller whose
+//! commands its runs' processes are, so that a change to a verdict or a report does not rebuild
+//! it, and the controller links no gRPC server, policy or tenancy code of its own.
 //!
-//! - [`launch`]: a submitted run as `quietbench run`'s arguments, checked and bounded.
+//! - [`launch`]: a submitted run as `quietbench run`'s request, checked and bounded.
 //! - [`state`]: the runs accepted, kept on disk so a restarted service goes on with them.
 //! - [`runs`]: the queue, the limit, and one controller process per measuring run ([`child`]).
 //! - [`watch`]: a run's events, read from its traces (state, store, output).
@@ -112,10 +114,10 @@ pub fn serve(settings: ServeSettings) -> anyhow::Result<ExitCode> {
     let state = state::StateDir::open(&settings.state_dir)?;
     // Open once here: a store that cannot be opened or migrated is an error at start, not at
     // the first run.
-    crate::store::Store::open(&settings.db).with_context(|| {
+    quietbench_controller::store::Store::open(&settings.db).with_context(|| {
         format!(
             "cannot open the result store {}",
-            crate::store::shown(&settings.db)
+            quietbench_controller::store::shown(&settings.db)
         )
     })?;
     let children = runs::ChildSettings {
@@ -196,7 +198,7 @@ pub fn serve(settings: ServeSettings) -> anyhow::Result<ExitCode> {
             } else {
                 "plain gRPC, anyone who reaches it"
             },
-            crate::store::shown(&settings.db),
+            quietbench_controller::store::shown(&settings.db),
             settings.state_dir.display(),
             settings.max_runs,
             if pending > 0 {
