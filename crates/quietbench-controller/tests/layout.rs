@@ -33,11 +33,16 @@ fn module_of(path: &Path) -> String {
     first.trim_end_matches(".rs").to_string()
 }
 
-/// Test code may reach anywhere: files named tests.rs or under a tests/ folder, and inline
-/// `#[cfg(test)]` modules (by convention the end of a file).
+/// Test code may reach anywhere: files named tests.rs or under a tests/ folder, the record
+/// crate's records for tests (under `record/test_records/`, built only for tests and the
+/// `test-records` feature), and inline `#[cfg(test)]` modules (by convention the end of a file).
 fn without_tests(path: &Path, text: &str) -> Option<String> {
     let name = path.file_name()?.to_string_lossy();
-    if name == "tests.rs" || path.components().any(|c| c.as_os_str() == "tests") {
+    if name == "tests.rs"
+        || path
+            .components()
+            .any(|c| c.as_os_str() == "tests" || c.as_os_str() == "test_records")
+    {
         return None;
     }
     let code = match text.find("#[cfg(test)]") {
@@ -123,14 +128,16 @@ fn no_source_file_passes_600_lines() {
 /// the command's context (`context::CommandContext`) to where it is read. A `static` holding a
 /// lock, a once-cell or an atomic in the controller or its EC2 crate is such state (five of
 /// them once held the TLS identity, the pre-warm policy, the caps lookup's target and source,
-/// and the EC2 launcher); the record crate's modules lived here then, so they are read too;
-/// test code may keep its own.
+/// and the EC2 launcher); the record, store and report crates' modules lived here then, so they
+/// are read too; test code may keep its own.
 #[test]
 fn no_process_wide_state_carries_options() {
     let mut files = Vec::new();
     sources(&src(), &mut files);
     sources(&src().join("../../quietbench-ec2/src"), &mut files);
     sources(&src().join("../../quietbench-record/src"), &mut files);
+    sources(&src().join("../../quietbench-store/src"), &mut files);
+    sources(&src().join("../../quietbench-report/src"), &mut files);
     let mut found = Vec::new();
     for path in &files {
         let Some(code) = without_tests(path, &std::fs::read_to_string(path).unwrap()) else {
