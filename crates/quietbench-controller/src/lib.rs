@@ -17,6 +17,11 @@
 //! 2. Judgements from the record alone: `warnings` and `verdicts`.
 //! 3. Views: `report` renders a record (table, JSON, HTML, interval logs); it computes nothing
 //!    the record or the verdicts own.
+//!
+//! `schedule`, `record`, `warnings` and `verdicts` (with `limits`) are quietbench-record's,
+//! `store` is quietbench-store and `report` quietbench-report, re-exported here under the paths
+//! they had when they lived in this crate; the store and the reports build on the record crate
+//! alone and neither imports the other.
 //! 4. Measuring: `progress` (what people see while it runs), `tls` (certificates and the
 //!    controller's identity), `connection` and `local_agent`
 //!    (agents), `fleet` (where hosts come from), `context` (what a command hands down: TLS,
@@ -35,12 +40,12 @@
 // they had when they lived here.
 pub use quietbench_record::{limits, record, schedule, verdicts, warnings};
 
-// The data model's files.
+// The data model's files: plans here; the store is quietbench-store, under its old path.
 pub mod plan;
-pub mod store;
+pub use quietbench_store as store;
 
-// Views.
-pub mod report;
+// Views: quietbench-report, under its old path.
+pub use quietbench_report as report;
 
 // Measuring.
 pub mod connection;

@@ -14,9 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use quietbench_controller as qb;
-
-#[path = "support/sample_run.rs"]
-mod sample_run;
+use quietbench_record::record::test_records::sample_run;
 
 const WIDTH: u32 = 1280;
 const HEIGHT: u32 = 2400;

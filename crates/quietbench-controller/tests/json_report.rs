@@ -3,9 +3,7 @@
 //! value shows up in review as a diff. Update on purpose with `cargo insta review`.
 
 use quietbench_controller as qb;
-
-#[path = "support/sample_run.rs"]
-mod sample_run;
+use quietbench_record::record::test_records::sample_run;
 
 #[test]
 fn the_json_report_of_a_fixed_run_is_pinned() {

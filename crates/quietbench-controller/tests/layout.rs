@@ -43,11 +43,16 @@ fn module_of(path: &Path) -> String {
     first.trim_end_matches(".rs").to_string()
 }
 
-/// Test code may reach anywhere: files named tests.rs or under a tests/ folder, and inline
-/// `#[cfg(test)]` modules (by convention the end of a file).
+/// Test code may reach anywhere: files named tests.rs or under a tests/ folder, the record
+/// crate's records for tests (under `record/test_records/`, built only for tests and the
+/// `test-records` feature), and inline `#[cfg(test)]` modules (by convention the end of a file).
 fn without_tests(path: &Path, text: &str) -> Option<String> {
     let name = path.file_name()?.to_string_lossy();
-    if name == "tests.rs" || path.components().any(|c| c.as_os_str() == "tests") {
+    if name == "tests.rs"
+        || path
+            .components()
+            .any(|c| c.as_os_str() == "tests" || c.as_os_str() == "test_records")
+    {
         return None;
     }
     let code = match text.find("#[cfg(test)]") {

@@ -5,9 +5,10 @@
 //!    and the seam to the EC2 API that looks them up).
 //! 2. `warnings` and `verdicts`: what the record says about the run and its comparisons.
 //!
-//! The controller (plans, fleets, connections, sessions, the store, reports, the service and
-//! the CLI) builds on this crate; nothing here talks to an agent, a store or a terminal, so
-//! the statistics a release decision rests on rebuild and test in seconds.
+//! The store (quietbench-store), the reports (quietbench-report) and the controller (plans,
+//! fleets, connections, sessions, the service and the CLI) build on this crate; nothing here
+//! talks to an agent, a store or a terminal, so the statistics a release decision rests on
+//! rebuild and test in seconds.
 
 // The data model.
 pub mod limits;

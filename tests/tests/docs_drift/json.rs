@@ -69,7 +69,8 @@ impl SchemaReader {
         let hint: Vec<&str> = segments[..segments.len() - 1]
             .iter()
             .copied()
-            .filter(|s| *s != "crate" && *s != "super" && *s != "self")
+            // `crate::verdicts::x` and `quietbench_record::verdicts::x` both hint src/verdicts/x.
+            .filter(|s| !matches!(*s, "crate" | "super" | "self") && !s.starts_with("quietbench_"))
             .collect();
         let item = self.sources.find(name, &hint, near);
         if self.stack.iter().any(|t| t == name) {
@@ -312,7 +313,7 @@ impl Proto {
     }
 }
 
-pub(crate) const SCHEMA_FILE: &str = "crates/quietbench-controller/src/report/json/schema.rs";
+pub(crate) const SCHEMA_FILE: &str = "crates/quietbench-report/src/json/schema.rs";
 
 pub(crate) fn report_schema() -> Schema {
     let mut reader = SchemaReader {

@@ -1,8 +1,9 @@
 //! Prose cannot drift from the code unnoticed. Each list below is read from the code, never typed
 //! here, and compared with the page that promises to document it:
 //!
-//! - every field the JSON report emits (the types of `report/json/schema.rs` and those they name,
-//!   read from their source, and the proto messages they embed) is in docs/json-report.md;
+//! - every field the JSON report emits (the types of quietbench-report's `src/json/schema.rs`
+//!   and those they name, read from their source, and the proto messages they embed) is in
+//!   docs/json-report.md;
 //! - every key a plan file takes (asked of the plan parser itself) is in docs/plans.md;
 //! - every member crate of the root Cargo.toml is in docs/architecture.md;
 //! - every command's `--help`, found by walking `quietbench help`, matches its snapshot in

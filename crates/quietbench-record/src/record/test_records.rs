@@ -1,5 +1,9 @@
 //! Records built in memory for unit tests: hosts of a named CPU model, trials that carry one
 //! value, and settings with nothing else in them.
+//!
+//! [`sample_run`]: a whole run shaped like a real experiment, for the reports and the store.
+
+pub mod sample_run;
 
 use std::collections::BTreeMap;
 

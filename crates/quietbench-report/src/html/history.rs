@@ -5,10 +5,11 @@
 
 use std::fmt::Write;
 
+use quietbench_record::verdicts::changes::{ChangeKind, HistoryChanges, SeriesChanges};
+
 use super::svg::{Plot, Scale, linear_labels, linear_ticks, value_label};
 use super::{CPU_MODEL_COLOURS, VERDICT_COLOURS, esc};
-use crate::report::json::rfc3339;
-use crate::verdicts::changes::{ChangeKind, HistoryChanges, SeriesChanges};
+use crate::json::rfc3339;
 
 /// Renders the history and its change points as one self-contained HTML page.
 pub fn render_history_html(found: &HistoryChanges) -> String {

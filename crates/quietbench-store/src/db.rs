@@ -95,7 +95,7 @@ impl<T: ToValue> ToValue for Option<T> {
 #[doc(hidden)]
 macro_rules! store_args {
     ($($p:expr),* $(,)?) => {
-        &[$(&$p as &dyn $crate::store::db::ToValue),*] as &[&dyn $crate::store::db::ToValue]
+        &[$(&$p as &dyn $crate::db::ToValue),*] as &[&dyn $crate::db::ToValue]
     };
 }
 pub(crate) use store_args as args;

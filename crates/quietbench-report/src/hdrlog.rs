@@ -37,8 +37,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use hdrhistogram::Histogram;
 use quietbench_proto::histogram::decode_bounded;
-
-use crate::record::RunRecord;
+use quietbench_record::record::RunRecord;
 
 /// One interval histogram to log.
 struct Line<'a> {
@@ -202,7 +201,7 @@ mod tests {
     use std::process::Command;
 
     use super::*;
-    use crate::report::html::sample_run as fixture;
+    use quietbench_record::record::test_records::sample_run as fixture;
 
     fn log_of(run: &RunRecord, metric: &str) -> (String, usize) {
         let mut out = Vec::new();

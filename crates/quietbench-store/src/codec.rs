@@ -6,11 +6,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use prost::Message;
 use quietbench_proto::v1 as pb;
+use quietbench_record::record::RunSettings;
+use quietbench_record::record::figures::TrialFigure;
+use quietbench_record::schedule::VariantSpec;
 use serde::{Deserialize, Serialize};
-
-use crate::record::RunSettings;
-use crate::record::figures::TrialFigure;
-use crate::schedule::VariantSpec;
 
 /// A time as signed ns since the Unix epoch; `None` beyond ±292 years of 1970.
 pub fn unix_ns(t: SystemTime) -> Option<i64> {

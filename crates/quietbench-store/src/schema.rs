@@ -367,7 +367,7 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{RunStatus, Store};
+    use crate::{RunStatus, Store};
 
     /// A store as a build of schema version 1 left it, with a run its killed controller left
     /// `running`.
@@ -388,7 +388,7 @@ mod tests {
             [],
         )
         .unwrap();
-        let settings = crate::report::html::sample_run::sample_run().settings;
+        let settings = quietbench_record::record::test_records::sample_run::sample_run().settings;
         conn.execute(
             "INSERT INTO runs (id, started_at_unix_ns, status, settings_json, seed)
              VALUES ('old-run', 1700000000000000000, 'running', ?1, '42')",
@@ -444,11 +444,11 @@ mod tests {
         assert_eq!(old.holder, None);
         assert_eq!(old.record.settings.seed, 42);
         // New runs in the migrated store record theirs.
-        let mut run = crate::report::html::sample_run::sample_run();
+        let mut run = quietbench_record::record::test_records::sample_run::sample_run();
         run.run_id = "new-run".into();
         store.begin_run(&run, None).unwrap();
         // Version 3: a host's caps and a trial's disk are kept.
-        run.hosts[0].caps = Some(crate::limits::HostCaps {
+        run.hosts[0].caps = Some(quietbench_record::limits::HostCaps {
             source: "DescribeInstanceTypes (test)".into(),
             notes: vec!["volumes not described".into()],
             cluster_placement_group: true,

@@ -5,17 +5,19 @@ use std::fmt::Write;
 
 use hdrhistogram::Histogram;
 use quietbench_proto::v1 as pb;
+use quietbench_record::record::queries::{
+    counted, metric_keys, metric_values, placement_matches_plan,
+};
+use quietbench_record::record::{HostRecord, RunRecord, missing_trials};
+use quietbench_record::verdicts::spread::fleet_spread;
 use quietbench_stats::summarize;
 
 use super::remote_text::escape_remote;
 use super::units::format_value;
-use crate::record::queries::{counted, metric_keys, metric_values, placement_matches_plan};
-use crate::record::{HostRecord, RunRecord, missing_trials};
-use crate::verdicts::spread::fleet_spread;
 
 /// A host's caps, as looked up: "caps of HOST: r6i.8xlarge: EBS 1250 MB/s, 40000 IOPS; network
 /// 12.5 Gigabit; nvme1n1 = vol-… gp3 16000 IOPS 1000 MiB/s", then any note, one per line.
-pub fn caps_lines(address: &str, caps: &crate::limits::HostCaps) -> String {
+pub fn caps_lines(address: &str, caps: &quietbench_record::limits::HostCaps) -> String {
     let mut parts = Vec::new();
     if let Some(i) = &caps.instance {
         let mut s = i.instance_type.clone();
@@ -86,7 +88,7 @@ pub fn caps_lines(address: &str, caps: &crate::limits::HostCaps) -> String {
 
 /// "what binds" lines: each disk and network result against its cap.
 pub fn bottleneck_lines(run: &RunRecord) -> String {
-    let found = crate::verdicts::bottleneck::bottlenecks(run);
+    let found = quietbench_record::verdicts::bottleneck::bottlenecks(run);
     let mut out = String::new();
     if found.is_empty() {
         return out;
@@ -371,7 +373,7 @@ fn noise_line(run: &RunRecord, host: usize) -> Option<String> {
     }
     let foreign: Vec<f64> = noises
         .iter()
-        .filter_map(|n| crate::warnings::foreign_share(n))
+        .filter_map(|n| quietbench_record::warnings::foreign_share(n))
         .map(|(f, _)| f)
         .collect();
     if let Some(f) = median(foreign) {

@@ -8,10 +8,18 @@
 //! WAL mode, so reports and `history` can read it while a run writes, and two controllers can
 //! share it.
 //!
-//! The record types are the controller's data model ([`RunRecord`] and friends, [`crate::record`]): a stored run loads back into
-//! exactly the record it was written from, so everything that reports a live run reports a
-//! stored one. Protobuf values (fingerprints, placements, noise, host controls) are kept as
-//! their wire encoding and histograms as the HdrHistogram V2 bytes the agent sent.
+//! The record types are quietbench-record's data model ([`RunRecord`] and friends,
+//! [`quietbench_record::record`]): a stored run loads back into exactly the record it was
+//! written from, so everything that reports a live run reports a stored one. Protobuf values
+//! (fingerprints, placements, noise, host controls) are kept as their wire encoding and
+//! histograms as the HdrHistogram V2 bytes the agent sent.
+//!
+//! A crate of its own, beside the reports on top of quietbench-record: the controller's
+//! sessions, commands and service write and read it, and nothing here knows of them. It must
+//! never depend on the controller, the reports (quietbench-report), a terminal or command-line
+//! crate (indicatif, clap) or tonic of its own (CI checks with `cargo tree`), so a change to a
+//! report, the service or the CLI rebuilds nothing here. The controller re-exports it as
+//! `store`.
 
 mod codec;
 pub mod db;
@@ -34,6 +42,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use quietbench_record::record::RunRecord;
 use rusqlite::Connection;
 
 use db::{Conn, DbError};
@@ -41,8 +50,6 @@ use db::{Conn, DbError};
 pub use error::StoreError;
 pub use progress::{HostBrief, TrialBrief};
 pub use schema::SCHEMA_VERSION;
-
-use crate::record::RunRecord;
 
 /// How long a write waits for another writer (another controller on the same file) before
 /// giving up. Transactions here last milliseconds, so this is only reached by a stuck process.
@@ -167,7 +174,7 @@ pub struct DoneTrial {
 }
 
 /// One trial's value of one metric, as the store's history queries return them.
-pub use crate::record::HistoryPoint;
+pub use quietbench_record::record::HistoryPoint;
 
 impl Store {
     /// Opens the store at `path`, creating it (and its folder) if needed, and bringing an older
@@ -368,7 +375,7 @@ mod tests {
         let mount = Mount::tmpfs(dir.path());
         let path = dir.path().join("results.sqlite3");
         let store = Store::open(&path).unwrap();
-        let mut run = crate::report::html::sample_run::sample_run();
+        let mut run = quietbench_record::record::test_records::sample_run::sample_run();
         run.run_id = "kept-run".into();
         store.begin_run(&run, None).unwrap();
         drop(store);

@@ -1,5 +1,5 @@
 //! The PostgreSQL store's connection: one `postgres` client, used off any runtime
-//! ([`off_runtime`]), with TLS as its URL says (`store/postgres_tls.rs`), and made again when
+//! ([`off_runtime`]), with TLS as its URL says (`postgres_tls.rs`), and made again when
 //! the server ended it between transactions.
 
 use std::sync::{Mutex, MutexGuard};
@@ -21,7 +21,7 @@ impl std::fmt::Debug for PgConn {
 
 impl PgConn {
     /// Connects to `url`, with TLS as its `sslmode` and `sslrootcert` say (libpq's meaning;
-    /// `store/postgres_tls.rs`).
+    /// `postgres_tls.rs`).
     pub fn connect(url: &str) -> Result<Self, DbError> {
         let client = off_runtime(|| super::postgres_tls::connect(url))?;
         Ok(Self {

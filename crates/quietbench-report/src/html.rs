@@ -21,9 +21,8 @@ use std::fmt::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use hdrhistogram::Histogram;
-
-use crate::record::queries::counted;
-use crate::record::{HostRecord, RunRecord};
+use quietbench_record::record::queries::counted;
+use quietbench_record::record::{HostRecord, RunRecord};
 
 mod by_host;
 mod charts;
@@ -34,7 +33,7 @@ mod tables;
 mod verdict;
 
 pub use history::render_history_html;
-pub(crate) use svg::value_label;
+pub use svg::value_label;
 
 /// Colours of CPU models, in the order of their sorted names: Okabe–Ito, told apart with the
 /// common colour-vision deficiencies; its yellow comes last, being faint on white.
@@ -58,7 +57,7 @@ pub const VERDICT_COLOURS: [&str; 3] = ["#4E79A7", "#E15759", "#59A14F"];
 /// The fill of a verdict's interval in the ratio charts.
 pub const INTERVAL_COLOUR: &str = "#DBE6F1";
 
-const UNKNOWN_MODEL: &str = crate::record::queries::UNKNOWN_CPU_MODEL;
+const UNKNOWN_MODEL: &str = quietbench_record::record::queries::UNKNOWN_CPU_MODEL;
 const WIDTH: f64 = 1120.0;
 
 /// Escapes text for HTML and SVG, in content and in quoted attributes.
@@ -91,7 +90,7 @@ struct Page<'a> {
 }
 
 fn model_of(h: &HostRecord) -> String {
-    crate::record::queries::cpu_model_of(h)
+    quietbench_record::record::queries::cpu_model_of(h)
 }
 
 fn unix_ns(t: SystemTime) -> u64 {
@@ -190,7 +189,7 @@ impl<'a> Page<'a> {
     /// The variant's headline figure: its first metric that is a plain value (a rate), else its
     /// first metric with a value. Name and unit.
     fn headline(&self, variant: &str) -> Option<(String, String)> {
-        crate::record::queries::headline_metric(&self.run.trials, variant)
+        quietbench_record::record::queries::headline_metric(&self.run.trials, variant)
     }
 
     fn swatch(colour: &str) -> String {
@@ -273,7 +272,11 @@ pub fn render_html(run: &RunRecord) -> String {
     );
     tables::title(&page, &mut out);
     verdict::verdicts(&page, &mut out);
-    spread::spread(&page, &crate::verdicts::spread::fleet_spread(run), &mut out);
+    spread::spread(
+        &page,
+        &quietbench_record::verdicts::spread::fleet_spread(run),
+        &mut out,
+    );
     tables::settings_and_hosts(&page, &mut out);
     tables::summary(&page, &mut out);
     bottlenecks(run, &mut out);
@@ -287,12 +290,12 @@ pub fn render_html(run: &RunRecord) -> String {
 
 /// "What binds": each disk and network result against its cap, with each host's caps.
 fn bottlenecks(run: &RunRecord, out: &mut String) {
-    let found = crate::verdicts::bottleneck::bottlenecks(run);
+    let found = quietbench_record::verdicts::bottleneck::bottlenecks(run);
     let caps: Vec<String> = run
         .hosts
         .iter()
         .filter_map(|h| {
-            let lines = crate::report::table::caps_lines(&h.address, h.caps.as_ref()?);
+            let lines = crate::table::caps_lines(&h.address, h.caps.as_ref()?);
             (!lines.is_empty()).then_some(lines)
         })
         .collect();
@@ -403,14 +406,6 @@ fn axis_title(metric: &str, unit: &str, log: bool) -> String {
 fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len().max(1) as f64
 }
-
-// The run the tests draw, shared with tests/html_report.rs, which names the crate through
-// `super::qb` so the one file reads the same in both.
-#[cfg(test)]
-use crate as qb;
-#[cfg(test)]
-#[path = "../../tests/support/sample_run.rs"]
-pub(crate) mod sample_run;
 
 #[cfg(test)]
 mod tests;

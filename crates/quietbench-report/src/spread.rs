@@ -1,10 +1,10 @@
 //! The terminal's section on where a multi-host run's spread comes from: per-CPU-model rows,
 //! the difference between models, the variance split and outlier hosts
-//! ([`crate::verdicts::spread`] computes them).
+//! ([`quietbench_record::verdicts::spread`] computes them).
 
 use std::fmt::Write;
 
-use crate::verdicts::spread::{FleetSpread, signed_pct};
+use quietbench_record::verdicts::spread::{FleetSpread, signed_pct};
 
 use super::units::format_value;
 

@@ -1,8 +1,8 @@
 //! A run built in memory for the report tests, shaped like the route-search team's experiment
 //! (docs: CONTEXT.md §1): c5.large hosts that drew different CPUs, A and B on each, a warm-up
-//! round, interval histograms and noise. Shared by the library's unit tests (through `#[path]`)
-//! and tests/html_report.rs; both name the crate `qb` in the parent module, so this file reads
-//! the same in either.
+//! round, interval histograms and noise. Shared by the store's and the reports' unit tests and
+//! the controller's report tests (tests/html_report.rs, tests/json_report.rs), through the
+//! `test-records` feature.
 //!
 //! Values are made by a fixed linear congruential generator, not a random crate: the reports are
 //! pure functions of the record and the tests check exact counts.
@@ -15,11 +15,11 @@ use hdrhistogram::Histogram;
 use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use quietbench_proto::v1 as pb;
 
-use super::qb::record::{
+use crate::record::{
     HistogramRecord, HostKind, HostRecord, IntervalRecord, MetricRecord, RunRecord, RunSettings,
     TrialRecord,
 };
-use super::qb::schedule::VariantSpec;
+use crate::schedule::VariantSpec;
 
 /// The run's start, ns since the epoch.
 pub const START_NS: u64 = 1_700_000_000_000_000_000;
@@ -289,7 +289,7 @@ pub fn sample_compare_run() -> RunRecord {
         warmup: 1,
         seed: 7,
         round_sync: true,
-        compare_figure: Some(super::qb::record::figures::TrialFigure::Median),
+        compare_figure: Some(crate::record::figures::TrialFigure::Median),
         exec_figure: None,
     };
     let mut rng = Lcg(11);

@@ -10,6 +10,9 @@ use std::collections::HashMap;
 use prost::Message;
 use quietbench_proto::histogram::decode_bounded;
 use quietbench_proto::v1 as pb;
+use quietbench_record::record::{
+    HistogramRecord, HostKind, HostRecord, IntervalRecord, MetricRecord, RunRecord, TrialRecord,
+};
 
 use super::db::{DbError, Tx, args};
 use quietbench_host::HostRoot;
@@ -20,9 +23,6 @@ use super::rows::{
     read_row, select,
 };
 use super::{RunStatus, RunSummary, Store, StoreError, StoredRun, codec};
-use crate::record::{
-    HistogramRecord, HostKind, HostRecord, IntervalRecord, MetricRecord, RunRecord, TrialRecord,
-};
 
 /// An interval's histograms: name and HdrHistogram V2 + DEFLATE bytes.
 type NamedHistograms = Vec<(String, Vec<u8>)>;

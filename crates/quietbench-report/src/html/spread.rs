@@ -1,13 +1,14 @@
 //! The section on where a multi-host run's spread comes from: rows per CPU model in their
 //! colours, the difference between models, the variance split as a bar with its sentences, and
-//! outlier hosts ([`crate::verdicts::spread`] computes them). It comes right after the
-//! verdicts: a fleet split in two by its CPU models is what the reader must see first.
+//! outlier hosts ([`quietbench_record::verdicts::spread`] computes them). It comes right after
+//! the verdicts: a fleet split in two by its CPU models is what the reader must see first.
 
 use std::fmt::Write;
 
+use quietbench_record::verdicts::spread::{FleetSpread, SpreadSplit, signed_pct};
+
 use super::super::units::format_value;
 use super::{Page, WIDTH, esc};
-use crate::verdicts::spread::{FleetSpread, SpreadSplit, signed_pct};
 
 /// Colours of the split's parts: CPU model, host, round (greys and a blue, so they are not
 /// read as CPU models or variants).

@@ -4,10 +4,10 @@ use std::fmt::Write;
 
 use quietbench_host::format_cpu_list;
 use quietbench_proto::v1 as pb;
+use quietbench_record::record::HostRecord;
 
 use super::remote_text::escape_remote;
 use super::table::host_line;
-use crate::record::HostRecord;
 
 fn bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];

@@ -1,4 +1,7 @@
-//! The HTML report's unit tests, on the sample runs of tests/support/sample_run.rs.
+//! The HTML report's unit tests, on the sample runs of quietbench-record's
+//! `record::test_records::sample_run`.
+
+use quietbench_record::record::test_records::sample_run;
 
 use super::charts::percentile_name;
 use super::*;
@@ -17,8 +20,8 @@ fn chart<'h>(html: &'h str, id: &str) -> &'h str {
 
 #[test]
 fn a_compare_page_leads_with_its_verdict() {
-    use crate::record::figures::TrialFigure;
-    use crate::verdicts::compare::judge_run;
+    use quietbench_record::record::figures::TrialFigure;
+    use quietbench_record::verdicts::compare::judge_run;
     let run = sample_run::sample_compare_run();
     let v = judge_run(&run, TrialFigure::Median).expect("8 rounds on 2 hosts are judged");
     // B took 3% longer in every pair: a difference, A the faster.
@@ -97,7 +100,7 @@ fn a_compare_page_leads_with_its_verdict() {
 fn a_stored_compare_run_renders_the_same_page() {
     let run = sample_run::sample_compare_run();
     let dir = tempfile::tempdir().expect("temp dir");
-    let store = crate::store::Store::open(&dir.path().join("s.sqlite3")).expect("store");
+    let store = quietbench_store::Store::open(&dir.path().join("s.sqlite3")).expect("store");
     store.begin_run(&run, None).expect("begin");
     for (i, h) in run.hosts.iter().enumerate() {
         store.add_host(&run.run_id, i, h).expect("host");
@@ -106,7 +109,7 @@ fn a_stored_compare_run_renders_the_same_page() {
         store.add_trial(&run.run_id, seq, t).expect("trial");
     }
     store
-        .finish_run(&run, crate::store::RunStatus::Complete)
+        .finish_run(&run, quietbench_store::RunStatus::Complete)
         .expect("finish");
     let stored = store.load_run(&run.run_id).expect("load");
     assert_eq!(render_html(&stored), render_html(&run));
@@ -125,7 +128,7 @@ fn a_compare_run_too_short_to_judge_says_why() {
 fn a_run_of_two_variants_shows_each_verdict() {
     let run = sample_run::sample_run();
     let html = render_html(&run);
-    let verdicts = crate::verdicts::plan::judge_plan(&run, run.settings.seed);
+    let verdicts = quietbench_record::verdicts::plan::judge_plan(&run, run.settings.seed);
     assert_eq!(verdicts.len(), 1);
     let v = verdicts[0]
         .verdict

@@ -5,11 +5,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
 use hdrhistogram::Histogram;
-use quietbench_stats::summarize;
-
-use crate::record::queries::{metric_keys, metric_values, placement_matches_plan};
-use crate::record::{HistogramRecord, MetricRecord, RunRecord, TrialRecord, missing_trials};
 use quietbench_proto::v1 as pb;
+use quietbench_record::record::queries::{metric_keys, metric_values, placement_matches_plan};
+use quietbench_record::record::{
+    HistogramRecord, MetricRecord, RunRecord, TrialRecord, missing_trials,
+};
+use quietbench_stats::summarize;
 
 mod schema;
 
@@ -129,7 +130,7 @@ pub fn build(run: &RunRecord) -> Report {
             .collect(),
         trials: run.trials.iter().map(|t| trial(run, t)).collect(),
         summary: summary(&run.trials),
-        warnings: crate::warnings::run_warnings(run)
+        warnings: quietbench_record::warnings::run_warnings(run)
             .into_iter()
             .map(|w| WarningJson {
                 message: w.to_string(),
@@ -137,8 +138,8 @@ pub fn build(run: &RunRecord) -> Report {
             })
             .collect(),
         fleet: run.fleet.clone(),
-        fleet_spread: crate::verdicts::spread::fleet_spread(run),
-        bottlenecks: crate::verdicts::bottleneck::bottlenecks(run),
+        fleet_spread: quietbench_record::verdicts::spread::fleet_spread(run),
+        bottlenecks: quietbench_record::verdicts::bottleneck::bottlenecks(run),
         missing_trials: missing_trials(run)
             .into_iter()
             .map(|m| {

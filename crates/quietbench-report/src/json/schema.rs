@@ -42,9 +42,9 @@ pub struct Report {
     pub missing_trials: Vec<MissingJson>,
     /// Per variant measured on two or more hosts: its headline metric per CPU model, the
     /// difference between models, the variance split and outlier hosts (empty otherwise).
-    pub fleet_spread: Vec<crate::verdicts::spread::FleetSpread>,
+    pub fleet_spread: Vec<quietbench_record::verdicts::spread::FleetSpread>,
     /// Each disk and network result against the cap that binds it (docs/limits.md).
-    pub bottlenecks: Vec<crate::verdicts::bottleneck::Bottleneck>,
+    pub bottlenecks: Vec<quietbench_record::verdicts::bottleneck::Bottleneck>,
 }
 
 /// A host's trials that did not run.
@@ -67,7 +67,7 @@ pub struct MissingJson {
 pub struct WarningJson {
     /// The typed warning (`kind` plus its fields).
     #[serde(flatten)]
-    pub warning: crate::warnings::Warning,
+    pub warning: quietbench_record::warnings::Warning,
     /// The message, with what to do.
     pub message: String,
 }
@@ -152,7 +152,7 @@ pub struct SettingsJson {
     /// --unpinned: probe threads not pinned (a baseline for placement).
     pub unpinned: bool,
     /// What was measured: name, probe and parameters of each variant.
-    pub variants: Vec<crate::schedule::VariantSpec>,
+    pub variants: Vec<quietbench_record::schedule::VariantSpec>,
     /// Warm-up rounds (run first, left out of summaries).
     pub warmup_rounds: u32,
     /// Seed of the randomized interleaved trial order (RMIT).
@@ -176,7 +176,7 @@ pub struct HostJson {
     pub tuning: Vec<ControlJson>,
     /// The instance's and its volumes' caps from the EC2 API (docs/limits.md); null when not
     /// looked up.
-    pub caps: Option<crate::limits::HostCaps>,
+    pub caps: Option<quietbench_record::limits::HostCaps>,
 }
 
 /// One host control's outcome.

@@ -4,22 +4,24 @@
 //! per-round ratios behind it; a run of two or more variants gets each variant's verdict
 //! against the first the same way.
 //!
-//! Nothing here judges: the verdicts are [`crate::verdicts::compare::judge_run`]'s and
-//! [`crate::verdicts::plan::judge_plan`]'s, computed from the record alone, so a stored run's
-//! page (`quietbench show RUN --html`) is the live run's. The chart's per-round ratios are the
-//! statistics crate's own pairing ([`quietbench_stats::pair_rounds`]) of the same observations.
+//! Nothing here judges: the verdicts are
+//! [`quietbench_record::verdicts::compare::judge_run`]'s and
+//! [`quietbench_record::verdicts::plan::judge_plan`]'s, computed from the record alone, so a
+//! stored run's page (`quietbench show RUN --html`) is the live run's. The chart's per-round
+//! ratios are the statistics crate's own pairing ([`quietbench_stats::pair_rounds`]) of the same
+//! observations.
 //!
 //! Charts: `chart-ratio-N`, one per verdict in the order shown.
 
 use std::fmt::Write;
 
+use quietbench_record::record::figures::{PAIRED_VARIANT, TrialFigure};
+use quietbench_record::verdicts::compare;
+use quietbench_record::verdicts::plan::judge_plan;
 use quietbench_stats::{Arm, Observation, PairedRounds, Verdict, VerdictKind, pair_rounds, pct};
 
 use super::svg::{Plot, Scale, linear_labels, linear_ticks, round_ticks};
 use super::{Page, WIDTH, esc};
-use crate::record::figures::{PAIRED_VARIANT, TrialFigure};
-use crate::verdicts::compare;
-use crate::verdicts::plan::judge_plan;
 
 /// The verdict section: a compare run's verdict, else a many-variant run's verdicts, else
 /// nothing (a run of one variant has nothing to compare).

@@ -291,7 +291,7 @@ mod tests {
         std::fs::write(
             dir.path().join("proc/77/stat"),
             include_str!(
-                "../../../quietbench-host/tests/fixtures/kvm-2vcpu-xeon/proc/self-sample/stat"
+                "../../quietbench-host/tests/fixtures/kvm-2vcpu-xeon/proc/self-sample/stat"
             ),
         )
         .unwrap();

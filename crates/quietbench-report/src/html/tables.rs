@@ -2,12 +2,12 @@
 
 use std::fmt::Write;
 
+use quietbench_record::record::queries::{metric_keys, metric_values};
 use quietbench_stats::summarize;
 
 use super::super::json::rfc3339;
 use super::super::units::format_value;
 use super::{Page, esc, merged_histogram, model_of};
-use crate::record::queries::{metric_keys, metric_values};
 
 /// The run's title line, and why it stopped early if it did.
 pub(super) fn title(page: &Page<'_>, out: &mut String) {
@@ -141,7 +141,7 @@ pub(super) fn settings_and_hosts(page: &Page<'_>, out: &mut String) {
     }
     out.push_str("</tbody></table></div></section>");
 
-    let warnings = crate::warnings::run_warnings(run);
+    let warnings = quietbench_record::warnings::run_warnings(run);
     if !warnings.is_empty() {
         out.push_str(r#"<section id="warnings"><h2>Warnings</h2><ul class="warnings">"#);
         for w in warnings {

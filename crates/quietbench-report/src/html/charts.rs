@@ -4,13 +4,13 @@
 use std::fmt::Write;
 
 use hdrhistogram::Histogram;
+use quietbench_record::record::queries::metric_keys;
+use quietbench_record::record::{RunRecord, TrialRecord};
 
 use super::svg::{
     Plot, Scale, linear_labels, linear_ticks, log_labels, log_ticks, round_ticks, value_label,
 };
 use super::{Page, WIDTH, axis_title, esc, mean, merged_histogram};
-use crate::record::queries::metric_keys;
-use crate::record::{RunRecord, TrialRecord};
 
 /// (b) Per-round series: for each headline metric, the mean over hosts per round, one line per
 /// variant, every trial as a small dot; warm-up rounds shaded, their points hollow.
@@ -411,7 +411,7 @@ fn noise_points(page: &Page<'_>) -> Vec<NoisePoint> {
             trial,
             t: mid.saturating_sub(page.origin_ns) as f64 / 1e9,
             steal_pct: n.steal_fraction.map(|f| f * 100.0),
-            foreign_pct: crate::warnings::foreign_share(n).map(|(f, _)| f * 100.0),
+            foreign_pct: quietbench_record::warnings::foreign_share(n).map(|(f, _)| f * 100.0),
             irq_per_s: n
                 .interrupts
                 .filter(|_| n.elapsed_ns > 0)

@@ -1,8 +1,9 @@
 //! (a) of the HTML report: per-host results coloured by CPU model.
 
+use quietbench_record::record::queries::counted;
+
 use super::svg::{Plot, Scale, linear_labels, linear_ticks, value_label};
 use super::{Page, WIDTH, axis_title, esc, mean, truncate};
-use crate::record::queries::counted;
 
 /// Host labels longer than this are cut (the full name is in their tooltip).
 const LABEL_LEN: usize = 22;

@@ -2,11 +2,11 @@
 //! returns, so whatever a call stored survives the controller being killed right after.
 
 use prost::Message;
+use quietbench_record::record::{HostRecord, IntervalRecord, MetricRecord, RunRecord, TrialRecord};
 
 use super::db::{Tx, args};
 use super::holder::Holder;
 use super::{RunStatus, Store, StoreError, codec, sql_int};
-use crate::record::{HostRecord, IntervalRecord, MetricRecord, RunRecord, TrialRecord};
 
 impl Store {
     /// One write transaction ([`super::db::Conn::write_tx`]).
