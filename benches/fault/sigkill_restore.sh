@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The crash-safety of host tuning, repeated: N times, start an agent, prepare (system-wide ASLR
+# The crash-safety of host tuning, repeated: N times, start an agent, tune it (system-wide ASLR
 # off and IRQ affinities steered off the last CPU), SIGKILL the agent, start a new one on the
 # same state directory, and check that ASLR and every IRQ affinity read exactly as before.
 # Prints the count restored. Changes this machine (and puts it back): needs root.
@@ -39,10 +39,10 @@ snapshot "$work/before"
 restored=0
 for i in $(seq 1 "$n"); do
   start_agent
-  "$qb" prepare --agent "$addr" --aslr-off --steer-irqs --cpus "$cpu" > "$work/prepare.out"
+  "$qb" tune --agent "$addr" --aslr-off --steer-irqs --cpus "$cpu" > "$work/tune.out"
   snapshot "$work/tuned"
   if cmp -s "$work/before" "$work/tuned"; then
-    echo "run $i: prepare changed nothing: $(cat "$work/prepare.out")" >&2; exit 1
+    echo "run $i: tune changed nothing: $(cat "$work/tune.out")" >&2; exit 1
   fi
   kill -9 "$agent_pid"; wait "$agent_pid" 2>/dev/null || true
   start_agent   # restores the orphaned journal before it listens
@@ -54,5 +54,5 @@ for i in $(seq 1 "$n"); do
     echo "run $i: NOT restored:"; diff "$work/before" "$work/after" || true
   fi
 done
-echo "SIGKILL after prepare, then restart: $restored of $n restored every value"
+echo "SIGKILL after tune, then restart: $restored of $n restored every value"
 [ "$restored" = "$n" ]

@@ -385,7 +385,7 @@ fn compare_says_when_a_change_differs_between_cpu_models() {
 /// CONTEXT.md §1's "5% faster on Tuesday" as a test: two runs standing for two days on two
 /// different sets of 8 hosts (4 of each model), each host with its own speed (±4%), every host
 /// 2% slower on the second day, and the workload 2% faster on the second day. Each host runs the
-/// workload and a control (`run --control`), interleaved. Without normalisation the instances
+/// workload and a control (`run --control`), interleaved. Without normalization the instances
 /// and the day hide the change: `compare --runs` finds no difference and says how many hosts a
 /// run would need. Divided by each host's control (`--normalize-by control`), the change is
 /// detected on each CPU model, at about 2%. The models are compared each on its own.
@@ -489,9 +489,9 @@ fn two_fleets_on_two_days_need_a_control_to_see_a_two_percent_change() {
     assert!(text.contains("hosts for a 2.0% difference"), "{text}");
 
     // With it: detected on each model, at about 2%.
-    let (text, normalised) = compare(true);
-    assert_eq!(normalised.len(), 2, "{normalised:#?}");
-    for c in &normalised {
+    let (text, normalized) = compare(true);
+    assert_eq!(normalized.len(), 2, "{normalized:#?}");
+    for c in &normalized {
         assert_eq!(c["verdict"], "b_faster", "{c:#}");
         let ratio = c["ratio"].as_f64().unwrap();
         assert!((0.975..0.985).contains(&ratio), "{c:#}");
@@ -504,7 +504,7 @@ fn two_fleets_on_two_days_need_a_control_to_see_a_two_percent_change() {
     }
     assert!(text.contains("faster than run"), "{text}");
 
-    // history shows the normalised figure per run, one series per model.
+    // history shows the normalized figure per run, one series per model.
     let mut command = common::quietbench();
     command
         .args([
@@ -521,7 +521,7 @@ fn two_fleets_on_two_days_need_a_control_to_see_a_two_percent_change() {
     let history = common::succeed(&mut command);
     println!("{history}");
     assert_eq!(
-        history.matches("normalised by \"control\"").count(),
+        history.matches("normalized by \"control\"").count(),
         2,
         "{history}"
     );
@@ -529,8 +529,8 @@ fn two_fleets_on_two_days_need_a_control_to_see_a_two_percent_change() {
         assert_eq!(history.matches(&id[..8]).count(), 2, "{history}");
     }
 
-    // The change-point search takes the same normalised series: per model, one point per run
-    // with each run's median normalised figure (two runs are too few for a change point).
+    // The change-point search takes the same normalized series: per model, one point per run
+    // with each run's median normalized figure (two runs are too few for a change point).
     command.args(["--change-points", "--json"]);
     let found: serde_json::Value = serde_json::from_str(&common::succeed(&mut command)).unwrap();
     let series = found["series"].as_array().unwrap();
@@ -544,7 +544,7 @@ fn two_fleets_on_two_days_need_a_control_to_see_a_two_percent_change() {
             .map(|p| p["run_id"].as_str().unwrap())
             .collect();
         assert_eq!(ids, run_ids.iter().map(String::as_str).collect::<Vec<_>>());
-        // Day 2's workload is 2% faster against its control: its normalised rate is higher.
+        // Day 2's workload is 2% faster against its control: its normalized rate is higher.
         let v: Vec<f64> = points
             .iter()
             .map(|p| p["value"].as_f64().unwrap())

@@ -150,7 +150,7 @@ fn fail_on_change_trips_on_the_night_a_regression_becomes_significant_and_only_t
     assert!(page.contains("class=\"change\""));
     assert!(!page.contains("<script"));
 
-    // Normalised by a control these runs never had: each run is left out, with the reason.
+    // Normalized by a control these runs never had: each run is left out, with the reason.
     let out = history(&db, &["--change-points", "--normalize-by", "control"])
         .output()
         .unwrap();

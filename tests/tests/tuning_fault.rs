@@ -1,4 +1,4 @@
-//! The crash-safety promise of host tuning, for real, as root: prepare (ASLR and IRQ
+//! The crash-safety promise of host tuning, for real, as root: tune (ASLR and IRQ
 //! affinities changed), SIGKILL the agent, start it again: every value is back as before.
 //!
 //! This test changes the machine it runs on (and puts it back). It needs root; CI runs as root.
@@ -173,6 +173,6 @@ async fn run_with_tune_tunes_reports_and_restores() {
         );
         assert!(!control["detail"].as_str().unwrap().is_empty(), "{control}");
     }
-    // --tune never touches system-wide ASLR: that takes an explicit `prepare --aslr-off`.
+    // --tune never touches system-wide ASLR: that takes an explicit `tune --aslr-off`.
     assert!(tuning.iter().all(|c| c["control"] != "aslr"));
 }

@@ -1,6 +1,6 @@
 //! What machine the agent runs on, in full: the fingerprint plus topology, kernel settings,
 //! devices, NIC queue interrupts and the CPUs that service them, each CPU's role, the host
-//! controls available, and the EC2 identity. Also the layout the placement planner works from.
+//! tuning steps available, and the EC2 identity. Also the layout the placement planner works from.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -318,7 +318,7 @@ fn kernel_summary(
     }
 }
 
-/// Which controls Prepare could use here, read without changing anything.
+/// Which tuning steps `tune` could use here, read without changing anything.
 fn controls(
     root: &HostRoot,
     k: &quietbench_host::kernel::KernelSettings,

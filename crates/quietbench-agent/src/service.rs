@@ -296,7 +296,7 @@ impl AgentService for Agent {
         let tuner = Arc::clone(&self.tuner);
         let reports = tokio::task::spawn_blocking(move || tuner.prepare(req))
             .await
-            .map_err(|e| Status::internal(format!("prepare failed: {e}")))??;
+            .map_err(|e| Status::internal(format!("tuning failed: {e}")))??;
         Ok(Response::new(pb::PrepareResponse {
             controls: reports.into_iter().map(convert::control_report).collect(),
             journal_path: self.tuner.journal_path().display().to_string(),

@@ -1,4 +1,4 @@
-//! The command line of `quietbench history`: one metric across stored runs, normalised by a
+//! The command line of `quietbench history`: one metric across stored runs, normalized by a
 //! control, and its change points.
 
 use std::path::PathBuf;
@@ -28,9 +28,9 @@ pub struct HistoryArgs {
     #[arg(long, default_value_t = 50)]
     limit: usize,
     /// Divide each host's figures by its control's of the same rounds (the variant named here,
-    /// e.g. "control" from `run --control`) and print one normalised figure per run and CPU
+    /// e.g. "control" from `run --control`) and print one normalized figure per run and CPU
     /// model: what is left once the instance and the day are taken out; with --change-points,
-    /// the change points of that normalised series
+    /// the change points of that normalized series
     #[arg(long, value_name = "CONTROL")]
     normalize_by: Option<String>,
     /// Find where the metric's level moved: one point per run (the median of its trials), one
@@ -72,7 +72,7 @@ fn parse_significance(s: &str) -> Result<f64, String> {
     }
 }
 
-/// Runs `history`: its change points (with any of the flags that imply them), the normalised
+/// Runs `history`: its change points (with any of the flags that imply them), the normalized
 /// series, or the plain one.
 impl HistoryArgs {
     /// `--controller` was given: history comes from a service, over a socket.

@@ -49,10 +49,12 @@ pub enum ControllerCommand {
     Run(RunArgs),
     /// Show what machine an agent runs on (its fingerprint)
     Host(HostArgs),
-    /// Apply host controls on an agent's machine: IRQs off the probe CPUs, governor, THP,
-    /// ASLR. Every change is journaled and undone by `restore`, by the agent's clean stop, or
-    /// by its next start after a crash
-    Prepare(PrepareArgs),
+    /// Tune an agent's host for measuring: IRQs off the probe CPUs, governor, THP, ASLR. Every
+    /// change is journaled and undone by `restore`, by the agent's clean stop, or by its next
+    /// start after a crash
+    // `tune` was its name until the glossary made one word of host tuning.
+    #[command(alias = "prepare")]
+    Tune(TuneArgs),
     /// Undo every host change an agent made
     Restore(RestoreArgs),
     /// A/B-compare two commands with randomized interleaved trials and print a verdict that
@@ -73,7 +75,9 @@ pub enum ControllerCommand {
     /// An instance type's EBS and network caps beside a volume's, which one binds for
     /// throughput at 128 KiB and IOPS at 16 KiB, and candidates side by side (DescribeInstanceTypes,
     /// or its saved copy offline)
-    Limits(LimitsArgs),
+    // `limits` was its name until the glossary made "cap" the one word for these.
+    #[command(alias = "limits")]
+    Caps(CapsArgs),
     /// Make a fleet's certificate authority and the certificates agents and controllers
     /// present to each other (mutual TLS)
     Certs(CertsArgs),
@@ -98,7 +102,7 @@ pub struct ReleaseArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct LimitsArgs {
+pub struct CapsArgs {
     /// The instance type, e.g. r6i.8xlarge
     instance_type: String,
     /// The EBS volume, e.g. gp3:iops=16000,throughput=1000 or io2:iops=32000 (keys: iops,
@@ -124,7 +128,7 @@ pub struct LimitsArgs {
     aws: AwsArgs,
 }
 
-impl LimitsArgs {
+impl CapsArgs {
     fn request(self) -> quietbench_controller::commands::limits::LimitsRequest {
         let mut types = vec![self.instance_type];
         types.extend(self.vs);
@@ -187,11 +191,11 @@ pub struct ResumeArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct PrepareArgs {
+pub struct TuneArgs {
     /// The agent whose host to tune
     #[arg(long, value_name = "HOST:PORT", required = true)]
     agent: String,
-    /// Every control the host allows, system-wide ASLR off included (THP to madvise: huge
+    /// Every tuning step the host allows, system-wide ASLR off included (THP to madvise: huge
     /// pages only where asked, as the disk probes' buffers do)
     #[arg(long)]
     all: bool,
@@ -335,11 +339,11 @@ pub fn execute(command: ControllerCommand, services: Services) -> ExitCode {
         ControllerCommand::RunRequest(args) => run::run_request_file(&args, context),
         ControllerCommand::Serve(args) => serve::serve_command(args),
         ControllerCommand::Cancel(args) => serve::cancel_command(&args),
-        ControllerCommand::Limits(args) => {
+        ControllerCommand::Caps(args) => {
             quietbench_controller::commands::limits::limits(args.request(), &context)
         }
         ControllerCommand::Host(args) => host::host(&context, args.local, args.agent, args.json),
-        ControllerCommand::Prepare(args) => prepare_command(args, &context),
+        ControllerCommand::Tune(args) => tune_command(args, &context),
         ControllerCommand::Restore(args) => host::restore(&context, &args.agent),
         ControllerCommand::Compare(args) => compare_command(args, context),
         ControllerCommand::Runs(args) => match args.remote.remote() {
@@ -372,7 +376,7 @@ pub fn execute(command: ControllerCommand, services: Services) -> ExitCode {
     }
 }
 
-fn prepare_command(args: PrepareArgs, context: &CommandContext) -> anyhow::Result<ExitCode> {
+fn tune_command(args: TuneArgs, context: &CommandContext) -> anyhow::Result<ExitCode> {
     let request = pb::PrepareRequest {
         all: args.all,
         aslr_off: args.aslr_off,
@@ -383,7 +387,7 @@ fn prepare_command(args: PrepareArgs, context: &CommandContext) -> anyhow::Resul
         drop_caches: args.drop_caches,
         probe_cpus: args.cpus.map(|c| c.0).unwrap_or_default(),
     };
-    host::prepare(context, &args.agent, request)
+    host::tune(context, &args.agent, request)
 }
 
 #[cfg(test)]

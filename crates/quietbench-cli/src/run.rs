@@ -58,7 +58,7 @@ pub struct RunArgs {
     /// A control: a fixed reference workload measured on every host beside the probes,
     /// interleaved with them (its variant is called "control"), e.g. --control cpu.primes or
     /// --control 'exec cmd=./baseline-build'. `history` and `compare --runs` can then
-    /// normalise each host's figures by it (--normalize-by control), which takes out most of
+    /// normalize each host's figures by it (--normalize-by control), which takes out most of
     /// what differs between instances and days
     #[arg(long, value_name = "PROBE [KEY=VALUE ...]", value_parser = quietbench_controller::request::parse_control,
           conflicts_with = "plan")]
@@ -94,7 +94,7 @@ pub struct RunArgs {
     unpinned: bool,
     /// Tune each host before the run (IRQs off the probe CPUs, irqbalance paused, performance
     /// governor) and restore it after, also on failure or Ctrl-C. System-wide ASLR is left
-    /// alone: use `quietbench prepare --aslr-off` for that
+    /// alone: use `quietbench tune --aslr-off` for that
     #[arg(long)]
     tune: bool,
     /// Write the JSON report (schema quietbench.run-report.v1, docs/json-report.md) to FILE,

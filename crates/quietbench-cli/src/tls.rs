@@ -16,14 +16,14 @@ impl ControllerCommand {
             Self::Run(a) => Some(&a.tls),
             Self::RunRequest(a) => Some(&a.tls),
             Self::Host(a) => Some(&a.tls),
-            Self::Prepare(a) => Some(&a.tls),
+            Self::Tune(a) => Some(&a.tls),
             Self::Restore(a) => Some(&a.tls),
             Self::Compare(a) => Some(&a.tls),
             Self::Resume(a) => Some(&a.tls),
             Self::Release(a) => Some(&a.tls),
             Self::Serve(a) => Some(&a.tls),
             Self::Cancel(_) => None,
-            Self::Runs(_) | Self::Show(_) | Self::History(_) | Self::Certs(_) | Self::Limits(_) => {
+            Self::Runs(_) | Self::Show(_) | Self::History(_) | Self::Certs(_) | Self::Caps(_) => {
                 None
             }
         }

@@ -279,7 +279,7 @@ impl AgentConnection {
         self.answer(outcome, FIRST_EVENT_TIMEOUT)
     }
 
-    /// Applies host controls on the agent's machine.
+    /// Applies tuning steps on the agent's machine.
     pub async fn prepare(
         &mut self,
         request: pb::PrepareRequest,

@@ -37,7 +37,7 @@ pub fn write_json(path: &Path, run: &RunRecord) -> anyhow::Result<()> {
 }
 
 /// The controls `run --tune` applies: the quiet ones. System-wide ASLR is a security setting
-/// and THP changes what the probe measures, so both stay explicit (`quietbench prepare`).
+/// and THP changes what the probe measures, so both stay explicit (`quietbench tune`).
 pub fn tune_request(cpus: &[u32]) -> pb::PrepareRequest {
     pb::PrepareRequest {
         steer_irqs: true,

@@ -283,7 +283,7 @@ impl CapsSource for Source {
     }
 }
 
-/// The EC2 API as a caps source, for runs and `quietbench limits`.
+/// The EC2 API as a caps source, for runs and `quietbench caps`.
 pub fn source() -> std::sync::Arc<dyn CapsSource> {
     std::sync::Arc::new(Source::default())
 }

@@ -1,7 +1,7 @@
 //! Caps from a real EC2 API server (moto): DescribeInstanceTypes and DescribeVolumes as the
 //! attribution reads them, CONTEXT.md §2's three steps judged with the caps moto returns, a
-//! restored volume flagged for pre-warming (and a new one not), and `quietbench limits` online
-//! then offline from its saved copy. A test binary of its own: `limits` reads credentials from
+//! restored volume flagged for pre-warming (and a new one not), and `quietbench caps` online
+//! then offline from its saved copy. A test binary of its own: `caps` reads credentials from
 //! the environment, which this sets.
 
 mod common;
@@ -65,7 +65,7 @@ fn at(block_kib: u64, mb_per_s: f64) -> DiskMeasure {
 }
 
 fn run() -> (common::Moto, Ec2, tokio::runtime::Runtime) {
-    // `limits` resolves credentials through the default chain: the environment, set once,
+    // `caps` resolves credentials through the default chain: the environment, set once,
     // first thing in every test, before any of this binary's threads reads the environment.
     static CREDENTIALS: std::sync::Once = std::sync::Once::new();
     // SAFETY: every test of this binary calls this before anything else, and Once makes the

@@ -5,7 +5,7 @@
 //! One JSON object per line, appended. A crash while appending leaves at worst a truncated last
 //! line; since the change is only made after the line is durable, a truncated line means its
 //! change never happened, and it is skipped. The first entry for a path holds its original
-//! value: later changes of the same path are not journaled again, so a second `prepare` cannot
+//! value: later changes of the same path are not journaled again, so a second `tune` cannot
 //! overwrite the value to restore.
 
 use std::fs::{File, OpenOptions};
@@ -34,7 +34,7 @@ pub struct TuningLock {
 pub enum JournalEntry {
     /// A file under /proc or /sys was rewritten; `original` is its content before.
     File {
-        /// Which control made the change (e.g. "aslr", "irq_affinity").
+        /// Which tuning step made the change (e.g. "aslr", "irq_affinity").
         control: String,
         /// The machine path, e.g. `/proc/sys/kernel/randomize_va_space`.
         path: String,
@@ -44,7 +44,7 @@ pub enum JournalEntry {
     /// A process was stopped with SIGSTOP (irqbalance); restoring sends SIGCONT if the pid still
     /// names the same program.
     StoppedProcess {
-        /// Which control made the change.
+        /// Which tuning step made the change.
         control: String,
         /// Its pid.
         pid: i32,
@@ -252,7 +252,7 @@ mod tests {
         let journal = Journal::in_dir(dir.path().join("state"));
         assert!(!journal.is_pending().unwrap());
         assert!(journal.record(&aslr("2")).unwrap());
-        // A second prepare sees the changed value; it must not replace the original.
+        // A second tuning sees the changed value; it must not replace the original.
         assert!(!journal.record(&aslr("0")).unwrap());
         let stopped = JournalEntry::StoppedProcess {
             control: "irqbalance".into(),

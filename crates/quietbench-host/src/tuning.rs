@@ -1,4 +1,4 @@
-//! Host tuning: the controls that make a machine quieter for measuring, each reported as
+//! Host tuning: the tuning steps that make a machine quieter for measuring, each reported as
 //! applied, skipped (and why) or failed (and the error), and each undone by [`restore`].
 //!
 //! Every change goes through the [`Journal`] first: the original value is durable on disk
@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::HostRoot;
 use crate::journal::{Journal, JournalEntry, JournalError};
 
-/// Which controls to apply. Each is off unless asked for.
+/// Which tuning steps to apply. Each is off unless asked for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TuneRequest {
     /// CPUs probes will measure on: interrupts are steered off them and their governor set.
@@ -34,7 +34,7 @@ pub struct TuneRequest {
 }
 
 impl TuneRequest {
-    /// Every control, for `prepare --all`, system-wide ASLR off included. THP goes to
+    /// Every tuning step, for `tune --all`, system-wide ASLR off included. THP goes to
     /// "madvise": huge pages only where a program asks, so khugepaged does not collapse the
     /// measured program's memory mid-run, while the disk probes' I/O buffers, which ask, keep
     /// theirs ("never" would put each request back to one DMA segment per 4 KiB page).
@@ -51,7 +51,7 @@ impl TuneRequest {
     }
 }
 
-/// What happened to one control on one target.
+/// What happened to one tuning step on one target.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "outcome", content = "detail", rename_all = "snake_case")]
 pub enum Outcome {
@@ -97,8 +97,8 @@ pub fn current_choice(text: &str) -> String {
     }
 }
 
-/// Applies the requested controls below `root`, journaling each change first. `is_root` says
-/// whether the agent may change the host at all; without it every control is skipped, with the
+/// Applies the requested tuning steps below `root`, journaling each change first. `is_root` says
+/// whether the agent may change the host at all; without it every tuning step is skipped, with the
 /// reason, and the agent runs on.
 pub fn prepare(
     root: &HostRoot,
@@ -121,9 +121,7 @@ pub fn prepare(
                 reports.push(ControlReport::new(
                     control,
                     "-",
-                    Outcome::Skipped(
-                        "needs root: run the agent as root to use host controls".into(),
-                    ),
+                    Outcome::Skipped("needs root: run the agent as root to tune its host".into()),
                 ));
             }
         }
@@ -408,7 +406,7 @@ mod tests {
     use super::*;
     use std::path::Path;
 
-    /// A fake root with the files the controls touch, as they read on the development VM.
+    /// A fake root with the files the tuning steps touch, as they read on the development VM.
     fn fake_host(dir: &Path) -> HostRoot {
         let files = [
             (ASLR, "2\n"),

@@ -200,7 +200,7 @@ fn ec2(instance: Option<&pb::InstanceIdentity>) -> String {
 }
 
 /// A listed section: its heading (ours, printed as is), whether it is printed even with no
-/// lines under it (the CPU table and the controls are), and its lines (the agent's, escaped).
+/// lines under it (the CPU table and the tuning steps are), and its lines (the agent's, escaped).
 type Section = (&'static str, bool, fn(&pb::Fingerprint) -> Vec<String>);
 
 /// The listed sections, in the order printed.
@@ -219,7 +219,7 @@ const SECTIONS: [Section; 7] = [
     ("  block devices", false, |fp| {
         fp.block_devices.iter().map(block_device).collect()
     }),
-    ("  host controls (quietbench prepare)", true, |fp| {
+    ("  tuning steps (quietbench tune)", true, |fp| {
         fp.controls.iter().map(control).collect()
     }),
     ("  EC2 device monitors (noise)", false, |fp| {

@@ -186,8 +186,7 @@ impl<'a> Page<'a> {
         }
     }
 
-    /// The variant's headline figure: its first metric that is a plain value (a rate), else its
-    /// first metric with a value. Name and unit.
+    /// The variant's headline metric (the rule is `queries::headline`'s): name and unit.
     fn headline(&self, variant: &str) -> Option<(String, String)> {
         quietbench_record::record::queries::headline_metric(&self.run.trials, variant)
     }
@@ -290,7 +289,7 @@ pub fn render_html(run: &RunRecord) -> String {
 
 /// "What binds": each disk and network result against its cap, with each host's caps.
 fn bottlenecks(run: &RunRecord, out: &mut String) {
-    let found = quietbench_record::verdicts::bottleneck::bottlenecks(run);
+    let found = quietbench_record::verdicts::binding::binding_caps(run);
     let caps: Vec<String> = run
         .hosts
         .iter()

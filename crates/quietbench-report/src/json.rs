@@ -139,7 +139,7 @@ pub fn build(run: &RunRecord) -> Report {
             .collect(),
         fleet: run.fleet.clone(),
         fleet_spread: quietbench_record::verdicts::spread::fleet_spread(run),
-        bottlenecks: quietbench_record::verdicts::bottleneck::bottlenecks(run),
+        bottlenecks: quietbench_record::verdicts::binding::binding_caps(run),
         missing_trials: missing_trials(run)
             .into_iter()
             .map(|m| {

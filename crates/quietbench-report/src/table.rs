@@ -87,15 +87,15 @@ pub fn caps_lines(address: &str, caps: &quietbench_record::limits::HostCaps) -> 
 }
 
 /// "what binds" lines: each disk and network result against its cap.
-pub fn bottleneck_lines(run: &RunRecord) -> String {
-    let found = quietbench_record::verdicts::bottleneck::bottlenecks(run);
+pub fn binding_cap_lines(run: &RunRecord) -> String {
+    let found = quietbench_record::verdicts::binding::binding_caps(run);
     let mut out = String::new();
     if found.is_empty() {
         return out;
     }
     let _ = writeln!(
         out,
-        "\nwhat binds (instance and volume caps; docs/limits.md):"
+        "\nwhat binds (instance and volume caps; docs/caps.md):"
     );
     for b in found {
         let name = if b.variant == b.probe {
@@ -204,7 +204,7 @@ pub fn placement_line(p: &pb::Placement) -> String {
     line
 }
 
-/// The host controls' reports, one per line: control, target, outcome, detail.
+/// The tuning steps' reports, one per line: control, target, outcome, detail.
 pub fn controls(reports: &[pb::ControlReport]) -> String {
     use pb::control_report::Outcome;
     let mut out = String::new();
@@ -317,7 +317,7 @@ pub fn render(run: &RunRecord) -> String {
         write_row(row);
     }
     // The rows above pool every host; where hosts differ, say how and why.
-    out.push_str(&bottleneck_lines(run));
+    out.push_str(&binding_cap_lines(run));
     out.push_str(&super::spread::render(&fleet_spread(run)));
     out.push_str(&missing_lines(run));
     out

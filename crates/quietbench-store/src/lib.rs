@@ -11,7 +11,7 @@
 //! The record types are quietbench-record's data model ([`RunRecord`] and friends,
 //! [`quietbench_record::record`]): a stored run loads back into exactly the record it was
 //! written from, so everything that reports a live run reports a stored one. Protobuf values
-//! (fingerprints, placements, noise, host controls) are kept as their wire encoding and
+//! (fingerprints, placements, noise, tuning steps) are kept as their wire encoding and
 //! histograms as the HdrHistogram V2 bytes the agent sent.
 //!
 //! A crate of its own, beside the reports on top of quietbench-record: the controller's

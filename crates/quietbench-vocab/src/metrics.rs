@@ -1,7 +1,7 @@
 //! Every metric a probe emits, by name, with its unit, its kind and the form it travels in.
 //!
 //! The agent's probes produce these names and the controller looks them up (compare's verdicts,
-//! bottleneck attribution, warnings, pre-warm progress), so both take them from here and a
+//! cap attribution (which cap binds), warnings, pre-warm progress), so both take them from here and a
 //! rename is one edit. Each name is a `&str` constant, and the [`REGISTRY`] lists them all with
 //! their units: one macro writes both, so a constant cannot exist without its registry entry.
 //! quietbench-probe's tests check that every metric set and counter it defines names a

@@ -19,7 +19,7 @@ use serde::Serialize;
 use super::compare::{EXIT_SLOWER, RatioJson};
 use crate::record::RunRecord;
 use crate::record::figures::{TrialFigure, direction_of_unit, trial_values};
-use crate::verdicts::normalize::normalised_values;
+use crate::verdicts::normalize::normalized_values;
 
 /// What `compare --runs` was asked.
 #[derive(Debug, Clone)]
@@ -53,7 +53,7 @@ struct Series {
     hosts: BTreeMap<String, (String, Vec<f64>)>,
 }
 
-/// Every variant of a run as a series of one metric (see [`trial_values`]), normalised by a
+/// Every variant of a run as a series of one metric (see [`trial_values`]), normalized by a
 /// control variant when one is named (the control itself is then not a series).
 fn series(
     run: &RunRecord,
@@ -62,7 +62,7 @@ fn series(
     normalize_by: Option<&str>,
 ) -> anyhow::Result<BTreeMap<String, Series>> {
     let values = match normalize_by {
-        Some(control) => normalised_values(run, metric, figure, control)?,
+        Some(control) => normalized_values(run, metric, figure, control)?,
         None => trial_values(run, metric, figure),
     };
     let mut out: BTreeMap<String, Series> = BTreeMap::new();
@@ -135,7 +135,7 @@ pub struct RunComparison {
     pub estimate: RatioJson,
     /// The CPU model compared (each model both runs drew is compared on its own).
     pub cpu_model: String,
-    /// The control variant the figures were normalised by, if any.
+    /// The control variant the figures were normalized by, if any.
     pub normalized_by: Option<String>,
     /// "trials" (one host per run) or "hosts".
     pub units: &'static str,
@@ -528,7 +528,7 @@ mod tests {
             1.02,
         );
         let c = compare_records(&a, &b, basis(Some("control"))).unwrap();
-        // Only "x" is in both; the workload on it, 2% faster once normalised.
+        // Only "x" is in both; the workload on it, 2% faster once normalized.
         assert_eq!(c.comparisons.len(), 1, "{:#?}", c.comparisons);
         let x = &c.comparisons[0];
         assert_eq!((x.variant.as_str(), x.cpu_model.as_str()), ("work", "x"));
@@ -552,7 +552,7 @@ mod tests {
 
     #[test]
     fn the_verdict_states_the_between_host_scatter_and_the_fleet_it_would_need() {
-        // Hosts ±5% apart, the same on both days: unnormalised, the scatter hides 2%.
+        // Hosts ±5% apart, the same on both days: unnormalized, the scatter hides 2%.
         let speed = |h: usize| 0.95 + 0.02 * h as f64;
         let models = ["x"; 6];
         let (a, b) = (run(&models, speed, 1.0), run(&models, speed, 1.02));
@@ -571,7 +571,7 @@ mod tests {
             work.sentence
                 .contains(&format!("each run needs {needed} hosts"))
         );
-        // Normalised, the hosts' speeds cancel exactly.
+        // Normalized, the hosts' speeds cancel exactly.
         let norm = compare_records(&a, &b, basis(Some("control"))).unwrap();
         let work = &norm.comparisons[0];
         assert_eq!(work.estimate.verdict, "b_faster", "{work:#?}");

@@ -28,7 +28,7 @@ pub struct ChangePointRequest<'a> {
     pub cpu_model: Option<&'a str>,
     /// How many of the most recent runs.
     pub limit: usize,
-    /// Search each run's figure normalised by this control variant's, per CPU model.
+    /// Search each run's figure normalized by this control variant's, per CPU model.
     pub normalize_by: Option<&'a str>,
     /// The detector's settings.
     pub config: ChangePointConfig,
@@ -48,7 +48,7 @@ pub fn history_change_points(req: &ChangePointRequest<'_>) -> anyhow::Result<Exi
             store.history(req.probe, req.metric, req.cpu_model, req.limit)?,
             Vec::new(),
         ),
-        Some(control) => super::history_normalized::normalised_history(
+        Some(control) => super::history_normalized::normalized_history(
             &store,
             req.probe,
             req.metric,
@@ -66,7 +66,7 @@ pub fn history_change_points(req: &ChangePointRequest<'_>) -> anyhow::Result<Exi
         println!("{}", serde_json::to_string_pretty(&found)?);
     } else if points.is_empty() && !skipped.is_empty() {
         println!(
-            "no stored run of {} could be normalised by \"{}\"",
+            "no stored run of {} could be normalized by \"{}\"",
             req.probe,
             req.normalize_by.unwrap_or_default()
         );

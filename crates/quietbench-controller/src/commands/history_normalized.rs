@@ -9,32 +9,32 @@ use std::process::ExitCode;
 use crate::record::RunRecord;
 use crate::report::json;
 use crate::verdicts::compare::exec_figure;
-use crate::verdicts::normalize::{NormalizeError, normalised_values};
+use crate::verdicts::normalize::{NormalizeError, normalized_values};
 
-/// One run's normalised figure on one CPU model.
+/// One run's normalized figure on one CPU model.
 #[derive(Debug, Clone, PartialEq)]
-pub struct NormalisedPoint {
+pub struct NormalizedPoint {
     /// The CPU model.
     pub cpu_model: String,
-    /// The metric's normalised name.
+    /// The metric's normalized name.
     pub metric: String,
     /// Hosts of that model.
     pub hosts: usize,
-    /// The median over hosts of each host's geometric-mean normalised figure.
+    /// The median over hosts of each host's geometric-mean normalized figure.
     pub median: f64,
     /// SD of the hosts' log figures (relative between-host scatter); `None` for one host.
     pub between_host_sd: Option<f64>,
 }
 
-/// A run's normalised figures of `probe`'s `metric`, per CPU model (those containing
+/// A run's normalized figures of `probe`'s `metric`, per CPU model (those containing
 /// `cpu_model`, ASCII case ignored, when given).
-pub fn normalised_points(
+pub fn normalized_points(
     run: &RunRecord,
     probe: &str,
     metric: &str,
     cpu_model: Option<&str>,
     control: &str,
-) -> Result<Vec<NormalisedPoint>, NormalizeError> {
+) -> Result<Vec<NormalizedPoint>, NormalizeError> {
     let of_probe = |variant: &str| {
         run.settings
             .variants
@@ -46,7 +46,7 @@ pub fn normalised_points(
     };
     // model → (metric name, host → log values)
     let mut by_model: BTreeMap<String, (String, BTreeMap<String, Vec<f64>>)> = BTreeMap::new();
-    for v in normalised_values(run, Some(metric), exec_figure(run), control)? {
+    for v in normalized_values(run, Some(metric), exec_figure(run), control)? {
         if !of_probe(&v.variant) || !wanted(&v.cpu_model) {
             continue;
         }
@@ -68,7 +68,7 @@ pub fn normalised_points(
             let values: Vec<f64> = logs.iter().map(|l| l.exp()).collect();
             let median = quietbench_stats::robust::median(&values).ok()?;
             let between_host_sd = quietbench_stats::stdev(&logs).ok().flatten();
-            Some(NormalisedPoint {
+            Some(NormalizedPoint {
                 cpu_model: model,
                 metric,
                 hosts: logs.len(),
@@ -79,12 +79,12 @@ pub fn normalised_points(
         .collect())
 }
 
-/// The normalised history as points the change-point search takes: per run and CPU model, one
-/// point whose value is the median normalised figure over that model's hosts, in the store's
-/// order (oldest run first), the variant named as the normalised metric ("METRIC / CONTROL",
+/// The normalized history as points the change-point search takes: per run and CPU model, one
+/// point whose value is the median normalized figure over that model's hosts, in the store's
+/// order (oldest run first), the variant named as the normalized metric ("METRIC / CONTROL",
 /// or "METRIC × CONTROL" for a rate against a time). Runs that cannot be
-/// normalised (no control) are returned as reasons.
-pub fn normalised_history(
+/// normalized (no control) are returned as reasons.
+pub fn normalized_history(
     store: &crate::store::Store,
     probe: &str,
     metric: &str,
@@ -102,7 +102,7 @@ pub fn normalised_history(
         }
         done.push(&p.run_id);
         let run = store.load_stored_run(&p.run_id)?.record;
-        match normalised_points(&run, probe, metric, cpu_model, control) {
+        match normalized_points(&run, probe, metric, cpu_model, control) {
             Err(e) => skipped.push(e.to_string()),
             Ok(found) => out.extend(found.into_iter().map(|n| crate::store::HistoryPoint {
                 run_id: p.run_id.clone(),
@@ -122,7 +122,7 @@ pub fn normalised_history(
     Ok((out, skipped))
 }
 
-/// Prints the normalised history of `probe`'s `metric`: the runs that have it, oldest first.
+/// Prints the normalized history of `probe`'s `metric`: the runs that have it, oldest first.
 pub fn history_normalized(
     db: Option<&Path>,
     probe: &str,
@@ -150,7 +150,7 @@ pub fn history_normalized(
     for id in runs {
         let stored = store.load_stored_run(id)?;
         let run = &stored.record;
-        match normalised_points(run, probe, metric, cpu_model, control) {
+        match normalized_points(run, probe, metric, cpu_model, control) {
             Err(e) => skipped.push(e.to_string()),
             Ok(found) => {
                 for p in found {
@@ -173,7 +173,7 @@ pub fn history_normalized(
         if i > 0 {
             println!();
         }
-        println!("{model}: {probe} {name}, each host normalised by \"{control}\"");
+        println!("{model}: {probe} {name}, each host normalized by \"{control}\"");
         println!(
             "  {:<24}  {:<8}  {:>5}  {:>14}  {:>10}",
             "started", "run", "hosts", "median", "host SD"

@@ -1,4 +1,4 @@
-//! The commands on one agent's host: `host` (its fingerprint), `prepare` (host controls on) and
+//! The commands on one agent's host: `host` (its fingerprint), `tune` (tuning steps on) and
 //! `restore` (every change undone).
 
 use std::process::ExitCode;
@@ -67,8 +67,8 @@ pub fn host(
     Ok(ExitCode::SUCCESS)
 }
 
-/// `quietbench prepare`: applies `request`'s host controls on `agent`'s machine.
-pub fn prepare(
+/// `quietbench tune`: applies `request`'s tuning steps on `agent`'s machine.
+pub fn tune(
     context: &CommandContext,
     agent: &str,
     request: pb::PrepareRequest,
@@ -90,7 +90,7 @@ pub fn prepare(
         conn.prepare(request).await
     })?;
     println!(
-        "host controls on {} (journal {}):",
+        "tuning steps on {} (journal {}):",
         agent, response.journal_path
     );
     print!("{}", table::controls(&response.controls));

@@ -1,4 +1,4 @@
-//! `quietbench limits`: for the engineer of CONTEXT.md §2 before they spend money. An instance
+//! `quietbench caps`: for the engineer of CONTEXT.md §2 before they spend money. An instance
 //! type's EBS and network caps beside a volume's, which one binds for throughput at 128 KiB and
 //! for IOPS at 16 KiB, and candidates side by side with their price. The caps come from
 //! DescribeInstanceTypes (saved for offline use) or, with `--offline`, from the saved copy.
@@ -23,7 +23,7 @@ use crate::session::runtime;
 const THROUGHPUT_BLOCK: u64 = 128 << 10;
 const IOPS_BLOCK: u64 = 16 << 10;
 
-/// What `limits` was asked.
+/// What `caps` was asked.
 #[derive(Debug, Clone)]
 pub struct LimitsRequest {
     /// The instance type, then each `--vs`.
@@ -308,7 +308,7 @@ pub fn render(candidates: &[Candidate], volume: Option<&VolumeInfo>) -> String {
     out
 }
 
-/// `quietbench limits`.
+/// `quietbench caps`.
 pub fn limits(req: LimitsRequest, context: &CommandContext) -> anyhow::Result<ExitCode> {
     let found = candidates(&req, context)?;
     if req.json {

@@ -106,7 +106,7 @@ fn outputs(req: &RunRequest) -> anyhow::Result<Outputs> {
     )
 }
 
-/// The variant name of `run --control`: what `history` and `compare --runs` normalise by
+/// The variant name of `run --control`: what `history` and `compare --runs` normalize by
 /// (`--normalize-by control`).
 pub const CONTROL_VARIANT: &str = "control";
 

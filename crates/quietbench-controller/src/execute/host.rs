@@ -11,7 +11,7 @@ use crate::connection::intake::RunBudget;
 use crate::connection::{AgentAccess, AgentConnection, AgentError};
 use crate::fleet::Target;
 use crate::progress::HostProgress;
-use crate::record::{IntervalRecord, RunSettings, TrialRecord, trial_metrics};
+use crate::record::{IntervalRecord, RunSettings, TrialRecord, queries, trial_metrics};
 use crate::schedule::PlannedTrial;
 
 /// What a host tells the run's writer.
@@ -459,21 +459,16 @@ fn host_ip(address: &str) -> Result<std::net::IpAddr, AgentError> {
         })
 }
 
-/// The first value metric, e.g. "1379.2 events/s", for progress lines.
+/// An interval's headline metric, e.g. "1379.2 events/s", for progress lines.
 pub fn headline(metrics: &[pb::Metric]) -> String {
-    metrics
-        .iter()
-        .find(|m| m.histogram.is_none())
+    queries::headline(metrics)
         .and_then(|m| m.value.map(|v| format!("{v:.1} {}", m.unit)))
         .unwrap_or_default()
 }
 
-/// A finished trial's first value metric, for progress lines.
+/// A finished trial's headline metric, for progress lines.
 fn headline_of(record: &TrialRecord) -> String {
-    record
-        .metrics
-        .iter()
-        .find(|m| m.histogram.is_none())
+    queries::headline(&record.metrics)
         .and_then(|m| m.value.map(|v| format!("{v:.1} {}", m.unit)))
         .unwrap_or_default()
 }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::*;
 
-/// The layout, normalised: allowed CPUs sorted and unique, siblings symmetric, SMT groups
+/// The layout, normalized: allowed CPUs sorted and unique, siblings symmetric, SMT groups
 /// resolved, RSS CPUs with their queue labels.
 pub(super) struct View<'a> {
     pub(super) layout: &'a MachineLayout,

@@ -1,4 +1,4 @@
-//! A saved copy of instance types' caps, so `quietbench limits` answers offline (on a laptop on
+//! A saved copy of instance types' caps, so `quietbench caps` answers offline (on a laptop on
 //! a plane, or without credentials) and says how old its answer is. One JSON file,
 //! `$XDG_CACHE_HOME/quietbench/instance-types.json`, written whole through a temporary file
 //! and a rename, so a crash never leaves half a file.

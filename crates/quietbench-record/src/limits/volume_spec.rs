@@ -1,4 +1,4 @@
-//! `--volume gp3:iops=16000,throughput=1000,size=500`: a volume as `quietbench limits` is asked
+//! `--volume gp3:iops=16000,throughput=1000,size=500`: a volume as `quietbench caps` is asked
 //! about it, before it exists.
 
 use super::caps::VolumeInfo;

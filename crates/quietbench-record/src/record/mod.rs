@@ -48,7 +48,7 @@ pub struct HostRecord {
     pub agent_version: String,
     /// What the machine is.
     pub fingerprint: pb::Fingerprint,
-    /// Host controls applied before the run (`--tune`), empty otherwise.
+    /// Tuning steps applied before the run (`--tune`), empty otherwise.
     pub tuning: Vec<pb::ControlReport>,
     /// The instance's and its volumes' caps (EC2, with AWS credentials); `None` when not
     /// looked up (not on EC2, `--no-aws`, no credentials: see the fleet lines).

@@ -56,22 +56,51 @@ pub fn metric_values(trials: &[TrialRecord], variant: &str, metric: &str) -> Vec
         .collect()
 }
 
-/// A variant's headline metric, the one figure its multi-host analyses and charts use: its
-/// first metric that is a plain value (a rate such as events_per_sec), else its first metric
-/// with a value. Name and unit.
+/// A metric as the headline rule sees it: a kept trial's ([`super::MetricRecord`]) or a
+/// streamed interval's (`pb::Metric`).
+pub trait MetricValue {
+    /// Its value, where it has one.
+    fn value(&self) -> Option<f64>;
+    /// It has a distribution (an HDR histogram), not only a plain value.
+    fn is_distribution(&self) -> bool;
+}
+
+impl MetricValue for super::MetricRecord {
+    fn value(&self) -> Option<f64> {
+        self.value
+    }
+    fn is_distribution(&self) -> bool {
+        self.histogram.is_some()
+    }
+}
+
+impl MetricValue for pb::Metric {
+    fn value(&self) -> Option<f64> {
+        self.value
+    }
+    fn is_distribution(&self) -> bool {
+        self.histogram.is_some()
+    }
+}
+
+/// The headline rule, written once (the glossary's *headline metric*): the first metric that
+/// is a plain value (a rate such as events_per_sec), else the first metric with a value.
+/// Multi-host analyses, charts, plan verdicts and progress lines all take it from here.
+pub fn headline<M: MetricValue>(metrics: &[M]) -> Option<&M> {
+    metrics
+        .iter()
+        .find(|m| m.value().is_some() && !m.is_distribution())
+        .or_else(|| metrics.iter().find(|m| m.value().is_some()))
+}
+
+/// A variant's headline metric ([`headline`]) as its first trial that has one reports it:
+/// name and unit.
 pub fn headline_metric(trials: &[TrialRecord], variant: &str) -> Option<(String, String)> {
-    let pick = |plain: bool| {
-        trials
-            .iter()
-            .filter(|t| t.variant == variant)
-            .find_map(|t| {
-                t.metrics
-                    .iter()
-                    .find(|m| m.value.is_some() && (!plain || m.histogram.is_none()))
-                    .map(|m| (m.name.clone(), m.unit.clone()))
-            })
-    };
-    pick(true).or_else(|| pick(false))
+    trials
+        .iter()
+        .filter(|t| t.variant == variant)
+        .find_map(|t| headline(&t.metrics))
+        .map(|m| (m.name.clone(), m.unit.clone()))
 }
 
 /// What reports call a host's CPU when its model name cannot be read.

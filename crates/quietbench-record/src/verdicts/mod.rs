@@ -3,7 +3,7 @@
 //! against the first; [`spread`] says where a multi-host run's spread comes from (CPU models,
 //! hosts, rounds) and names outlier hosts; [`changes`] finds change points in a metric's history of runs. Reports draw them; commands print them and act on them.
 
-pub mod bottleneck;
+pub mod binding;
 pub mod changes;
 pub mod compare;
 pub mod normalize;

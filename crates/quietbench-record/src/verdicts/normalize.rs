@@ -1,4 +1,4 @@
-//! Figures normalised by a control: a fixed reference workload (a probe, or the user's pinned
+//! Figures normalized by a control: a fixed reference workload (a probe, or the user's pinned
 //! baseline build) measured on every host beside the workload under test, interleaved with it
 //! by RMIT (`run --control`, or a plan's variant of that name).
 //!
@@ -6,7 +6,7 @@
 //! control alike, so each round's workload figure over the same host's control figure of the
 //! same round keeps what the code changed and drops most of what the machine did. Comparing
 //! Tuesday's fleet with Wednesday's then compares ratios, not instances. What the
-//! normalisation cannot remove is an effect that hits the workload and not the control (a
+//! normalization cannot remove is an effect that hits the workload and not the control (a
 //! neighbour thrashing a cache only the workload uses): the report says so.
 
 use std::collections::BTreeMap;
@@ -14,12 +14,12 @@ use std::collections::BTreeMap;
 use crate::record::RunRecord;
 use crate::record::figures::{TrialFigure, TrialValue, direction_of_unit, trial_values};
 
-/// Why a run cannot be normalised.
+/// Why a run cannot be normalized.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NormalizeError {
     /// The control variant is not in the run.
     #[error(
-        "run {run} has no variant \"{control}\" to normalise by (its variants: {variants}); \
+        "run {run} has no variant \"{control}\" to normalize by (its variants: {variants}); \
          measure one beside the workload with `quietbench run --control PROBE`, or name a \
          plan's variant"
     )]
@@ -32,7 +32,7 @@ pub enum NormalizeError {
         variants: String,
     },
     /// A figure with no direction cannot be combined.
-    #[error("cannot normalise {metric} ({unit}) by the control: it is neither a rate nor a time")]
+    #[error("cannot normalize {metric} ({unit}) by the control: it is neither a rate nor a time")]
     NoDirection {
         /// The metric.
         metric: String,
@@ -46,7 +46,7 @@ pub enum NormalizeError {
 /// Same directions (two times, two rates): value / control. Opposite (a time against a rate):
 /// value × control, so that a host twice as fast (half the time, twice the rate) cancels
 /// either way. The result keeps the value's unit, and so its direction.
-pub fn normalise(
+pub fn normalize(
     value: f64,
     unit: &str,
     control: f64,
@@ -69,9 +69,9 @@ pub fn normalise(
     Ok(value * control * if ns_against_per_second { 1e-9 } else { 1.0 })
 }
 
-/// How a normalised metric is named: "METRIC per control" (same directions) or "METRIC ×
+/// How a normalized metric is named: "METRIC per control" (same directions) or "METRIC ×
 /// control" (opposite).
-pub fn normalised_name(metric: &str, unit: &str, control_unit: &str) -> String {
+pub fn normalized_name(metric: &str, unit: &str, control_unit: &str) -> String {
     let same = direction_of_unit(unit) == direction_of_unit(control_unit);
     if same {
         format!("{metric} / control")
@@ -80,10 +80,10 @@ pub fn normalised_name(metric: &str, unit: &str, control_unit: &str) -> String {
     }
 }
 
-/// Every counted trial's figure of `run` normalised by the same host's `control` figure in the
+/// Every counted trial's figure of `run` normalized by the same host's `control` figure in the
 /// same round, the control itself left out; a trial whose round has no control figure on its
 /// host (a failed control trial) is left out too.
-pub fn normalised_values(
+pub fn normalized_values(
     run: &RunRecord,
     metric: Option<&str>,
     figure: TrialFigure,
@@ -116,9 +116,9 @@ pub fn normalised_values(
         let Some(c) = controls.get(&(v.address.as_str(), v.round)) else {
             continue;
         };
-        let value = normalise(v.value, &v.unit, c.value, &c.unit, &v.metric)?;
+        let value = normalize(v.value, &v.unit, c.value, &c.unit, &v.metric)?;
         out.push(TrialValue {
-            metric: normalised_name(&v.metric, &v.unit, &c.unit),
+            metric: normalized_name(&v.metric, &v.unit, &c.unit),
             value,
             ..v.clone()
         });
@@ -134,23 +134,23 @@ mod tests {
     #[test]
     fn a_faster_host_cancels_whichever_way_the_figures_point() {
         // A host 10% faster: the workload's time and the control's time both fall by 10%.
-        let slow = normalise(100.0, "ns", 50.0, "ns", "t").unwrap();
-        let fast = normalise(90.0, "ns", 45.0, "ns", "t").unwrap();
+        let slow = normalize(100.0, "ns", 50.0, "ns", "t").unwrap();
+        let fast = normalize(90.0, "ns", 45.0, "ns", "t").unwrap();
         assert!((slow - fast).abs() < 1e-12);
         // Against a rate control: the rate rises by 1/0.9.
-        let slow = normalise(100.0, "ns", 1000.0, "events/s", "t").unwrap();
-        let fast = normalise(90.0, "ns", 1000.0 / 0.9, "events/s", "t").unwrap();
+        let slow = normalize(100.0, "ns", 1000.0, "events/s", "t").unwrap();
+        let fast = normalize(90.0, "ns", 1000.0 / 0.9, "events/s", "t").unwrap();
         assert!((slow - fast).abs() < 1e-15);
         // 10 invocations a second against a control of 100 ms: as fast as the control.
-        let even = normalise(10.0, "invocations/s", 100e6, "ns", "r").unwrap();
+        let even = normalize(10.0, "invocations/s", 100e6, "ns", "r").unwrap();
         assert!((even - 1.0).abs() < 1e-12);
-        let err = normalise(1.0, "ppm", 1.0, "ns", "ratio").unwrap_err();
+        let err = normalize(1.0, "ppm", 1.0, "ns", "ratio").unwrap_err();
         assert!(
             err.to_string().contains("neither a rate nor a time"),
             "{err}"
         );
-        assert_eq!(normalised_name("t", "ns", "ns"), "t / control");
-        assert_eq!(normalised_name("t", "ns", "events/s"), "t × control");
+        assert_eq!(normalized_name("t", "ns", "ns"), "t / control");
+        assert_eq!(normalized_name("t", "ns", "events/s"), "t × control");
     }
 
     #[test]
@@ -170,14 +170,14 @@ mod tests {
                 }
             }
         }
-        let values = normalised_values(&run, None, TrialFigure::Median, "control").unwrap();
+        let values = normalized_values(&run, None, TrialFigure::Median, "control").unwrap();
         assert_eq!(values.len(), 4);
         for v in &values {
             assert_eq!(v.variant, "work");
             assert!((v.value - 3.0).abs() < 1e-12, "{v:?}");
             assert_eq!(v.metric, "events_per_sec / control");
         }
-        let err = normalised_values(&run, None, TrialFigure::Median, "baseline").unwrap_err();
+        let err = normalized_values(&run, None, TrialFigure::Median, "baseline").unwrap_err();
         assert!(
             err.to_string().contains("no variant \"baseline\"")
                 && err.to_string().contains("work, control"),

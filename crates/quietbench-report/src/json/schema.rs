@@ -43,8 +43,8 @@ pub struct Report {
     /// Per variant measured on two or more hosts: its headline metric per CPU model, the
     /// difference between models, the variance split and outlier hosts (empty otherwise).
     pub fleet_spread: Vec<quietbench_record::verdicts::spread::FleetSpread>,
-    /// Each disk and network result against the cap that binds it (docs/limits.md).
-    pub bottlenecks: Vec<quietbench_record::verdicts::bottleneck::Bottleneck>,
+    /// Each disk and network result against the cap that binds it (docs/caps.md).
+    pub bottlenecks: Vec<quietbench_record::verdicts::binding::BindingCap>,
 }
 
 /// A host's trials that did not run.
@@ -172,14 +172,14 @@ pub struct HostJson {
     pub agent_version: String,
     /// What the machine is.
     pub fingerprint: FingerprintJson,
-    /// Host controls applied for the run (`--tune`), empty otherwise.
+    /// Tuning steps applied for the run (`--tune`), empty otherwise.
     pub tuning: Vec<ControlJson>,
-    /// The instance's and its volumes' caps from the EC2 API (docs/limits.md); null when not
+    /// The instance's and its volumes' caps from the EC2 API (docs/caps.md); null when not
     /// looked up.
     pub caps: Option<quietbench_record::limits::HostCaps>,
 }
 
-/// One host control's outcome.
+/// One tuning step's outcome.
 #[derive(Debug, Serialize)]
 pub struct ControlJson {
     /// "irq_affinity", "irqbalance", "governor", "aslr", "thp", "drop_caches".
@@ -233,7 +233,7 @@ pub struct FingerprintJson {
     pub nic_queues: Vec<pb::NicQueue>,
     /// Each CPU's role for placement.
     pub cpu_roles: Vec<pb::CpuRole>,
-    /// Host controls available to `prepare`.
+    /// Tuning steps available to `tune`.
     pub controls: Vec<pb::ControlAvailability>,
     /// Which of EC2's device counters the noise monitors can read (EBS NVMe statistics, ENA
     /// allowances).

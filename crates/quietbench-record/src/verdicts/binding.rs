@@ -15,7 +15,7 @@ use crate::warnings::ena_growth;
 
 /// The attribution of one variant's results on one host.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Bottleneck {
+pub struct BindingCap {
     /// Index into the run's hosts.
     pub host: usize,
     /// The host's address.
@@ -132,7 +132,7 @@ fn net(trials: &[&TrialRecord], caps: &HostCaps) -> Option<Attribution> {
 
 /// Every disk (disk.seq, disk.rand) and network (net.throughput) result of `run` against the
 /// cap that binds it, per host and variant; results without caps or counters are left out.
-pub fn bottlenecks(run: &RunRecord) -> Vec<Bottleneck> {
+pub fn binding_caps(run: &RunRecord) -> Vec<BindingCap> {
     let mut out = Vec::new();
     let no_caps = HostCaps::default();
     for variant in &run.settings.variants {
@@ -150,7 +150,7 @@ pub fn bottlenecks(run: &RunRecord) -> Vec<Bottleneck> {
                 _ => None,
             };
             if let Some(attribution) = attribution {
-                out.push(Bottleneck {
+                out.push(BindingCap {
                     host: i,
                     address: host.address.clone(),
                     variant: variant.name.clone(),
@@ -223,7 +223,7 @@ mod tests {
             t.block_device = Some("nvme1n1".into());
             run.trials.push(t);
         }
-        let found = bottlenecks(&run);
+        let found = binding_caps(&run);
         assert_eq!(found.len(), 1, "{found:#?}");
         let a = &found[0].attribution;
         assert!(
@@ -234,6 +234,6 @@ mod tests {
         assert!((a.measured - 1040.0).abs() < 1e-9);
         // A host without caps or counters gets no line.
         run.hosts[0].caps = None;
-        assert!(bottlenecks(&run).is_empty());
+        assert!(binding_caps(&run).is_empty());
     }
 }
