@@ -8,6 +8,7 @@ use std::time::Duration;
 use quietbench_host::HostRoot;
 use quietbench_probe::placement::{MachineLayout, PlacementRequest, network_kind, plan};
 use quietbench_probe::{ProbeContext, resolve_probe_in};
+use quietbench_proto::trial_request;
 use quietbench_proto::v1 as pb;
 use quietbench_proto::v1::agent_service_server::AgentService;
 use tokio::sync::mpsc;
@@ -22,8 +23,6 @@ use crate::peer::PeerSlot;
 use crate::trial::{Owner, TrialJob, TrialSlot, params, spawn_supervisor};
 use crate::tuning::Tuner;
 
-/// Shortest reporting interval: below this, per-interval encoding would cost real CPU.
-const MIN_INTERVAL_MS: u64 = 10;
 /// Events buffered between the supervisor and a slow client.
 const EVENT_BUFFER: usize = 64;
 
@@ -91,12 +90,14 @@ impl Agent {
     }
 
     fn validate(&self, req: &pb::RunProbeRequest) -> Result<TrialJob, Status> {
-        if req.probe.len() > 64 {
-            return Err(Status::invalid_argument(format!(
-                "probe: {} bytes, at most 64",
-                req.probe.len()
-            )));
-        }
+        let timing = trial_request::check(
+            &req.probe,
+            &req.trial_id,
+            req.duration_ms,
+            req.interval_ms,
+            self.max_duration_ms,
+        )
+        .map_err(Status::invalid_argument)?;
         check_params(&req.params)?;
         check_cpus("cpus", &req.cpus)?;
         if req.probe == "exec" && !self.allow_exec {
@@ -107,32 +108,6 @@ impl Agent {
         }
         let spec = resolve_probe_in(&req.probe, &params(&req.params), &self.probe_context)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        if req.duration_ms == 0 || req.duration_ms > self.max_duration_ms {
-            return Err(Status::invalid_argument(format!(
-                "duration_ms {} is out of range: give 1 to {} (this agent's --max-trial-secs {}; \
-                 one hour unless set)",
-                req.duration_ms,
-                self.max_duration_ms,
-                self.max_duration_ms / 1000
-            )));
-        }
-        let interval_ms = if req.interval_ms == 0 {
-            1000
-        } else {
-            req.interval_ms
-        };
-        if interval_ms < MIN_INTERVAL_MS {
-            return Err(Status::invalid_argument(format!(
-                "interval_ms {interval_ms} is too short: give at least {MIN_INTERVAL_MS}"
-            )));
-        }
-        if interval_ms > req.duration_ms {
-            return Err(Status::invalid_argument(format!(
-                "interval_ms {interval_ms} is longer than the trial's duration_ms {}: give at \
-                 most the duration (one interval for the whole trial)",
-                req.duration_ms
-            )));
-        }
         let layout = Arc::clone(&self.layout.lock().unwrap_or_else(|e| e.into_inner()));
         // A peer on this machine changes where network threads belong (placement's
         // network_kind): its readers share our CPUs, and no NIC carries the flows.
@@ -160,10 +135,6 @@ impl Agent {
         }
         let trial_id = if req.trial_id.is_empty() {
             uuid::Uuid::new_v4().to_string()
-        } else if req.trial_id.len() > 128 {
-            return Err(Status::invalid_argument(
-                "trial_id is longer than 128 bytes",
-            ));
         } else {
             req.trial_id.clone()
         };
@@ -173,8 +144,8 @@ impl Agent {
             trial_id,
             spec,
             plan,
-            duration: Duration::from_millis(req.duration_ms),
-            interval: Duration::from_millis(interval_ms),
+            duration: timing.duration,
+            interval: timing.interval,
         })
     }
 }

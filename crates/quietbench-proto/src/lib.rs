@@ -4,7 +4,8 @@
 //! replaced by other tooling that speaks `quietbench.v1`. The code is generated at build time from
 //! `proto/quietbench/v1` (see build.rs); this file only exposes it. Beside it, what both ends'
 //! servers share: the connection gate ([`gate`]) that keeps strangers from locking out the
-//! callers a server is for.
+//! callers a server is for, and the checks every agent (the test kit's fake too) makes of a
+//! trial request ([`trial_request`]).
 //!
 //! The metric names and the histogram codec are the vocabulary of the wire too, but the probes
 //! need them without gRPC, so they live in quietbench-vocab; they are re-exported here, and the
@@ -12,6 +13,7 @@
 
 pub mod gate;
 pub mod roles;
+pub mod trial_request;
 
 pub use quietbench_vocab::{histogram, metrics};
 

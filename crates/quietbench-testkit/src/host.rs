@@ -2,6 +2,7 @@
 //! and fixed (a 2-vCPU KVM guest); the CPU is the one a test gives, typed in or parsed from a
 //! captured /proc/cpuinfo the way the real agent parses it.
 
+use quietbench_host::CpuIdentity;
 use quietbench_proto::v1 as pb;
 
 /// The housekeeping CPU of every fake host (the real agent keeps the first allowed CPU).
@@ -9,36 +10,30 @@ pub const HOUSEKEEPING_CPU: u32 = 0;
 /// The CPU the fake probe thread is "pinned" to.
 pub const PROBE_CPU: u32 = 1;
 
-/// The processor a fake host reports.
+/// The processor a fake host reports: the agent's own description of a processor
+/// (`quietbench_host::CpuIdentity`), made from a captured /proc/cpuinfo or typed in.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cpu {
-    pub vendor: String,
-    pub model_name: String,
-    pub family: Option<u32>,
-    pub model: Option<u32>,
-    pub stepping: Option<u32>,
-    pub microcode: Option<String>,
-    pub flags: Vec<String>,
+pub struct Cpu(pub CpuIdentity);
+
+impl std::ops::Deref for Cpu {
+    type Target = CpuIdentity;
+
+    fn deref(&self) -> &CpuIdentity {
+        &self.0
+    }
 }
 
 impl Cpu {
     /// The processor of a captured /proc/cpuinfo, parsed by the agent's own parser.
     pub fn from_cpuinfo(text: &str) -> Result<Self, String> {
-        let id = quietbench_host::parse_cpuinfo(text).map_err(|e| e.to_string())?;
-        Ok(Self {
-            vendor: id.vendor,
-            model_name: id.model_name,
-            family: id.family,
-            model: id.model,
-            stepping: id.stepping,
-            microcode: id.microcode,
-            flags: id.flags,
-        })
+        quietbench_host::parse_cpuinfo(text)
+            .map(Self)
+            .map_err(|e| e.to_string())
     }
 
     /// An Intel processor of family 6 by its model name, model, stepping and microcode.
     pub fn intel(model_name: &str, model: u32, stepping: u32, microcode: &str) -> Self {
-        Self {
+        Self(CpuIdentity {
             vendor: "GenuineIntel".into(),
             model_name: model_name.into(),
             family: Some(6),
@@ -55,7 +50,7 @@ impl Cpu {
             ]
             .map(String::from)
             .to_vec(),
-        }
+        })
     }
 }
 

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use quietbench_proto::trial_request;
 use quietbench_proto::v1 as pb;
 use quietbench_proto::v1::agent_service_server::AgentService;
 use tokio::sync::mpsc;
@@ -19,10 +20,6 @@ use crate::figures::{Ask, FigureFn};
 use crate::host::{Cpu, fingerprint};
 use crate::trial::{self, Pace, TrialPlan};
 
-/// The real agent's limits (quietbench-agent's service.rs), so a request a fake agent takes is
-/// one a real agent would take too.
-const MAX_DURATION_MS: u64 = 3_600_000;
-const MIN_INTERVAL_MS: u64 = 10;
 /// Events buffered between a trial and a slow client (the real agent's figure).
 const EVENT_BUFFER: usize = 64;
 
@@ -160,38 +157,21 @@ impl FakeAgent {
     }
 
     fn validate(&self, req: pb::RunProbeRequest) -> Result<TrialPlan, Status> {
-        if req.probe.is_empty() {
-            return Err(Status::invalid_argument(
-                "no probe named: give one, e.g. cpu.primes",
-            ));
-        }
-        if req.duration_ms == 0 || req.duration_ms > MAX_DURATION_MS {
-            return Err(Status::invalid_argument(format!(
-                "duration_ms {} is out of range: give 1 to {MAX_DURATION_MS} (one hour)",
-                req.duration_ms
-            )));
-        }
-        let interval_ms = if req.interval_ms == 0 {
-            1000
-        } else {
-            req.interval_ms
-        };
-        if interval_ms < MIN_INTERVAL_MS {
-            return Err(Status::invalid_argument(format!(
-                "interval_ms {interval_ms} is too short: give at least {MIN_INTERVAL_MS}"
-            )));
-        }
-        if req.trial_id.len() > 128 {
-            return Err(Status::invalid_argument(
-                "trial_id is longer than 128 bytes",
-            ));
-        }
+        // The real agent's own checks: a test cannot pass with a request it would refuse.
+        let timing = trial_request::check(
+            &req.probe,
+            &req.trial_id,
+            req.duration_ms,
+            req.interval_ms,
+            trial_request::DEFAULT_MAX_DURATION_MS,
+        )
+        .map_err(Status::invalid_argument)?;
         Ok(TrialPlan {
             trial_id: req.trial_id,
             probe: req.probe,
             params: req.params,
-            duration: Duration::from_millis(req.duration_ms),
-            interval: Duration::from_millis(interval_ms.min(req.duration_ms)),
+            duration: timing.duration,
+            interval: timing.interval,
         })
     }
 }
