@@ -72,12 +72,9 @@ impl Store {
             .map_err(|e| self.sql_error(action, e))?;
         rows.into_iter()
             .map(|row| {
-                let index = |v: i64| {
-                    usize::try_from(v).map_err(|_| self.corrupt(run_id, "trial indexes", v))
-                };
                 Ok(DoneTrial {
-                    seq: index(row.seq)?,
-                    host: index(row.host)?,
+                    seq: self.stored_index(run_id, "trial indexes", row.seq)?,
+                    host: self.stored_index(run_id, "trial indexes", row.host)?,
                     variant: row.variant,
                     round: row.round,
                     probe: row.probe,

@@ -272,6 +272,12 @@ impl Store {
             detail: detail.to_string(),
         }
     }
+
+    /// A stored index (of a host or a trial, `what` says which) as a position; a negative one
+    /// is a damaged store.
+    fn stored_index(&self, run_id: &str, what: &str, value: i64) -> Result<usize, StoreError> {
+        usize::try_from(value).map_err(|_| self.corrupt(run_id, what, value))
+    }
 }
 
 /// A back end's error as the store's: SQLite's "not a database" or "corrupt" is

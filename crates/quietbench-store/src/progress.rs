@@ -58,8 +58,7 @@ impl Store {
         rows.into_iter()
             .map(|row| {
                 Ok(HostBrief {
-                    index: usize::try_from(row.idx)
-                        .map_err(|_| self.corrupt(run_id, "host indexes", row.idx))?,
+                    index: self.stored_index(run_id, "host indexes", row.idx)?,
                     address: row.address,
                     cpu_model: row.cpu_model,
                     instance_type: row.instance_type,
@@ -100,11 +99,9 @@ impl Store {
                 )
                 .and_then(all)
                 .map_err(|e| self.sql_error(action, e))?;
-            let index =
-                |v: i64| usize::try_from(v).map_err(|_| self.corrupt(run_id, "trial indexes", v));
             trials.push(TrialBrief {
-                seq: index(row.seq)?,
-                host: index(row.host)?,
+                seq: self.stored_index(run_id, "trial indexes", row.seq)?,
+                host: self.stored_index(run_id, "trial indexes", row.host)?,
                 variant: row.variant,
                 round: row.round,
                 warmup: row.warmup,
