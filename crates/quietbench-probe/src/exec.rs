@@ -41,7 +41,7 @@ use duet::{Rendezvous, runs_b};
 pub use metric_sets::{
     COUNTED_METRIC_SETS, METRIC_SETS, PAIRED_COUNTED_METRIC_SETS, PAIRED_METRIC_SETS,
 };
-use metric_sets::{RATIO_INDICES, SINGLE_INSTRUCTIONS, side_indices};
+use metric_sets::{RATIO_INDICES, SINGLE_INSTRUCTIONS, side_indices, turn_ratio_indices};
 use resolve::Command;
 pub use resolve::{resolve, split_words};
 
@@ -354,7 +354,8 @@ impl ExecWorkload {
 
     /// Runs A and B back to back in a random order and records both and their ratios.
     fn run_pair(&mut self, samples: &mut Samples<'_>) -> Result<(), Halt> {
-        let (a, b) = if self.b_first() {
+        let b_first = self.b_first();
+        let (a, b) = if b_first {
             let b = self.run_once(1)?;
             (self.run_once(0)?, b)
         } else {
@@ -363,7 +364,7 @@ impl ExecWorkload {
         };
         record_side(samples, false, a);
         record_side(samples, true, b);
-        record_ratios(samples, a, b);
+        record_ratios(samples, a, b, !b_first);
         Ok(())
     }
 
@@ -387,11 +388,12 @@ impl ExecWorkload {
         }
         self.pairs += 1;
         record_side(samples, b, mine);
-        // One thread records the pair's ratios, so each pair counts once.
+        // One thread records the pair's ratios, so each pair counts once. A's turn is the
+        // first when A ran on this thread's CPU (thread 0's).
         if me == 0 {
             let theirs = rendezvous.other(me);
-            let (a, b) = if b { (theirs, mine) } else { (mine, theirs) };
-            record_ratios(samples, a, b);
+            let (a, b_figures) = if b { (theirs, mine) } else { (mine, theirs) };
+            record_ratios(samples, a, b_figures, !b);
         }
         Ok(true)
     }
@@ -424,11 +426,18 @@ fn record_side(samples: &mut Samples<'_>, b: bool, figures: Invocation) {
     }
 }
 
-/// A pair's B/A ratios.
-fn record_ratios(samples: &mut Samples<'_>, a: Invocation, b: Invocation) {
+/// A pair's B/A ratios, overall and under the turn A had (`a_first`).
+fn record_ratios(samples: &mut Samples<'_>, a: Invocation, b: Invocation, a_first: bool) {
     let (wall, cpu, instructions) = RATIO_INDICES;
-    samples.record(wall, pair_ratio_ppm(a.wall_ns, b.wall_ns), 0);
-    samples.record(cpu, pair_ratio_ppm(a.cpu_ns, b.cpu_ns), 0);
+    let (wall_ppm, cpu_ppm) = (
+        pair_ratio_ppm(a.wall_ns, b.wall_ns),
+        pair_ratio_ppm(a.cpu_ns, b.cpu_ns),
+    );
+    samples.record(wall, wall_ppm, 0);
+    samples.record(cpu, cpu_ppm, 0);
+    let (turn_wall, turn_cpu) = turn_ratio_indices(a_first);
+    samples.record(turn_wall, wall_ppm, 0);
+    samples.record(turn_cpu, cpu_ppm, 0);
     if let (Some(x), Some(y)) = (a.instructions, b.instructions) {
         samples.record(instructions, pair_ratio_ppm(x, y), 0);
     }

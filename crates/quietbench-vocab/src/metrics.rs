@@ -114,6 +114,16 @@ registry! {
     B_OVER_A_CPU_PPM = "b_over_a_cpu_ppm", "ppm", Ratio, Histogram;
     /// `exec` paired mode with `counters=instructions`: each pair's B/A instructions ratio, ppm.
     B_OVER_A_INSTRUCTIONS_PPM = "b_over_a_instructions_ppm", "ppm", Ratio, Histogram;
+    /// `exec` paired mode: the B/A wall-time ratios of the pairs where A had the first turn (ran
+    /// first; in a duet, ran on the pair's first CPU), ppm. With [`B_OVER_A_WALL_PPM_B_FIRST`]
+    /// the verdict weighs both turns alike, so a turn's own advantage cancels.
+    B_OVER_A_WALL_PPM_A_FIRST = "b_over_a_wall_ppm_a_first", "ppm", Ratio, Histogram;
+    /// `exec` paired mode: the B/A wall-time ratios of the pairs where B had the first turn, ppm.
+    B_OVER_A_WALL_PPM_B_FIRST = "b_over_a_wall_ppm_b_first", "ppm", Ratio, Histogram;
+    /// `exec` paired mode: the B/A CPU-time ratios of the pairs where A had the first turn, ppm.
+    B_OVER_A_CPU_PPM_A_FIRST = "b_over_a_cpu_ppm_a_first", "ppm", Ratio, Histogram;
+    /// `exec` paired mode: the B/A CPU-time ratios of the pairs where B had the first turn, ppm.
+    B_OVER_A_CPU_PPM_B_FIRST = "b_over_a_cpu_ppm_b_first", "ppm", Ratio, Histogram;
 
     // cpu.spawn: events alternate between ASLR on and off.
     /// `cpu.spawn`: fork+exec per second with ASLR on.

@@ -90,8 +90,16 @@ fn paired_mode_times_both_commands_and_each_pairs_ratio() {
     for _ in 0..4 {
         assert_eq!(w.step(&mut Samples { rec: &mut rec }), Step::Recorded);
     }
-    for v in 0..PAIRED_METRIC_SETS.len() {
+    for v in 0..6 {
         assert_eq!(rec.hists[v].len(), 4, "metric_set {v}");
+    }
+    // Each pair's ratios once more under the turn it had: the two turns hold every pair.
+    for (a_first, b_first) in [(6, 7), (8, 9)] {
+        assert_eq!(
+            rec.hists[a_first].len() + rec.hists[b_first].len(),
+            4,
+            "turns {a_first}, {b_first}"
+        );
     }
     // B sleeps 20 ms, so it never takes less, whatever the machine's speed.
     assert!(rec.hists[2].min() >= 20_000_000);

@@ -109,6 +109,22 @@ impl TrialFigure {
         }
     }
 
+    /// The per-pair B/A ratio histograms of each turn (A first, B first), where the probe
+    /// splits them (wall and CPU time, from this release on).
+    fn turn_histograms(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Self::Median | Self::Mean => Some((
+                metrics::B_OVER_A_WALL_PPM_A_FIRST,
+                metrics::B_OVER_A_WALL_PPM_B_FIRST,
+            )),
+            Self::Cpu => Some((
+                metrics::B_OVER_A_CPU_PPM_A_FIRST,
+                metrics::B_OVER_A_CPU_PPM_B_FIRST,
+            )),
+            Self::Instructions => None,
+        }
+    }
+
     /// The per-invocation histogram of A and the per-pair B/A ratio histogram it reads.
     fn histograms(self) -> (&'static str, &'static str) {
         match self {
@@ -178,10 +194,26 @@ pub fn paired_times_ns(t: &TrialRecord, figure: TrialFigure) -> Option<(f64, f64
         _ => {
             let (own, ratio) = figure.histograms();
             let a = histogram_median(t, own)?;
-            let ratio = histogram_median(t, ratio)? / 1e6;
+            let ratio = turn_balanced_ratio(t, figure)
+                .or_else(|| histogram_median(t, ratio))?
+                / 1e6;
             Some((a, a * ratio))
         }
     }
+}
+
+/// The pair ratio weighing both turns alike: the geometric mean of the median B/A of the pairs
+/// where A went first and of those where B did. A turn that favours whoever has it (a CPU of a
+/// duet that is slower, the second command of a pair finding caches warm) moves the two
+/// medians apart by the same factor in opposite directions, which cancels here; the median of
+/// all pairs instead lands in one turn's cluster whenever their counts differ by one (an odd
+/// number of pairs in a trial), and reads that turn's advantage as a difference. `None` for a
+/// trial without both turns (recorded before the split, or too short to hold one of each).
+fn turn_balanced_ratio(t: &TrialRecord, figure: TrialFigure) -> Option<f64> {
+    let (a_first, b_first) = figure.turn_histograms()?;
+    let a_first = histogram_median(t, a_first)?;
+    let b_first = histogram_median(t, b_first)?;
+    Some((a_first * b_first).sqrt())
 }
 
 /// 1e9 / a rate of invocations per second: the exact mean time per invocation.
@@ -434,5 +466,68 @@ mod tests {
         assert_eq!(direction_of_unit("ns"), Some(Direction::LowerIsBetter));
         assert_eq!(direction_of_unit("ppm"), None);
         assert_eq!(direction_of_unit("%"), None);
+    }
+
+    fn push_histogram(trial: &mut TrialRecord, name: &str, values: &[u64]) {
+        let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)
+            .expect("histogram bounds");
+        for v in values {
+            hist.record(*v).expect("in range");
+        }
+        trial.metrics.push(crate::record::MetricRecord {
+            name: name.into(),
+            unit: String::new(),
+            value: None,
+            interval_values: Vec::new(),
+            histogram: Some(crate::record::HistogramRecord {
+                hist,
+                encoded: Vec::new(),
+                clamped: 0,
+                dropped: 0,
+            }),
+        });
+    }
+
+    /// A duet A/A on two CPUs one of which is 5% slower: every pair's B/A is 1.05 when B ran on
+    /// the slow CPU and 1/1.05 when A did. With 5 pairs of one turn and 4 of the other (a
+    /// trial that ended after an odd pair), the median of all pairs is 1.05: a 5% difference
+    /// between identical commands. Each turn's median, weighed alike, gives 1.
+    #[test]
+    fn a_turns_advantage_cancels_in_the_pair_ratio_however_many_pairs_each_turn_has() {
+        let mut t = trial_with_invocations(&[100; 9]);
+        let slow_b = 1_050_000;
+        let slow_a = (1e12 / 1_050_000.0) as u64;
+        let mut all = vec![slow_b; 5];
+        all.extend([slow_a; 4]);
+        push_histogram(&mut t, metrics::B_OVER_A_WALL_PPM, &all);
+        let (a, b) = paired_times_ns(&t, TrialFigure::Median).unwrap();
+        assert!((b / a / 1.05 - 1.0).abs() < 0.001, "without turns: {}", b / a);
+
+        push_histogram(&mut t, metrics::B_OVER_A_WALL_PPM_A_FIRST, &[slow_b; 5]);
+        push_histogram(&mut t, metrics::B_OVER_A_WALL_PPM_B_FIRST, &[slow_a; 4]);
+        let (a, b) = paired_times_ns(&t, TrialFigure::Median).unwrap();
+        assert!((b / a - 1.0).abs() < 0.001, "with turns: {}", b / a);
+
+        // A real 2% difference under the same asymmetry is kept whole.
+        let mut t = trial_with_invocations(&[100; 9]);
+        push_histogram(&mut t, metrics::B_OVER_A_WALL_PPM, &[1]);
+        push_histogram(
+            &mut t,
+            metrics::B_OVER_A_WALL_PPM_A_FIRST,
+            &[(1.02 * 1.05e6) as u64; 5],
+        );
+        push_histogram(
+            &mut t,
+            metrics::B_OVER_A_WALL_PPM_B_FIRST,
+            &[(1.02e6 / 1.05) as u64; 4],
+        );
+        let (a, b) = paired_times_ns(&t, TrialFigure::Median).unwrap();
+        assert!((b / a / 1.02 - 1.0).abs() < 0.001, "{}", b / a);
+
+        // The CPU figure has turns too; instructions do not, and read all pairs.
+        push_histogram(&mut t, metrics::CPU_TIME, &[100_000_000]);
+        push_histogram(&mut t, metrics::B_OVER_A_CPU_PPM, &[1_010_000]);
+        let (a, b) = paired_times_ns(&t, TrialFigure::Cpu).unwrap();
+        assert!((b / a / 1.01 - 1.0).abs() < 0.001, "{}", b / a);
     }
 }
