@@ -98,7 +98,7 @@ fn a_service_keeps_its_runs_in_the_shared_store_and_its_password_off_command_lin
     let (mut saw_run_process, mut leaks) = (false, Vec::new());
     while client.try_wait().unwrap().is_none() {
         for (pid, cmdline) in command_lines() {
-            saw_run_process |= cmdline.contains("--run-id=");
+            saw_run_process |= cmdline.contains(" run-request ");
             if cmdline.contains(&secret) {
                 leaks.push(format!("{pid}: {cmdline}"));
             }
