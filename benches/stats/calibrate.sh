@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Does `compare` keep its verdicts on a bursty host (issue 28)? For each way of taking turns
+# (--interleave invocations, trials, duet) and each kind of noise (quiet; cpu: the seeded bursty
+# injector benches/src/bin/noise.rs busy on both CPUs in random spells, 30% of the time), RUNS
+# A/A comparisons of the same CPU-bound command, each in a fixed time budget. The table says how
+# many 95% intervals excluded 1 (false positives: a calibrated test has about 1 in 20) and the
+# median MDE. DIFF=1 makes B loop 2% more (its time grows a little less than 2%: the shell's
+# start-up does not grow with the loop) and the table gives the detection rate instead.
+#
+# Takes RUNS x modes x noises x BUDGET seconds plus a few seconds a run: with the defaults
+# 5 x 3 x 2 x 20 s, about 11 minutes. A verdict needs 5 rounds after compare's 2 warm-up rounds:
+# BUDGET 10 is about the least for invocations (a round is one 1 s trial), 15 for trials (two). Its figures, with the machine and the date, belong in
+# docs/statistics.md (beside §1b's calibration).
+#
+# Usage: [RUNS=5] [BUDGET=20] [MODES="invocations trials duet"] [NOISES="quiet cpu"] [DIFF=0|1]
+#        benches/stats/calibrate.sh
+# Environment: QB, NOISE_BIN = built quietbench and noise binaries (default: target/release/
+# quietbench and target/debug/noise, built if missing); TRIAL_SECS = compare's --duration (1).
+# Needs: python3.
+set -euo pipefail
+runs=${RUNS:-5}
+budget=${BUDGET:-20}
+modes=${MODES:-invocations trials duet}
+noises=${NOISES:-quiet cpu}
+diff=${DIFF:-0}
+secs=${TRIAL_SECS:-1}
+for noise in $noises; do
+  case $noise in quiet | cpu) ;; *) echo "calibrate: unknown noise '$noise' (quiet or cpu)" >&2; exit 2 ;; esac
+done
+
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+if [ -z "${QB:-}" ]; then
+  QB="$repo/target/release/quietbench"
+  [ -x "$QB" ] || cargo build --release --bin quietbench --manifest-path "$repo/Cargo.toml"
+fi
+if [ -z "${NOISE_BIN:-}" ]; then
+  # Debug is enough: a busy loop keeps a CPU as busy at any optimization level.
+  NOISE_BIN="$repo/target/debug/noise"
+  [ -x "$NOISE_BIN" ] || cargo build -p quietbench-benches --bin noise --manifest-path "$repo/Cargo.toml"
+fi
+
+work=$(mktemp -d)
+injector=
+cleanup() {
+  # The injector of an interrupted run: stopped with SIGTERM, so it ends its spells cleanly.
+  if [ -n "$injector" ]; then
+    kill -TERM "$injector" 2>/dev/null || true
+    wait "$injector" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Every command as it ran, quoted for a shell, for the reader to repeat (in an empty directory:
+# the JSON reports are written to the current one).
+quote() {
+  if [[ $1 =~ ^[A-Za-z0-9_./:=,@%+-]+$ ]]; then printf '%s' "$1"; else printf "'%s'" "${1//\'/\'\\\'\'}"; fi
+}
+line() {
+  local out= arg
+  for arg in "$@"; do out+="$(quote "$arg") "; done
+  printf '%s' "${out% }"
+}
+
+loops=40000
+spin() { echo "i=0; while [ \$i -lt $1 ]; do i=\$((i+1)); done"; }
+a=$(spin "$loops")
+if [ "$diff" = 1 ]; then b=$(spin $((loops * 102 / 100))); else b=$a; fi
+
+echo "calibrate: RUNS=$runs BUDGET=${budget}s MODES=\"$modes\" NOISES=\"$noises\" DIFF=$diff" \
+  "(A: $loops loops, B: $( [ "$diff" = 1 ] && echo "$((loops * 102 / 100)) loops" || echo "the same"))"
+for mode in $modes; do
+  for noise in $noises; do
+    for i in $(seq 1 "$runs"); do
+      json="$mode-$noise-$i.json"
+      log="$work/noise-$mode-$i.log"
+      : >"$log"
+      if [ "$noise" = cpu ]; then
+        cmd=("$NOISE_BIN" --cpu-hog 0-1 --duty 0.3 --seed "$i")
+        echo "$(line "${cmd[@]}") &" >>"$work/commands"
+        "${cmd[@]}" 2>"$log" &
+        injector=$!
+      fi
+      cmd=("$QB" compare --local --shell --no-store --rounds 100000 --budget "$budget"
+        --duration "$secs" --interleave "$mode" --seed "$i" --a "$a" --b "$b" --json "$json")
+      line "${cmd[@]}" >>"$work/commands"
+      echo >>"$work/commands"
+      if ! (cd "$work" && "${cmd[@]}" >/dev/null 2>"$work/err"); then
+        echo "calibrate: compare failed ($mode, $noise, run $i):" >&2
+        cat "$work/err" >&2
+        exit 1
+      fi
+      if [ -n "$injector" ]; then
+        # Gone already means it failed: its log says why.
+        kill -TERM "$injector" 2>/dev/null || true
+        if ! wait "$injector"; then
+          injector=
+          echo "calibrate: the noise injector failed ($mode, run $i):" >&2
+          cat "$log" >&2
+          exit 1
+        fi
+        injector=
+        echo 'kill -TERM $!' >>"$work/commands"
+      fi
+      python3 - "$work/$json" "$mode" "$noise" "$i" "$log" <<'PY'
+import json, sys
+v = json.load(open(sys.argv[1]))
+# The injector's last line: the time each hog was actually on.
+on = open(sys.argv[5]).read().strip().splitlines()[-1:]
+on = "; " + on[0].split("; ", 1)[-1] if on else ""
+print(f'  {sys.argv[2]:<11} {sys.argv[3]:<5} run {sys.argv[4]}: B/A {v["ratio"]:.4f} '
+      f'[{v["ci_low"]:.4f}, {v["ci_high"]:.4f}], MDE {v["mde"]*100:.2f}%, {v["rounds"]} rounds{on}')
+PY
+    done
+  done
+done
+
+echo
+python3 - "$work" "$runs" "$diff" "$modes" "$noises" <<'PY'
+import json, statistics, sys
+work, runs, diff = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+# A/A: any interval that excludes 1 is a false positive. DIFF: B is slower, so a detection is
+# an interval wholly above 1.
+head = "detected (CI > 1)" if diff else "false positives (CI excludes 1)"
+print(f'{"mode":<12} {"noise":<6} {"runs":>4}  {head:<31} {"median MDE":>10}  {"median B/A":>10}  {"rounds":>6}')
+for mode in sys.argv[4].split():
+    for noise in sys.argv[5].split():
+        v = [json.load(open(f"{work}/{mode}-{noise}-{i}.json")) for i in range(1, runs + 1)]
+        if diff:
+            hits = sum(r["ci_low"] > 1 for r in v)
+        else:
+            hits = sum(r["ci_low"] > 1 or r["ci_high"] < 1 for r in v)
+        mde = statistics.median(r["mde"] for r in v) * 100
+        ratio = statistics.median(r["ratio"] for r in v)
+        rounds = statistics.median(r["rounds"] for r in v)
+        print(f'{mode:<12} {noise:<6} {runs:>4}  {f"{hits} of {runs}":<31} {mde:>9.2f}%  {ratio:>10.4f}  {rounds:>6g}')
+PY
+
+echo
+echo "commands run:"
+sed 's/^/  /' "$work/commands"
