@@ -194,9 +194,8 @@ pub fn paired_times_ns(t: &TrialRecord, figure: TrialFigure) -> Option<(f64, f64
         _ => {
             let (own, ratio) = figure.histograms();
             let a = histogram_median(t, own)?;
-            let ratio = turn_balanced_ratio(t, figure)
-                .or_else(|| histogram_median(t, ratio))?
-                / 1e6;
+            let ratio =
+                turn_balanced_ratio(t, figure).or_else(|| histogram_median(t, ratio))? / 1e6;
             Some((a, a * ratio))
         }
     }
@@ -501,7 +500,11 @@ mod tests {
         all.extend([slow_a; 4]);
         push_histogram(&mut t, metrics::B_OVER_A_WALL_PPM, &all);
         let (a, b) = paired_times_ns(&t, TrialFigure::Median).unwrap();
-        assert!((b / a / 1.05 - 1.0).abs() < 0.001, "without turns: {}", b / a);
+        assert!(
+            (b / a / 1.05 - 1.0).abs() < 0.001,
+            "without turns: {}",
+            b / a
+        );
 
         push_histogram(&mut t, metrics::B_OVER_A_WALL_PPM_A_FIRST, &[slow_b; 5]);
         push_histogram(&mut t, metrics::B_OVER_A_WALL_PPM_B_FIRST, &[slow_a; 4]);
