@@ -11,7 +11,9 @@
 //! - [`bootstrap`]: seeded percentile and BCa intervals, with validated [`Resamples`] and
 //!   [`ConfidenceLevel`];
 //! - [`paired`]: the A/B data model ([`Observation`]) and per-round pairing into log-ratios;
-//! - [`hierarchical`]: the hosts-then-rounds bootstrap interval of the B/A ratio;
+//! - [`serial`]: serial correlation of a host's rounds, the sign of a bursty host;
+//! - [`hierarchical`]: the hosts-then-rounds bootstrap interval of the B/A ratio, widened for
+//!   serially correlated rounds on a single host;
 //! - [`components`]: variance between CPU models, between hosts, within a host;
 //! - [`outliers`]: outlier hosts by modified z-score;
 //! - [`interaction`]: whether an A/B change differs between groups of hosts (CPU models);
@@ -30,9 +32,9 @@
 //! 3. [`robust`], `summary`, [`bootstrap`]: numbers in, numbers out;
 //! 4. [`paired`]: the data model ([`Observation`], [`PairedRounds`]), re-exporting [`Arm`];
 //! 5. [`components`], [`outliers`], [`power`](mod@power), [`unpaired`], [`interaction`],
-//!    [`changepoint`]: each on the layers below;
-//! 6. [`hierarchical`]: the bootstrap interval, and the one computation of the within- and
-//!    between-host variances (`noise_split`);
+//!    [`changepoint`], [`serial`]: each on the layers below;
+//! 6. [`hierarchical`]: the bootstrap interval (on [`serial`] for its correction), and the one
+//!    computation of the within- and between-host variances (`noise_split`);
 //! 7. [`verdict`]: the judgement, on [`hierarchical`] (its interval and its noise split) and
 //!    [`power`](mod@power);
 //! 8. [`stopping`]: on [`verdict`].
@@ -50,6 +52,7 @@ pub mod paired;
 pub mod power;
 pub mod rng;
 pub mod robust;
+pub mod serial;
 pub mod stopping;
 mod summary;
 pub mod unpaired;
@@ -74,6 +77,7 @@ pub use power::{
     rounds_needed, standard_error,
 };
 pub use robust::{MAD_NORMAL_SCALE, mad, mean, median, quantile, quantiles, stdev, trimmed_mean};
+pub use serial::{bursty_threshold, serial_correlation};
 pub use stopping::{Decision, StopReason, StoppingRule};
 pub use summary::{Summary, summarize};
 pub use unpaired::{UnpairedRatio, units_needed, unpaired_ratio};

@@ -9,6 +9,12 @@
 //! refused with the number of rounds still to run: with fewer, the t quantile alone
 //! (t(0.975, 3) = 3.18) makes any interval too wide to mean anything and the bootstrap has too
 //! few distinct resamples to be trusted.
+//!
+//! A host whose rounds were serially correlated ([`crate::serial_correlation`] above
+//! [`crate::bursty_threshold`]) is called bursty in a warning that gives the correlation, how
+//! much the interval was widened for it ([`crate::hierarchical`]) and what that cost in minimum
+//! detectable effect, and the design that would have done better: more, shorter rounds, or
+//! pairs of invocations within each trial.
 
 use std::fmt;
 
@@ -17,15 +23,23 @@ use serde::Serialize;
 use crate::bootstrap::{ConfidenceLevel, Resamples, Seed};
 use crate::dist::student_t_quantile;
 use crate::error::StatsError;
-use crate::hierarchical::{RatioInterval, Resampling, hierarchical_ratio_interval, noise_split};
+use crate::hierarchical::{
+    MAX_SERIAL_CORRELATION, RatioInterval, Resampling, hierarchical_ratio_interval, noise_split,
+};
 use crate::paired::{Arm, Direction, Observation, PairedRounds, pair_rounds};
 use crate::power::{DEFAULT_POWER, Noise};
+use crate::serial;
 
 /// Fewest paired rounds a verdict accepts.
 pub const MIN_PAIRED_ROUNDS: usize = 5;
 
 /// Below this many resamples the verdict warns that its endpoints carry Monte-Carlo error.
 const FEW_RESAMPLES: u32 = 1000;
+
+/// Below this many rounds on a single host the bursty warning adds that the correction may
+/// fall short: the serial correlation's standard error is then above 0.25, and in simulation
+/// (tests/coverage.rs) 8 strongly correlated rounds (ρ = 0.6) still gave 10% false positives.
+const FEW_ROUNDS_FOR_SERIAL: usize = 15;
 
 /// How to judge.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -108,6 +122,10 @@ pub struct Verdict {
     pub noise: Noise,
     /// The interval in detail.
     pub interval: RatioInterval,
+    /// Lag-1 autocorrelation of consecutive rounds within hosts
+    /// ([`crate::serial_correlation`]); clearly positive on a bursty host. `None` when it
+    /// cannot be estimated.
+    pub serial_correlation: Option<f64>,
 }
 
 /// Judges `observations`: pairs them by round ([`pair_rounds`]) and calls [`judge_paired`].
@@ -142,24 +160,21 @@ pub fn judge_paired(paired: &PairedRounds, config: &VerdictConfig) -> Result<Ver
         VerdictKind::NoDifference
     };
 
-    // MDE of the interval actually reported: an effect the size of the half-width w is
-    // detected half the time; one of w · (t_crit + t_power) / t_crit is detected with the
-    // requested power. For a symmetric t interval this is the textbook (t_crit + t_power)·SE.
-    let t_crit = student_t_quantile(1.0 - config.level.alpha() / 2.0, interval.df);
-    let t_power = student_t_quantile(config.power, interval.df);
-    let half_width = (high.ln() - low.ln()) / 2.0;
-    let mde = (half_width * (t_crit + t_power) / t_crit).exp_m1();
+    let mde = mde_of(low, high, interval.df, config);
 
     let hosts = paired.host_count();
     let noise = estimate_noise(paired);
-    let warnings = warnings(paired, &interval, kind, ratio, mde);
-    let method = match interval.resampling {
+    let mut warnings = warnings(paired, &interval, kind, ratio, mde);
+    if let Some(w) = bursty_warning(paired, &interval, mde, config) {
+        warnings.push(w);
+    }
+    let mut method = match interval.resampling {
         Resampling::RoundsOnly => format!(
             "bootstrap over rounds (one host), {} resamples, seed {}; expanded percentile \
              joined with bootstrap-t, {} df",
             interval.resamples.get(),
             config.seed.0,
-            interval.df
+            format_df(interval.df)
         ),
         Resampling::HostsThenRounds { hosts } => format!(
             "hierarchical bootstrap ({hosts} hosts, then rounds within each), {} resamples, \
@@ -169,6 +184,18 @@ pub fn judge_paired(paired: &PairedRounds, config: &VerdictConfig) -> Result<Ver
             interval.df
         ),
     };
+    if interval.variance_inflation > 1.0 {
+        method.push_str(&format!(
+            "; widened for serially correlated rounds (ρ = {:.2}: variance ×{:.2}, {:.1} \
+             effective rounds)",
+            interval
+                .serial_correlation
+                .unwrap_or(0.0)
+                .min(MAX_SERIAL_CORRELATION),
+            interval.variance_inflation,
+            interval.units as f64 / interval.variance_inflation
+        ));
+    }
     Ok(Verdict {
         kind,
         ratio,
@@ -185,6 +212,92 @@ pub fn judge_paired(paired: &PairedRounds, config: &VerdictConfig) -> Result<Ver
         candidate: config.candidate,
         noise,
         interval,
+        serial_correlation: interval.serial_correlation,
+    })
+}
+
+/// Degrees of freedom as printed: whole numbers as they are, others to one decimal.
+fn format_df(df: f64) -> String {
+    if df.fract() == 0.0 {
+        format!("{df}")
+    } else {
+        format!("{df:.1}")
+    }
+}
+
+/// MDE of an interval [low, high] with `df` degrees of freedom: an effect the size of the
+/// half-width w is detected half the time; one of w · (t_crit + t_power) / t_crit is detected
+/// with the requested power. For a symmetric t interval this is the textbook
+/// (t_crit + t_power)·SE.
+fn mde_of(low: f64, high: f64, df: f64, config: &VerdictConfig) -> f64 {
+    let t_crit = student_t_quantile(1.0 - config.level.alpha() / 2.0, df);
+    let t_power = student_t_quantile(config.power, df);
+    let half_width = (high.ln() - low.ln()) / 2.0;
+    (half_width * (t_crit + t_power) / t_crit).exp_m1()
+}
+
+/// The warning for rounds that correlated clearly ([`crate::bursty_threshold`]): by how much,
+/// what it cost, and what would do better. `None` for rounds that look independent.
+fn bursty_warning(
+    paired: &PairedRounds,
+    interval: &RatioInterval,
+    mde: f64,
+    config: &VerdictConfig,
+) -> Option<String> {
+    let estimate = serial::estimate(paired)?;
+    let rho = estimate.rho;
+    if rho <= serial::bursty_threshold(estimate.pairs) {
+        return None;
+    }
+    let remedy = "more, shorter rounds would narrow it (A and B then run closer together, so a \
+                  spell more often hits both), as would `--interleave invocations` where the \
+                  run used another mode (it pairs A and B within each trial)";
+    let is_capped = rho > MAX_SERIAL_CORRELATION;
+    let capped = if is_capped {
+        format!(", counted as {MAX_SERIAL_CORRELATION}, the most this correction allows")
+    } else {
+        String::new()
+    };
+    Some(match interval.resampling {
+        Resampling::RoundsOnly => {
+            let (lo, hi) = interval.if_independent;
+            let widened = (interval.high / interval.low).ln() / (hi / lo).ln() - 1.0;
+            let mde_independent = mde_of(lo, hi, interval.units as f64 - 1.0, config);
+            let few = if interval.units < FEW_ROUNDS_FOR_SERIAL {
+                format!(
+                    "; with {} rounds the correlation is known only roughly, and the interval \
+                     may still be too narrow",
+                    interval.units
+                )
+            } else if is_capped {
+                "; the interval may still be too narrow".to_owned()
+            } else {
+                String::new()
+            };
+            format!(
+                "the host was bursty: consecutive rounds correlated (ρ = {rho:.2}{capped}), so \
+                 its {} rounds count as {:.1} independent ones; the interval was widened by \
+                 {:.0}% for it, and the smallest detectable difference rose from {} to {}{few}; \
+                 {remedy}",
+                interval.units,
+                interval.units as f64 / interval.variance_inflation,
+                widened * 100.0,
+                pct(mde_independent),
+                pct(mde)
+            )
+        }
+        Resampling::HostsThenRounds { hosts } => {
+            let per_host = paired.rounds() as f64 / hosts as f64;
+            let r = rho.clamp(0.0, MAX_SERIAL_CORRELATION);
+            format!(
+                "the hosts were bursty: consecutive rounds on a host correlated (ρ = \
+                 {rho:.2}{capped}), so each host's {per_host:.0} rounds (on average) count as \
+                 {:.1} independent ones; the interval rests on the hosts' means, which carry \
+                 this already, so it was not widened, but those means are noisier than \
+                 independent rounds would have made them; {remedy}",
+                per_host * (1.0 - r) / (1.0 + r)
+            )
+        }
     })
 }
 
@@ -452,11 +565,121 @@ mod tests {
         );
     }
 
+    /// Rounds in spells: `spell` rounds at +1%, then `spell` at −1%, and so on, with a small
+    /// wiggle.
+    fn spells(rounds: usize, spell: usize) -> Vec<(f64, f64)> {
+        (0..rounds)
+            .map(|i| {
+                let level = if (i / spell).is_multiple_of(2) {
+                    0.01
+                } else {
+                    -0.01
+                };
+                let wiggle = [0.002, -0.001, 0.0, 0.001, -0.002][i % 5];
+                (100.0, 100.0 * (1.0 + level + wiggle))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_bursty_host_is_named_and_its_interval_widened() {
+        let obs = run(&spells(30, 5), "h");
+        let v = judge(&obs, &VerdictConfig::default()).unwrap();
+        let rho = v.serial_correlation.unwrap();
+        assert!(rho > 0.6, "{rho}");
+        assert_eq!(v.interval.serial_correlation, Some(rho));
+        assert!(v.interval.variance_inflation > 3.0, "{:?}", v.interval);
+        let (lo, hi) = v.interval.if_independent;
+        assert!(v.ci_low < lo && v.ci_high > hi, "{v:?}");
+        assert!(v.interval.df < 29.0 / 3.0, "{}", v.interval.df);
+        assert!(
+            v.method
+                .contains("widened for serially correlated rounds (ρ = "),
+            "{}",
+            v.method
+        );
+        let text = v.to_string();
+        eprintln!("{text}");
+        let warning = v.warnings.iter().find(|w| w.contains("bursty")).unwrap();
+        for part in [
+            "the host was bursty: consecutive rounds correlated (ρ = ",
+            "its 30 rounds count as ",
+            "the interval was widened by ",
+            "the smallest detectable difference rose from ",
+            &format!(" to {}", pct(v.mde)),
+            "more, shorter rounds would narrow it",
+            "`--interleave invocations`",
+        ] {
+            assert!(warning.contains(part), "{part:?} not in {warning}");
+        }
+    }
+
+    #[test]
+    fn a_short_bursty_run_says_the_correction_may_fall_short() {
+        let v = judge(&run(&spells(12, 6), "h"), &VerdictConfig::default()).unwrap();
+        let warning = v.warnings.iter().find(|w| w.contains("bursty")).unwrap();
+        assert!(
+            warning.contains("with 12 rounds the correlation is known only roughly"),
+            "{warning}"
+        );
+        assert!(
+            warning.contains(", counted as 0.9, the most this correction allows"),
+            "{warning}"
+        );
+        eprintln!("{warning}");
+        // The correlation of so short a run is capped, and the degrees of freedom floored.
+        assert!(
+            v.method
+                .contains("1 df; widened for serially correlated rounds (ρ = 0.90"),
+            "{}",
+            v.method
+        );
+    }
+
+    #[test]
+    fn several_bursty_hosts_are_named_but_not_widened() {
+        let mut obs = Vec::new();
+        for h in ["h0", "h1", "h2", "h3", "h4"] {
+            obs.extend(run(&spells(20, 4), h));
+        }
+        let v = judge(&obs, &VerdictConfig::default()).unwrap();
+        assert!(v.serial_correlation.unwrap() > 0.5, "{v:?}");
+        assert_eq!(v.interval.variance_inflation, 1.0);
+        assert_eq!((v.ci_low, v.ci_high), v.interval.if_independent);
+        assert!(!v.method.contains("serially"), "{}", v.method);
+        let warning = v.warnings.iter().find(|w| w.contains("bursty")).unwrap();
+        assert!(
+            warning.starts_with("the hosts were bursty: consecutive rounds on a host correlated"),
+            "{warning}"
+        );
+        assert!(warning.contains("so it was not widened"), "{warning}");
+    }
+
+    #[test]
+    fn rounds_that_alternate_are_not_called_bursty() {
+        // The rounds of `identical_variants_read_as_no_difference_with_an_mde`: negatively
+        // correlated, so nothing is corrected.
+        let rounds: Vec<(f64, f64)> = (0..20)
+            .map(|i| {
+                let wiggle = [0.004, -0.004, 0.002, -0.002][i % 4];
+                (100.0, 100.0 * (1.0 + wiggle))
+            })
+            .collect();
+        let v = judge(&run(&rounds, "h"), &VerdictConfig::default()).unwrap();
+        assert!(v.serial_correlation.unwrap() < 0.0, "{v:?}");
+        assert_eq!(v.interval.variance_inflation, 1.0);
+        assert_eq!(v.interval.df, 19.0);
+        assert!(v.warnings.iter().all(|w| !w.contains("bursty")), "{v}");
+        assert!(!v.method.contains("serially"), "{}", v.method);
+    }
+
     #[test]
     fn formats_levels_and_percentages() {
         assert_eq!(format_level(0.95), "95%");
         assert_eq!(format_level(0.999), "99.9%");
         assert_eq!(pct(0.021), "2.1%");
         assert_eq!(pct(0.0062), "0.62%");
+        assert_eq!(format_df(19.0), "19");
+        assert_eq!(format_df(3.437), "3.4");
     }
 }
