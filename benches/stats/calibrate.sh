@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Does `compare` keep its verdicts on a bursty host (issue 28)? For each way of taking turns
 # (--interleave invocations, trials, duet) and each kind of noise (quiet; cpu: the seeded bursty
-# injector benches/src/bin/noise.rs busy on both CPUs in random spells, 30% of the time), RUNS
+# injector tests/src/bin/noise.rs busy on both CPUs in random spells, 30% of the time), RUNS
 # A/A comparisons of the same CPU-bound command, each in a fixed time budget. The table says how
 # many 95% intervals excluded 1 (false positives: a calibrated test has about 1 in 20) and the
 # median MDE. DIFF=1 makes B loop 2% more (its time grows a little less than 2%: the shell's
@@ -12,8 +12,14 @@
 # BUDGET 10 is about the least for invocations (a round is one 1 s trial), 15 for trials (two). Its figures, with the machine and the date, belong in
 # docs/statistics.md (beside §1b's calibration).
 #
-# Usage: [RUNS=5] [BUDGET=20] [MODES="invocations trials duet"] [NOISES="quiet cpu"] [DIFF=0|1]
-#        benches/stats/calibrate.sh
+# Every figure the report prints is counted: the verdict's (FIGURE: median, the default, or
+# mean; a duet refuses mean and is skipped for it) and the one printed beside it (cpu). NOISES
+# may also name memory: the injector's memory hog (256 MiB streamed, unpinned) in spells 30% of
+# the time.
+#
+# Usage: [RUNS=5] [BUDGET=20] [MODES="invocations trials duet"] [NOISES="quiet cpu memory"]
+#        [FIGURE=median|mean] [DIFF=0|1] benches/stats/calibrate.sh
+# KEEP=DIR keeps every run's JSON verdict there.
 # Environment: QB, NOISE_BIN = built quietbench and noise binaries (default: target/release/
 # quietbench and target/debug/noise, built if missing); TRIAL_SECS = compare's --duration (1).
 # Needs: python3.
@@ -22,10 +28,18 @@ runs=${RUNS:-5}
 budget=${BUDGET:-20}
 modes=${MODES:-invocations trials duet}
 noises=${NOISES:-quiet cpu}
+figure=${FIGURE:-median}
 diff=${DIFF:-0}
+case $figure in median | mean) ;; *) echo "calibrate: unknown FIGURE '$figure' (median or mean)" >&2; exit 2 ;; esac
+if [ "$figure" = mean ]; then
+  # A duet's two sides share one invocation rate: compare refuses --figure mean there.
+  kept=
+  for mode in $modes; do [ "$mode" = duet ] || kept+="$mode "; done
+  modes=${kept% }
+fi
 secs=${TRIAL_SECS:-1}
 for noise in $noises; do
-  case $noise in quiet | cpu) ;; *) echo "calibrate: unknown noise '$noise' (quiet or cpu)" >&2; exit 2 ;; esac
+  case $noise in quiet | cpu | memory) ;; *) echo "calibrate: unknown noise '$noise' (quiet, cpu or memory)" >&2; exit 2 ;; esac
 done
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -36,7 +50,7 @@ fi
 if [ -z "${NOISE_BIN:-}" ]; then
   # Debug is enough: a busy loop keeps a CPU as busy at any optimization level.
   NOISE_BIN="$repo/target/debug/noise"
-  [ -x "$NOISE_BIN" ] || cargo build -p quietbench-benches --bin noise --manifest-path "$repo/Cargo.toml"
+  [ -x "$NOISE_BIN" ] || cargo build -p quietbench-tests --bin noise --manifest-path "$repo/Cargo.toml"
 fi
 
 work=$(mktemp -d)
@@ -68,7 +82,7 @@ spin() { echo "i=0; while [ \$i -lt $1 ]; do i=\$((i+1)); done"; }
 a=$(spin "$loops")
 if [ "$diff" = 1 ]; then b=$(spin $((loops * 102 / 100))); else b=$a; fi
 
-echo "calibrate: RUNS=$runs BUDGET=${budget}s MODES=\"$modes\" NOISES=\"$noises\" DIFF=$diff" \
+echo "calibrate: RUNS=$runs BUDGET=${budget}s TRIAL_SECS=$secs MODES=\"$modes\" NOISES=\"$noises\" FIGURE=$figure DIFF=$diff" \
   "(A: $loops loops, B: $( [ "$diff" = 1 ] && echo "$((loops * 102 / 100)) loops" || echo "the same"))"
 for mode in $modes; do
   for noise in $noises; do
@@ -76,14 +90,19 @@ for mode in $modes; do
       json="$mode-$noise-$i.json"
       log="$work/noise-$mode-$i.log"
       : >"$log"
-      if [ "$noise" = cpu ]; then
-        cmd=("$NOISE_BIN" --cpu-hog 0-1 --duty 0.3 --seed "$i")
+      if [ "$noise" != quiet ]; then
+        if [ "$noise" = cpu ]; then
+          cmd=("$NOISE_BIN" --cpu-hog 0-1 --duty 0.3 --seed "$i")
+        else
+          cmd=("$NOISE_BIN" --memory-hog 256 --duty 0.3 --seed "$i")
+        fi
         echo "$(line "${cmd[@]}") &" >>"$work/commands"
         "${cmd[@]}" 2>"$log" &
         injector=$!
       fi
       cmd=("$QB" compare --local --shell --no-store --rounds 100000 --budget "$budget"
-        --duration "$secs" --interleave "$mode" --seed "$i" --a "$a" --b "$b" --json "$json")
+        --duration "$secs" --interleave "$mode" --figure "$figure" --seed "$i" --a "$a" --b "$b"
+        --json "$json")
       line "${cmd[@]}" >>"$work/commands"
       echo >>"$work/commands"
       if ! (cd "$work" && "${cmd[@]}" >/dev/null 2>"$work/err"); then
@@ -109,32 +128,44 @@ v = json.load(open(sys.argv[1]))
 # The injector's last line: the time each hog was actually on.
 on = open(sys.argv[5]).read().strip().splitlines()[-1:]
 on = "; " + on[0].split("; ", 1)[-1] if on else ""
-print(f'  {sys.argv[2]:<11} {sys.argv[3]:<5} run {sys.argv[4]}: B/A {v["ratio"]:.4f} '
-      f'[{v["ci_low"]:.4f}, {v["ci_high"]:.4f}], MDE {v["mde"]*100:.2f}%, {v["rounds"]} rounds{on}')
+others = "".join(f'; {o["figure"]} {o["ratio"]:.4f} [{o["ci_low"]:.4f}, {o["ci_high"]:.4f}]'
+                 for o in v.get("other_figures", []))
+print(f'  {sys.argv[2]:<11} {sys.argv[3]:<6} run {sys.argv[4]}: {v["figure"]} B/A {v["ratio"]:.4f} '
+      f'[{v["ci_low"]:.4f}, {v["ci_high"]:.4f}], MDE {v["mde"]*100:.2f}%{others}, {v["rounds"]} rounds{on}')
 PY
     done
   done
 done
 
 echo
+if [ -n "${KEEP:-}" ]; then
+  # The verdicts themselves, for a reader who wants more than the table.
+  mkdir -p "$KEEP" && cp "$work"/*.json "$KEEP"/
+  echo "calibrate: the verdicts (JSON) are in $KEEP"
+fi
 python3 - "$work" "$runs" "$diff" "$modes" "$noises" <<'PY'
 import json, statistics, sys
 work, runs, diff = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
 # A/A: any interval that excludes 1 is a false positive. DIFF: B is slower, so a detection is
-# an interval wholly above 1.
+# an interval wholly above 1. One row per printed figure: the verdict's, then each one printed
+# beside it (other_figures), each with its own interval.
 head = "detected (CI > 1)" if diff else "false positives (CI excludes 1)"
-print(f'{"mode":<12} {"noise":<6} {"runs":>4}  {head:<31} {"median MDE":>10}  {"median B/A":>10}  {"rounds":>6}')
+print(f'{"mode":<12} {"noise":<6} {"figure":<7} {"runs":>4}  {head:<31} {"median MDE":>10}  {"median B/A":>10}  {"rounds":>6}')
 for mode in sys.argv[4].split():
     for noise in sys.argv[5].split():
         v = [json.load(open(f"{work}/{mode}-{noise}-{i}.json")) for i in range(1, runs + 1)]
-        if diff:
-            hits = sum(r["ci_low"] > 1 for r in v)
-        else:
-            hits = sum(r["ci_low"] > 1 or r["ci_high"] < 1 for r in v)
-        mde = statistics.median(r["mde"] for r in v) * 100
-        ratio = statistics.median(r["ratio"] for r in v)
-        rounds = statistics.median(r["rounds"] for r in v)
-        print(f'{mode:<12} {noise:<6} {runs:>4}  {f"{hits} of {runs}":<31} {mde:>9.2f}%  {ratio:>10.4f}  {rounds:>6g}')
+        figures = [[r] + [o for o in r.get("other_figures", [])] for r in v]
+        for k in range(min(len(f) for f in figures)):
+            rows = [f[k] for f in figures]
+            name = rows[0]["figure"]
+            if diff:
+                hits = sum(r["ci_low"] > 1 for r in rows)
+            else:
+                hits = sum(r["ci_low"] > 1 or r["ci_high"] < 1 for r in rows)
+            mde = statistics.median(r["mde"] for r in rows) * 100
+            ratio = statistics.median(r["ratio"] for r in rows)
+            rounds = statistics.median(r["rounds"] for r in v)
+            print(f'{mode:<12} {noise:<6} {name:<7} {runs:>4}  {f"{hits} of {runs}":<31} {mde:>9.2f}%  {ratio:>10.4f}  {rounds:>6g}')
 PY
 
 echo

@@ -511,6 +511,35 @@ fn a_duet_refuses_what_it_cannot_measure() {
     }
 }
 
+/// A duet on a machine (here: an affinity) of one CPU would put both sides on it, taking turns:
+/// the local agent refuses it with the reason and the mode that works there, and no verdict is
+/// written.
+#[test]
+fn a_duet_on_one_cpu_is_refused_by_the_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("duet.json");
+    let compare = short_compare("true", "true", "0.2", &["--interleave", "duet"], &json);
+    let mut pinned = std::process::Command::new("taskset");
+    pinned
+        .args(["-c", "0"])
+        .arg(compare.get_program())
+        .args(compare.get_args());
+    for (name, value) in compare.get_envs() {
+        match value {
+            Some(value) => pinned.env(name, value),
+            None => pinned.env_remove(name),
+        };
+    }
+    let out = pinned.output().expect("taskset starts");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("would put both on CPU 0") && err.contains("--interleave invocations"),
+        "{err}"
+    );
+    assert!(!json.exists(), "no verdict may be written: {err}");
+}
+
 /// Time a command spends off the CPU moves the wall figure and not the CPU figure, and the
 /// verdict says they disagree: B waits 100 ms before the same 5 ms of work as A (waiting stands
 /// in for time a neighbour steals, which the hypervisor does not charge to the process either).

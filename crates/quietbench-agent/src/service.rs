@@ -6,8 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use quietbench_host::HostRoot;
-use quietbench_probe::placement::{MachineLayout, PlacementRequest, network_kind, plan};
-use quietbench_probe::{ProbeContext, resolve_probe_in};
+use quietbench_probe::placement::{
+    MachineLayout, PlacementPlan, PlacementRequest, network_kind, plan,
+};
+use quietbench_probe::{ProbeContext, ProbeSpec, resolve_probe_in};
 use quietbench_proto::trial_request;
 use quietbench_proto::v1 as pb;
 use quietbench_proto::v1::agent_service_server::AgentService;
@@ -133,6 +135,7 @@ impl Agent {
                 "unpinned on request: the scheduler places the threads on any allowed CPU".into(),
             ];
         }
+        check_duet(&spec, &plan, req.unpinned)?;
         let trial_id = if req.trial_id.is_empty() {
             uuid::Uuid::new_v4().to_string()
         } else {
@@ -148,6 +151,32 @@ impl Agent {
             interval: timing.interval,
         })
     }
+}
+
+/// Refuses a duet that cannot be one. Its two sides must run at the same moment, each on a CPU
+/// of its own: on one CPU they would take turns on it, each side's time would hold the other's,
+/// and the interval printed from such pairs would compare nothing (issue 28: refuse rather than
+/// print a false interval). Unpinned, the scheduler may do the same at any moment.
+fn check_duet(spec: &ProbeSpec, plan: &PlacementPlan, unpinned: bool) -> Result<(), Status> {
+    if spec.resolved_params.get("duet").map(String::as_str) != Some("true") {
+        return Ok(());
+    }
+    if unpinned {
+        return Err(Status::invalid_argument(
+            "a duet pins A and B to two CPUs of their own: it cannot run unpinned",
+        ));
+    }
+    if plan.shares_cpus {
+        let cpus: std::collections::BTreeSet<u32> = plan.thread_cpus.iter().copied().collect();
+        let cpus: Vec<u32> = cpus.into_iter().collect();
+        return Err(Status::failed_precondition(format!(
+            "a duet runs A and B at the same moment on two CPUs, and this one would put both on \
+             CPU {}: give the agent two CPUs (its affinity, or --cpus with two), or use \
+             --interleave invocations, which takes turns on one CPU",
+            quietbench_host::format_cpu_list(&cpus)
+        )));
+    }
+    Ok(())
 }
 
 /// Refuses CPUs this agent may not use (not online, or outside its affinity), naming them: a
@@ -335,5 +364,64 @@ mod tests {
             "{}",
             err.message()
         );
+    }
+
+    /// An agent that may run commands on `cpus`, with no host behind it (validation only).
+    fn agent_on(cpus: &[u32]) -> (Agent, tempfile::TempDir) {
+        let state = tempfile::tempdir().unwrap();
+        let root = HostRoot::at(state.path());
+        let tuner = Arc::new(crate::tuning::Tuner::start(
+            root.clone(),
+            state.path(),
+            cpus.to_vec(),
+        ));
+        let agent = Agent::new(
+            root,
+            cpus.to_vec(),
+            MachineLayout::allowed_only(cpus),
+            tuner,
+        )
+        .allowing_exec(true);
+        (agent, state)
+    }
+
+    fn duet_request(cpus: &[u32], unpinned: bool) -> pb::RunProbeRequest {
+        pb::RunProbeRequest {
+            probe: "exec".into(),
+            duration_ms: 1000,
+            params: [("cmd", "true"), ("cmd_b", "true"), ("duet", "true")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            cpus: cpus.to_vec(),
+            unpinned,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_duet_on_one_cpu_or_unpinned_is_refused_with_the_reason() {
+        let (one, _state) = agent_on(&[3]);
+        let err = one.validate(&duet_request(&[], false)).err().unwrap();
+        assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+        assert!(
+            err.message().contains("both on CPU 3") && err.message().contains("invocations"),
+            "{}",
+            err.message()
+        );
+
+        let (two, _state) = agent_on(&[0, 1]);
+        let job = two.validate(&duet_request(&[], false)).unwrap();
+        assert_eq!(job.plan.thread_cpus, vec![1, 0], "a side on each CPU");
+        let err = two.validate(&duet_request(&[1, 1], false)).err().unwrap();
+        assert!(err.message().contains("both on CPU 1"), "{}", err.message());
+        let err = two.validate(&duet_request(&[], true)).err().unwrap();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        assert!(err.message().contains("unpinned"), "{}", err.message());
+
+        // Not a duet: one CPU is enough for A and B taking turns.
+        let mut turns = duet_request(&[], false);
+        turns.params.remove("duet");
+        assert!(one.validate(&turns).is_ok());
     }
 }
