@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Does `compare` keep its verdicts on a bursty host (issue 28)? For each way of taking turns
 # (--interleave invocations, trials, duet) and each kind of noise (quiet; cpu: the seeded bursty
-# injector tests/src/bin/noise.rs busy on both CPUs in random spells, 30% of the time), RUNS
+# injector tests/src/bin/noise.rs busy on every CPU in random spells, 30% of the time), RUNS
 # A/A comparisons of the same CPU-bound command, each in a fixed time budget. The table says how
 # many 95% intervals excluded 1 (false positives: a calibrated test has about 1 in 20) and the
 # median MDE. DIFF=1 makes B loop 2% more (its time grows a little less than 2%: the shell's
@@ -17,7 +17,7 @@
 # may also name memory: the injector's memory hog (256 MiB streamed, unpinned) in spells 30% of
 # the time.
 #
-# Usage: [RUNS=5] [BUDGET=20] [MODES="invocations trials duet"] [NOISES="quiet cpu memory"]
+# Usage: [RUNS=5] [BUDGET=20] [MODES="invocations trials duet"] [NOISES="quiet cpu"]
 #        [FIGURE=median|mean] [DIFF=0|1] benches/stats/calibrate.sh
 # KEEP=DIR keeps every run's JSON verdict there.
 # Environment: QB, NOISE_BIN = built quietbench and noise binaries (default: target/release/
@@ -52,6 +52,9 @@ if [ -z "${NOISE_BIN:-}" ]; then
   NOISE_BIN="$repo/target/debug/noise"
   [ -x "$NOISE_BIN" ] || cargo build -p quietbench-tests --bin noise --manifest-path "$repo/Cargo.toml"
 fi
+
+# The CPU hogs go on every CPU this script may use (the ones compare --local measures on).
+cpus=$(python3 -c 'import os; print(",".join(map(str, sorted(os.sched_getaffinity(0)))))')
 
 work=$(mktemp -d)
 injector=
@@ -92,7 +95,7 @@ for mode in $modes; do
       : >"$log"
       if [ "$noise" != quiet ]; then
         if [ "$noise" = cpu ]; then
-          cmd=("$NOISE_BIN" --cpu-hog 0-1 --duty 0.3 --seed "$i")
+          cmd=("$NOISE_BIN" --cpu-hog "$cpus" --duty 0.3 --seed "$i")
         else
           cmd=("$NOISE_BIN" --memory-hog 256 --duty 0.3 --seed "$i")
         fi

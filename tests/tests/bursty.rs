@@ -19,46 +19,62 @@ fn spin(n: u32) -> String {
     format!("i=0; while [ $i -lt {n} ]; do i=$((i+1)); done")
 }
 
-/// This process's CPUs in the kernel's list format (the injector takes the same).
-fn allowed_cpus() -> String {
+/// This process's CPUs (the injector hogs each of them).
+fn allowed_cpus() -> Vec<u32> {
     let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).expect("affinity");
     (0..nix::sched::CpuSet::count())
         .filter(|&cpu| set.is_set(cpu).unwrap_or(false))
-        .map(|cpu| cpu.to_string())
-        .collect::<Vec<_>>()
-        .join(",")
+        .map(|cpu| cpu as u32)
+        .collect()
 }
 
-/// The injector: a busy thread on each of `cpus` in 100-500 ms spells, on 30% of the time, for
-/// at most two minutes (so a test that dies leaves nothing behind for long).
-fn injector(cpus: &str, seed: u64) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_noise"))
-        .args(["--cpu-hog", cpus, "--duty", "0.3", "--for", "120"])
-        .args(["--seed", &seed.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the noise injector starts")
+/// The running injector. Dropped without [`Injector::stop`] (a failed assertion), it is killed
+/// at once, so no busy spell outlives the test into the next one.
+struct Injector(Option<Child>);
+
+impl Injector {
+    /// A busy thread on each of `cpus` in 100-500 ms spells, on 30% of the time, for at most two
+    /// minutes.
+    fn start(cpus: &[u32], seed: u64) -> Self {
+        let child = Command::new(env!("CARGO_BIN_EXE_noise"))
+            .args(["--cpu-hog", &quietbench_host::format_cpu_list(cpus)])
+            .args(["--duty", "0.3", "--for", "120", "--seed", &seed.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the noise injector starts");
+        Self(Some(child))
+    }
+
+    /// Stops it with SIGTERM (it ends its spells cleanly) and returns its summary line,
+    /// "noise: stopped (...) after S s; time on: cpu0 P%, ... (duty 0.3)".
+    fn stop(mut self) -> String {
+        let mut child = self.0.take().expect("running");
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+        let status = child.wait().expect("the injector ends");
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        assert!(status.success(), "the injector failed ({status}):\n{err}");
+        err.lines()
+            .last()
+            .expect("the injector's summary")
+            .to_owned()
+    }
 }
 
-/// Stops the injector with SIGTERM (it ends its spells cleanly) and returns its summary line,
-/// "noise: stopped (...) after S s; time on: cpu0 P%, ... (duty 0.3)".
-fn stop(mut injector: Child) -> String {
-    let pid = nix::unistd::Pid::from_raw(injector.id() as i32);
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
-    let status = injector.wait().expect("the injector ends");
-    let mut err = String::new();
-    injector
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    assert!(status.success(), "the injector failed ({status}):\n{err}");
-    err.lines()
-        .last()
-        .expect("the injector's summary")
-        .to_owned()
+impl Drop for Injector {
+    fn drop(&mut self) {
+        if let Some(child) = self.0.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
 
 /// The share of time each hog was on, from the injector's summary line.
@@ -105,7 +121,7 @@ fn an_a_a_under_bursty_noise_claims_no_difference_in_any_mode() {
     let a = spin(20000);
     for (seed, mode) in [(1, "invocations"), (2, "trials"), (3, "duet")] {
         let json = dir.path().join(format!("{mode}.json"));
-        let noise = injector(&cpus, seed);
+        let noise = Injector::start(&cpus, seed);
         let out = common::quietbench()
             .args(["compare", "--local", "--shell", "--no-store"])
             .args(["--rounds", "8", "--warmup", "0", "--duration", "0.3"])
@@ -114,7 +130,7 @@ fn an_a_a_under_bursty_noise_claims_no_difference_in_any_mode() {
             .arg(&json)
             .output()
             .expect("compare starts");
-        let summary = stop(noise);
+        let summary = noise.stop();
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),
@@ -123,11 +139,7 @@ fn an_a_a_under_bursty_noise_claims_no_difference_in_any_mode() {
             String::from_utf8_lossy(&out.stderr)
         );
         let on = time_on(&summary);
-        assert_eq!(
-            on.len(),
-            cpus.split(',').count(),
-            "a hog per CPU: {summary}"
-        );
+        assert_eq!(on.len(), cpus.len(), "a hog per CPU: {summary}");
         assert!(
             on.iter().all(|&p| p > 0.0),
             "every hog had spells: {summary}"
