@@ -87,9 +87,9 @@ pub struct CompareArgs {
           value_parser = ["median", "wall", "mean", "cpu", "instructions"])]
     figure: String,
     /// How A and B take turns: back to back in every trial, in a random order per pair
-    /// (cancels a host's fast and slow spells); at the same time on two CPUs, sides swapped
-    /// every pair (duet: an interference burst hits both); or in separate trials in a random
-    /// order per round
+    /// (cancels a host's fast and slow spells); at the same time on two CPUs, A on each CPU
+    /// once in every two pairs (duet: an interference burst hits both); or in separate trials
+    /// in a random order per round
     #[arg(long, value_name = "invocations|duet|trials", default_value = "invocations",
           value_parser = ["invocations", "duet", "trials"])]
     interleave: String,

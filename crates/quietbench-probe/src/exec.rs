@@ -37,7 +37,7 @@ mod duet;
 mod metric_sets;
 mod resolve;
 use child::{Group, Stopped, Watch};
-use duet::{Rendezvous, runs_b};
+use duet::Rendezvous;
 pub use metric_sets::{
     COUNTED_METRIC_SETS, METRIC_SETS, PAIRED_COUNTED_METRIC_SETS, PAIRED_METRIC_SETS,
 };
@@ -377,7 +377,7 @@ impl ExecWorkload {
         samples: &mut Samples<'_>,
     ) -> Result<bool, Halt> {
         let pair = self.pairs;
-        let b = runs_b(me, pair);
+        let b = rendezvous.runs_b(me, pair);
         if !rendezvous.meet(me, 2 * pair) {
             return Ok(false);
         }

@@ -237,8 +237,15 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
     };
     // A duet's two threads (one per side, each pinned to its own CPU by placement, which puts
     // them on separate physical cores first) share one rendezvous; a spec is resolved per
-    // trial, so every trial gets a fresh one.
-    let rendezvous = duet.then(|| Arc::new(Rendezvous::default()));
+    // trial, so every trial gets a fresh one, and a fresh draw of sides (any seed will do: the
+    // sides only have to be unpredictable to the noise).
+    let rendezvous = duet.then(|| {
+        let clock = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        Arc::new(Rendezvous::new(clock))
+    });
     Ok(ProbeSpec {
         name: "exec",
         threads: if duet { 2 } else { values["threads"] as usize },
