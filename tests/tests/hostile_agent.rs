@@ -292,6 +292,20 @@ impl AgentService for Hostile {
     ) -> Result<Response<pb::StopPeerResponse>, Status> {
         Err(Status::unimplemented("hostile"))
     }
+
+    async fn start_server(
+        &self,
+        _request: Request<pb::StartServerRequest>,
+    ) -> Result<Response<pb::StartServerResponse>, Status> {
+        Err(Status::unimplemented("hostile"))
+    }
+
+    async fn stop_server(
+        &self,
+        _request: Request<pb::StopServerRequest>,
+    ) -> Result<Response<pb::StopServerResponse>, Status> {
+        Err(Status::unimplemented("hostile"))
+    }
 }
 
 /// Serves a fake agent on a loopback port of this runtime; its address and what it saw.

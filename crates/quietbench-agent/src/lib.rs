@@ -16,6 +16,7 @@ mod server;
 mod service;
 mod trial;
 mod tuning;
+mod user_server;
 
 pub use config::{AgentArgs, AgentSettings};
 pub use quietbench_probe::spawn::exit_if_noop;

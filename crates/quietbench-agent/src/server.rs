@@ -96,6 +96,9 @@ pub fn serve(args: &AgentArgs) -> anyhow::Result<()> {
     let tls = server_tls(args)?;
     let root = HostRoot::at(&args.host_root);
     let state_dir = args.state_dir.clone().unwrap_or_else(default_state_dir);
+    // A user's server a killed agent left running would disturb this start's look at the
+    // machine and answer the next trial's requests: stopped first, before anything is served.
+    crate::user_server::stop_orphans(&state_dir);
     let probe_cpus: Vec<u32> = if allowed_cpus.len() > 1 {
         allowed_cpus[1..].to_vec()
     } else {
@@ -109,6 +112,7 @@ pub fn serve(args: &AgentArgs) -> anyhow::Result<()> {
         .allowing_exec(args.allow_exec)
         .with_max_trial(args.max_trial_secs)
         .with_state_dir(state_dir);
+    let servers = agent.server_slot();
     let secret = if args.secret_stdin {
         Some(crate::auth::read_secret(std::io::stdin().lock())?)
     } else {
@@ -120,7 +124,8 @@ pub fn serve(args: &AgentArgs) -> anyhow::Result<()> {
     let check = crate::auth::TokenCheck::new(secret.as_deref().or(args.token.as_deref()))
         .with_gate(Arc::clone(&gate));
     let served = runtime.block_on(run_server(args.listen, agent, tls, check, gate));
-    // A clean stop leaves the host as this agent found it.
+    // A clean stop leaves the host as this agent found it, and no server of its running.
+    servers.shutdown();
     tuner.shutdown();
     served
 }

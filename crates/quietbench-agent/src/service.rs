@@ -24,6 +24,7 @@ use crate::machine::{OBSERVATION_WINDOW, describe};
 use crate::peer::PeerSlot;
 use crate::trial::{Owner, TrialJob, TrialSlot, params, spawn_supervisor};
 use crate::tuning::Tuner;
+use crate::user_server::ServerSlot;
 
 /// Events buffered between the supervisor and a slow client.
 const EVENT_BUFFER: usize = 64;
@@ -37,6 +38,8 @@ pub struct Agent {
     slot: Arc<TrialSlot>,
     tuner: Arc<Tuner>,
     peer: Arc<PeerSlot>,
+    /// The user's server of the `http` probe (StartServer), journaled in the state directory.
+    server: Arc<ServerSlot>,
     /// `exec` (a user's command) may run: `--allow-exec`.
     allow_exec: bool,
     /// Longest trial accepted, ms (`--max-trial-secs`).
@@ -59,16 +62,25 @@ impl Agent {
             slot: Arc::default(),
             tuner,
             peer: Arc::default(),
+            server: Arc::new(ServerSlot::new(&crate::tuning::default_state_dir())),
             allow_exec: false,
             max_duration_ms: DEFAULT_MAX_TRIAL_SECS * 1000,
             probe_context: ProbeContext::default(),
         }
     }
 
-    /// The agent's state directory, where disk.scan keeps pre-warm progress (`--state-dir`).
+    /// The agent's state directory, where disk.scan keeps pre-warm progress and StartServer
+    /// journals the user's server (`--state-dir`).
     pub fn with_state_dir(mut self, dir: std::path::PathBuf) -> Self {
+        self.server = Arc::new(ServerSlot::new(&dir));
         self.probe_context.state_dir = Some(dir);
         self
+    }
+
+    /// The user's server slot, so start-up can stop a crashed agent's servers and a graceful
+    /// stop can stop this one's.
+    pub fn server_slot(&self) -> Arc<ServerSlot> {
+        Arc::clone(&self.server)
     }
 
     /// The trial slot, so shutdown can cancel whatever runs.
@@ -103,19 +115,18 @@ impl Agent {
         check_params(&req.params)?;
         check_cpus("cpus", &req.cpus)?;
         if req.probe == "exec" && !self.allow_exec {
-            return Err(Status::permission_denied(
-                "exec runs a user's command and is off on this agent: start it with --allow-exec \
-                 to allow it (quietbench run --local starts its agent so)",
-            ));
+            return Err(exec_refused("exec"));
         }
         let spec = resolve_probe_in(&req.probe, &params(&req.params), &self.probe_context)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let layout = Arc::clone(&self.layout.lock().unwrap_or_else(|e| e.into_inner()));
         // A peer on this machine changes where network threads belong (placement's
         // network_kind): its readers share our CPUs, and no NIC carries the flows.
+        // (`http`'s other end is the user's server, at `target`.)
         let peer = req
             .params
             .get("peer")
+            .or_else(|| req.params.get("target"))
             .and_then(|p| p.parse::<std::net::SocketAddr>().ok())
             .map(|a| a.ip());
         let request = PlacementRequest {
@@ -151,6 +162,14 @@ impl Agent {
             interval: timing.interval,
         })
     }
+}
+
+/// The refusal of a user's command on an agent without `--allow-exec`; `what` runs it.
+fn exec_refused(what: &str) -> Status {
+    Status::permission_denied(format!(
+        "{what} runs a user's command and is off on this agent: start it with --allow-exec to \
+         allow it (quietbench run --local starts its agent so)"
+    ))
 }
 
 /// Refuses a duet that cannot be one. Its two sides must run at the same moment, each on a CPU
@@ -346,6 +365,40 @@ impl AgentService for Agent {
         let response = tokio::task::spawn_blocking(move || peer.stop())
             .await
             .map_err(|e| Status::internal(format!("stopping the peer server failed: {e}")))?;
+        Ok(Response::new(response))
+    }
+
+    async fn start_server(
+        &self,
+        request: Request<pb::StartServerRequest>,
+    ) -> Result<Response<pb::StartServerResponse>, Status> {
+        if !self.allow_exec {
+            return Err(exec_refused("StartServer (the http probe's server)"));
+        }
+        let req = request.into_inner();
+        check_cpus("cpus", &req.cpus)?;
+        check_known_cpus("cpus", &req.cpus, &self.allowed_cpus)?;
+        let checked = crate::user_server::check_request(&req)?;
+        let cpus = {
+            let layout = self.layout.lock().unwrap_or_else(|e| e.into_inner());
+            crate::user_server::server_cpus(&layout, &req.cpus, checked.threads)
+        };
+        let slot = Arc::clone(&self.server);
+        let allowed = self.allowed_cpus.clone();
+        let started = tokio::task::spawn_blocking(move || slot.start(&checked, cpus, &allowed))
+            .await
+            .map_err(|e| Status::internal(format!("starting the server failed: {e}")))??;
+        Ok(Response::new(started))
+    }
+
+    async fn stop_server(
+        &self,
+        _request: Request<pb::StopServerRequest>,
+    ) -> Result<Response<pb::StopServerResponse>, Status> {
+        let slot = Arc::clone(&self.server);
+        let response = tokio::task::spawn_blocking(move || slot.stop())
+            .await
+            .map_err(|e| Status::internal(format!("stopping the server failed: {e}")))?;
         Ok(Response::new(response))
     }
 }

@@ -31,9 +31,15 @@ pub struct RunArgs {
     /// starts a comment
     #[arg(long = "hosts", value_name = "FILE")]
     hosts_file: Option<PathBuf>,
-    /// The peer agent that serves the other end of network probes (net.*): one for all
-    /// hosts, or one per host in the same order. `--local` starts its own
-    #[arg(long = "peer", value_name = "HOST:PORT", conflicts_with = "local")]
+    /// The peer agent that serves the other end of network probes (net.*), or that sends the
+    /// requests of `http` (`--load-from`, the same flag): one for all hosts, or one per host in
+    /// the same order. `--local` starts its own
+    #[arg(
+        long = "peer",
+        visible_alias = "load-from",
+        value_name = "HOST:PORT",
+        conflicts_with = "local"
+    )]
     peers: Vec<String>,
     /// Let each host start its next round as soon as it finished the last, rather than
     /// waiting for the others at round boundaries (the default keeps round r on every host at

@@ -10,9 +10,10 @@ use quietbench_proto::v1 as pb;
 use crate::record::{RunRecord, RunSettings};
 use crate::report::json;
 
-/// True for probes that need a peer agent.
+/// True for probes that need a peer agent: the other end of a network probe, or the load agent
+/// that sends `http`'s requests.
 pub fn needs_peer(probe: &str) -> bool {
-    probe.starts_with("net.")
+    probe.starts_with("net.") || crate::execute::server::runs_server(probe)
 }
 
 /// A new, empty record for a run with these settings, with the id `run_id` or a new one.

@@ -12,6 +12,7 @@ pub mod context;
 pub mod disk;
 pub mod exec;
 pub mod histogram;
+pub mod http;
 pub mod mem;
 pub mod net;
 pub mod perf_counter;

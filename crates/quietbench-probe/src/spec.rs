@@ -41,6 +41,7 @@ pub const PROBE_NAMES: &[&str] = &[
     "disk.rand",
     "disk.scan",
     "exec",
+    "http",
 ];
 
 /// Makes one thread's workload; given the thread index.

@@ -291,4 +291,20 @@ impl AgentService for FakeAgent {
     ) -> Result<Response<pb::StopPeerResponse>, Status> {
         Err(Status::unimplemented("a fake agent serves no peer"))
     }
+
+    async fn start_server(
+        &self,
+        _request: Request<pb::StartServerRequest>,
+    ) -> Result<Response<pb::StartServerResponse>, Status> {
+        Err(Status::unimplemented(
+            "a fake agent runs no server: its host is not real, so the http probe cannot run",
+        ))
+    }
+
+    async fn stop_server(
+        &self,
+        _request: Request<pb::StopServerRequest>,
+    ) -> Result<Response<pb::StopServerResponse>, Status> {
+        Err(Status::unimplemented("a fake agent runs no server"))
+    }
 }

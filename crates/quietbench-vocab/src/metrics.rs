@@ -235,6 +235,54 @@ registry! {
     /// `net.rr` at a fixed rate: requests sent after their intended time.
     LATE_SENDS = "late_sends", "requests", Count, Counter;
 
+    // http: a load generator against a user's HTTP/1.1 server.
+    /// `http`: complete 2xx/3xx responses per second (over the thread's measured time, warm-up
+    /// included: see [`REQUESTS_PER_SEC_AFTER_WARMUP`]).
+    REQUESTS_PER_SEC = "requests_per_sec", "requests/s", Rate, Value;
+    /// `http`: each request's latency from when it was due (open loop; closed loop: from its
+    /// send) to its response's last byte, a histogram in ns.
+    REQUEST_LATENCY = "request_latency", "ns", Time, Histogram;
+    /// `http`: each request's time from its actual send to its response's last byte, in ns.
+    SERVICE_TIME = "service_time", "ns", Time, Histogram;
+    /// `http` at a fixed rate: how late the generator sent each due request it had an idle
+    /// connection for (its own lateness, not the server's), a histogram in ns.
+    SEND_LAG = "send_lag", "ns", Time, Histogram;
+    /// `http`: connect attempts that failed (refused, unreachable, timed out).
+    ERRORS_CONNECT = "errors_connect", "errors", Count, Counter;
+    /// `http`: requests not answered within `timeout_ms`.
+    ERRORS_TIMEOUT = "errors_timeout", "errors", Count, Counter;
+    /// `http`: complete responses with a 4xx status.
+    ERRORS_4XX = "errors_4xx", "errors", Count, Counter;
+    /// `http`: complete responses with a 5xx status.
+    ERRORS_5XX = "errors_5xx", "errors", Count, Counter;
+    /// `http`: requests lost to a reset, a malformed response or a stream ended mid-response.
+    ERRORS_IO = "errors_io", "errors", Count, Counter;
+    /// `http`: connections closed (by the server, an error or a timeout) and reopened.
+    RECONNECTS = "reconnects", "connections", Count, Counter;
+    /// `http`: requests sent after the warm-up.
+    REQUESTS_SENT = "requests_sent", "requests", Count, Counter;
+    /// `http` at a fixed rate: requests due by the trial's end that never got a connection.
+    REQUESTS_UNSENT = "requests_unsent", "requests", Count, Counter;
+    /// `http`: requests still in flight at the trial's end, not recorded.
+    REQUESTS_ABANDONED = "requests_abandoned", "requests", Count, Counter;
+    /// `http` at a fixed rate: the largest send lag after the warm-up, in microseconds, the
+    /// worst thread's.
+    SEND_LAG_MAX_US = "send_lag_max_us", "us", Time, Counter;
+    /// `http` with a warm-up: complete 2xx/3xx responses per second from the warm-up's end,
+    /// summed over threads: the trial's rate where [`REQUESTS_PER_SEC`] counts the warm-up's
+    /// time too.
+    REQUESTS_PER_SEC_AFTER_WARMUP = "requests_per_sec_after_warmup", "requests/s", Rate, Counter;
+    // http: the user's server, as its agent measured it (StopServer), added by the controller.
+    /// `http`: user plus system CPU time of the server's process tree over its whole life
+    /// (start-up and warm-up included), in ns.
+    SERVER_CPU_TIME = "server_cpu_time", "ns", Time, Counter;
+    /// `http`: [`SERVER_CPU_TIME`] over the requests sent after the warm-up: the companion
+    /// figure that neither the network nor the load generator moves. It charges start-up and
+    /// warm-up to the measured requests, alike for two builds at the same rate.
+    SERVER_CPU_PER_REQUEST = "server_cpu_per_request", "ns", Time, Counter;
+    /// `http`: the largest resident set of the server's leading process (VmHWM), in bytes.
+    SERVER_PEAK_RSS = "server_peak_rss", "bytes", Count, Counter;
+
     // disk.seq and disk.rand.
     /// Disk probes: reads per second.
     READ_IOPS = "read_iops", "IOPS", Rate, Value;
@@ -331,6 +379,18 @@ mod tests {
         );
         assert_eq!(lookup(WALL_TIME).unwrap().form, Form::Histogram);
         assert_eq!(lookup("mb_per_sec"), None);
+    }
+
+    #[test]
+    fn the_http_rate_and_its_honest_twin_are_rates_in_one_unit() {
+        let value = lookup(REQUESTS_PER_SEC).unwrap();
+        let counter = lookup(REQUESTS_PER_SEC_AFTER_WARMUP).unwrap();
+        assert_eq!((value.kind, value.form), (Kind::Rate, Form::Value));
+        assert_eq!((counter.kind, counter.form), (Kind::Rate, Form::Counter));
+        assert_eq!(value.unit, counter.unit);
+        for name in [REQUEST_LATENCY, SERVICE_TIME, SEND_LAG] {
+            assert_eq!(lookup(name).unwrap().form, Form::Histogram, "{name}");
+        }
     }
 
     /// Histograms hold integers: the agent records per-sample times in ns, instruction counts

@@ -7,11 +7,14 @@ use std::sync::Arc;
 use quietbench_proto::v1 as pb;
 use tokio::sync::{Mutex, OwnedMutexGuard, mpsc, watch};
 
+use super::peer::{host_ip, with_peer_flows};
 use crate::connection::intake::RunBudget;
 use crate::connection::{AgentAccess, AgentConnection, AgentError};
 use crate::fleet::Target;
 use crate::progress::HostProgress;
-use crate::record::{IntervalRecord, RunSettings, TrialRecord, queries, trial_metrics};
+use crate::record::{
+    IntervalRecord, MetricRecord, RunSettings, TrialRecord, queries, trial_metrics,
+};
 use crate::schedule::PlannedTrial;
 
 /// What a host tells the run's writer.
@@ -276,9 +279,26 @@ impl HostTask {
         let probe = &spec.probe;
         let mut params: HashMap<String, String> = spec.params.clone().into_iter().collect();
         let network = crate::run::needs_peer(probe);
+        // `http`: the user's server runs here and the peer sends the load.
+        let serving = super::server::runs_server(probe);
+        let server_split = if serving {
+            let split =
+                super::server::split(&params).map_err(|why| anyhow::anyhow!("{probe}: {why}"))?;
+            params = split.load.clone();
+            Some(split)
+        } else {
+            None
+        };
         let mut agents = vec![self.target.address.clone()];
         if network {
             let Some(peer) = &self.peer else {
+                if serving {
+                    anyhow::bail!(
+                        "{probe} needs a load agent to send the requests to {}: give --load-from \
+                         HOST:PORT (run --local starts one)",
+                        self.target.address
+                    );
+                }
                 anyhow::bail!(
                     "{probe} needs a peer agent for {}: give --peer HOST:PORT (run --local starts one)",
                     self.target.address
@@ -290,7 +310,7 @@ impl HostTask {
         let _held = self.locks.hold(&agent_refs).await;
         let mut peer_address = None;
         let mut peer_on_this_machine = false;
-        if let Some(peer) = self.peer.as_mut().filter(|_| network) {
+        if let Some(peer) = self.peer.as_mut().filter(|_| network && !serving) {
             let ip = host_ip(&peer.target.address)?;
             // Same host name: two agents on one machine (namespaces share the UTS name).
             let same_machine = peer
@@ -315,12 +335,22 @@ impl HostTask {
             params.insert("peer_udp".into(), ports.udp_port.to_string());
             peer_address = Some(peer.target.address.clone());
         }
+        let mut probe_cpus = settings.cpus.clone();
+        let mut server_started = None;
+        if let Some(split) = &server_split {
+            let started = self.start_server(split, &settings).await?;
+            peer_on_this_machine = started.same_machine;
+            probe_cpus = started.load_cpus;
+            params.insert("target".into(), started.target.to_string());
+            peer_address = Some(started.load_address);
+            server_started = Some(started.response);
+        }
         let request = pb::RunProbeRequest {
             probe: probe.clone(),
             params,
             duration_ms: settings.duration_ms,
             interval_ms: settings.interval_ms,
-            cpus: settings.cpus.clone(),
+            cpus: probe_cpus,
             unpinned: settings.unpinned,
             trial_id: format!("{}-{}", self.run_id, number + 1),
         };
@@ -333,23 +363,44 @@ impl HostTask {
         );
         self.progress.status(what.clone());
         let progress = self.progress.clone();
-        let completed = self
-            .conn
-            .run_probe_within(request, &self.budget, |event| {
-                if let pb::probe_event::Event::Interval(i) = event {
-                    progress.status(format!(
-                        "{what}: interval {} {}",
-                        i.index + 1,
-                        headline(&i.metrics)
-                    ));
-                }
-            })
-            .await;
+        let on_event = |event: &pb::probe_event::Event| {
+            if let pb::probe_event::Event::Interval(i) = event {
+                progress.status(format!(
+                    "{what}: interval {} {}",
+                    i.index + 1,
+                    headline(&i.metrics)
+                ));
+            }
+        };
+        // The probe runs where it measures: here, or for `http` on the load agent.
+        let completed = match self.peer.as_mut().filter(|_| serving) {
+            Some(load) => {
+                load.conn
+                    .run_probe_within(request, &self.budget, on_event)
+                    .await
+            }
+            None => {
+                self.conn
+                    .run_probe_within(request, &self.budget, on_event)
+                    .await
+            }
+        };
         let mut peer_flow_cpus = Vec::new();
-        if let Some(peer) = self.peer.as_mut().filter(|_| network) {
+        if let Some(peer) = self.peer.as_mut().filter(|_| network && !serving) {
             peer_flow_cpus = peer.conn.stop_peer().await;
         }
-        let completed = completed?;
+        // The server stops whatever the trial's outcome; what it cost is part of the trial.
+        let server_stopped = match &server_started {
+            Some(_) => Some(self.conn.stop_server().await),
+            None => None,
+        };
+        let mut completed = completed?;
+        let server_figures = match (server_stopped, &server_split) {
+            (Some(stopped), Some(split)) => {
+                super::server::account(stopped?, split, &mut completed)?
+            }
+            _ => Vec::new(),
+        };
         // This controller never cancels a trial it waits for (an interrupted run stops by
         // hanging up): a cancelled one was stopped by someone else, or by the agent shutting
         // down, and a run that quietly lost a trial would pass one trial short.
@@ -364,12 +415,19 @@ impl HostTask {
             }
             .into());
         }
-        let metrics = trial_metrics(&completed.result, &completed.intervals).map_err(|e| {
+        let mut metrics = trial_metrics(&completed.result, &completed.intervals).map_err(|e| {
             AgentError::Protocol {
                 agent: self.conn.label().to_string(),
                 what: e.to_string(),
             }
         })?;
+        metrics.extend(server_figures.into_iter().map(|f| MetricRecord {
+            name: f.name.to_string(),
+            unit: f.unit.to_string(),
+            value: Some(f.value),
+            interval_values: Vec::new(),
+            histogram: None,
+        }));
         let interval_records = completed
             .intervals
             .iter()
@@ -405,6 +463,10 @@ impl HostTask {
                         peer_on_this_machine,
                         !settings.cpus.is_empty(),
                     )
+                })
+                .map(|placement| match &server_started {
+                    Some(started) => super::server::with_server_note(placement, started),
+                    None => placement,
                 }),
             intervals: completed.result.intervals,
             metrics,
@@ -414,49 +476,6 @@ impl HostTask {
             interval_records,
         })
     }
-}
-
-/// Adds where the peer's readers ran to a trial's placement, with a note when both agents
-/// share one machine and the default placement left the readers on the senders' CPUs (with
-/// CPUs to spare, that measures the placement, not the machine). An agent that saw its peer
-/// on its own machine (policy "same-machine": a loopback peer) already spread the senders over
-/// every CPU, so --cpus has nothing to add and no note is due.
-pub fn with_peer_flows(
-    mut placement: pb::Placement,
-    peer_flow_cpus: Vec<pb::PeerFlowCpu>,
-    peer_on_this_machine: bool,
-    cpus_given: bool,
-) -> pb::Placement {
-    let sender_cpus: Vec<u32> = placement.threads.iter().map(|t| t.planned_cpu).collect();
-    let crowded = peer_on_this_machine
-        && !cpus_given
-        && placement.policy != "same-machine"
-        && !peer_flow_cpus.is_empty()
-        && peer_flow_cpus.iter().all(|f| sender_cpus.contains(&f.cpu));
-    if crowded {
-        placement.notes.push(
-            "both agents share this machine: the peer's readers followed their flows onto the \
-             senders' CPUs; give --cpus with more CPUs to spread senders and readers"
-                .to_string(),
-        );
-    }
-    placement.peer_flow_cpus = peer_flow_cpus;
-    placement
-}
-
-/// The IP address of an agent address (HOST:PORT), resolving a name if needed: the address a
-/// peer server listens on and the client connects to.
-fn host_ip(address: &str) -> Result<std::net::IpAddr, AgentError> {
-    use std::net::ToSocketAddrs;
-    address
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut addrs| addrs.next())
-        .map(|a| a.ip())
-        .ok_or_else(|| AgentError::BadAddress {
-            agent: address.to_string(),
-            why: "cannot resolve its host".into(),
-        })
 }
 
 /// An interval's headline metric, e.g. "1379.2 events/s", for progress lines.
@@ -476,59 +495,6 @@ fn headline_of(record: &TrialRecord) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn placement_on(cpus: &[u32]) -> pb::Placement {
-        pb::Placement {
-            policy: "rss".into(),
-            threads: cpus
-                .iter()
-                .enumerate()
-                .map(|(i, &cpu)| pb::ThreadPlacement {
-                    thread_index: i as u32,
-                    planned_cpu: cpu,
-                    affinity_cpus: vec![cpu],
-                    observed_cpu: cpu,
-                })
-                .collect(),
-            ..Default::default()
-        }
-    }
-
-    fn flows(pairs: &[(u32, u64)]) -> Vec<pb::PeerFlowCpu> {
-        pairs
-            .iter()
-            .map(|&(cpu, flows)| pb::PeerFlowCpu { cpu, flows })
-            .collect()
-    }
-
-    #[test]
-    fn peer_readers_are_added_and_crowding_on_one_machine_is_noted() {
-        // One machine, default placement, readers on the senders' CPU: a note.
-        let p = with_peer_flows(placement_on(&[1, 1]), flows(&[(1, 2)]), true, false);
-        assert_eq!(p.peer_flow_cpus, flows(&[(1, 2)]));
-        assert_eq!(p.notes.len(), 1);
-        assert!(p.notes[0].contains("--cpus"), "{:?}", p.notes);
-        // CPUs chosen by the user, two machines, or a reader elsewhere: no note.
-        for (same, given, readers) in [
-            (true, true, flows(&[(1, 2)])),
-            (false, false, flows(&[(1, 2)])),
-            (true, false, flows(&[(0, 1), (1, 1)])),
-            (true, false, Vec::new()),
-        ] {
-            let p = with_peer_flows(placement_on(&[1, 1]), readers.clone(), same, given);
-            assert!(
-                p.notes.is_empty(),
-                "{same} {given} {readers:?}: {:?}",
-                p.notes
-            );
-            assert_eq!(p.peer_flow_cpus, readers);
-        }
-        // The agent saw its peer on its own machine and spread the senders itself: no note.
-        let mut spread = placement_on(&[1, 0]);
-        spread.policy = "same-machine".into();
-        let p = with_peer_flows(spread, flows(&[(0, 1), (1, 1)]), true, false);
-        assert!(p.notes.is_empty(), "{:?}", p.notes);
-    }
 
     #[tokio::test]
     async fn agents_used_together_are_locked_in_one_order() {

@@ -9,7 +9,9 @@
 //! others go on, unless `fail_fast`.
 
 mod host;
+mod peer;
 pub mod rounds;
+pub mod server;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,7 +19,8 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
-pub use host::{headline, with_peer_flows};
+pub use host::headline;
+pub use peer::with_peer_flows;
 
 use crate::connection::AgentConnection;
 use crate::connection::intake::RunBudget;

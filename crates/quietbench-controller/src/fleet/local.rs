@@ -75,7 +75,9 @@ impl Fleet for LocalFleet {
     fn report_lines(&self) -> Vec<String> {
         let mut line = "fleet: local (an agent started on this machine".to_string();
         if self.wants_peer {
-            line.push_str(", and a peer agent for network probes");
+            line.push_str(
+                ", and a peer agent: the other end of network probes, or the load of http",
+            );
         }
         line.push(')');
         vec![line]

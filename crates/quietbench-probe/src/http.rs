@@ -1,0 +1,384 @@
+//! `http`: a load generator for a user's HTTP/1.1 server. A *load agent* runs it; the server
+//! runs on another host, started by someone else, and the controller fills in its address
+//! (`target`).
+//!
+//! Each probe thread owns a share of the connections (keep-alive, one request in flight on
+//! each: no pipelining) and a share of the schedule, and drives them from one non-blocking
+//! event loop (epoll), one pass per [`crate::Workload::step`]. No tokio: a runtime's scheduler
+//! would sit between the schedule and the socket, and its lateness would be measured as the
+//! server's.
+//!
+//! # What is measured, and from when
+//!
+//! At `rate` > 0 (open loop), thread t of T sends its request k at `start + (k*T + t) / rate`,
+//! whatever happened to the requests before it (wrk2's correction of coordinated omission):
+//!
+//! - `request_latency`: from that *intended* time to the response's last byte. A request due
+//!   while all the thread's connections are busy waits, in order, for the next idle one, and
+//!   that wait is in its latency: a user at that rate would see it.
+//! - `service_time`: from the request's actual send to the response's last byte.
+//! - `send_lag`: how late the loop itself noticed a due request while it had an idle connection
+//!   (descheduled, or too slow). Past `max_lag_ms` after the warm-up, the trial is void: the
+//!   step fails and says so, since the generator, not the server, was measured. Queueing behind
+//!   busy connections is the server's doing and is not lag. Lateness while no connection is
+//!   idle cannot be told from the server's: it shows in latency only.
+//!
+//! At `rate=0` (closed loop) each connection sends its next request when the previous answer
+//! is in; latency is then the service time, and there is no schedule to lag behind.
+//!
+//! Only complete 2xx/3xx responses are samples. Errors are counted by kind and never folded
+//! into latency: `errors_connect` (per failed attempt), `errors_timeout`, `errors_4xx`,
+//! `errors_5xx`, `errors_io` (reset, malformed response, end of stream mid-response).
+//!
+//! # Warm-up and the rate
+//!
+//! Requests due (closed loop: sent) in the first `warmup` seconds are sent but not recorded,
+//! and nothing that happens in them is counted. The harness computes `requests_per_sec` as the
+//! recorded responses over each thread's measured time, and that time includes the warm-up: with
+//! `warmup` > 0, the rate of the whole trial (and of any interval the warm-up overlaps) is
+//! understated by the warm-up's share. Intervals after the warm-up are exact. So with a warm-up
+//! the probe also reports the counter `requests_per_sec_after_warmup`: each thread's recorded
+//! responses over its time from the warm-up's end to its last step, summed over threads, the
+//! same rule as the harness's over the honest span. That is the trial's rate to read; the
+//! harness's stays as it is for every other probe.
+
+mod request;
+mod response;
+mod schedule;
+mod sys;
+#[cfg(test)]
+mod tests;
+mod workload;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use quietbench_vocab::metrics;
+
+pub use workload::HttpWorkload;
+
+use crate::spec::{IntParam, WorkKind, resolve_integers};
+use crate::{MetricSet, ParamError, ProbeSpec, RateBasis};
+
+/// The probe's name.
+pub const PROBE: &str = "http";
+
+/// Index of the request-latency metric set (with the rate).
+pub(crate) const LATENCY: usize = 0;
+/// Index of the service-time metric set.
+pub(crate) const SERVICE: usize = 1;
+/// Index of the send-lag metric set (open loop only).
+pub(crate) const LAG: usize = 2;
+
+const REQUEST_LATENCY: MetricSet = MetricSet {
+    rate_metric: metrics::REQUESTS_PER_SEC,
+    rate_unit: "requests/s",
+    latency_metric: metrics::REQUEST_LATENCY,
+    latency_unit: "ns",
+    throughput: None,
+};
+
+/// Service times are the same requests as the latencies: one rate is enough.
+const SERVICE_TIME: MetricSet = MetricSet {
+    rate_metric: "",
+    rate_unit: "",
+    latency_metric: metrics::SERVICE_TIME,
+    latency_unit: "ns",
+    throughput: None,
+};
+
+const SEND_LAG: MetricSet = MetricSet {
+    rate_metric: "",
+    rate_unit: "",
+    latency_metric: metrics::SEND_LAG,
+    latency_unit: "ns",
+    throughput: None,
+};
+
+/// The metric sets at a fixed rate: latency from the intended time, service time, send lag.
+pub const OPEN_LOOP_METRIC_SETS: &[MetricSet] = &[REQUEST_LATENCY, SERVICE_TIME, SEND_LAG];
+/// The metric sets of a closed loop: no schedule, so no lag.
+pub const CLOSED_LOOP_METRIC_SETS: &[MetricSet] = &[REQUEST_LATENCY, SERVICE_TIME];
+
+/// The largest `rate`: 10 M requests/s is beyond any one load agent; a typo is more likely.
+pub const MAX_RATE: u64 = 10_000_000;
+/// The most connections of one trial.
+pub const MAX_CONNECTIONS: u64 = 100_000;
+/// The most probe threads.
+pub const MAX_THREADS: u64 = 64;
+/// The longest warm-up, seconds.
+pub const MAX_WARMUP_SECS: f64 = 3600.0;
+
+/// The integer parameters.
+const INT_PARAMS: &[IntParam] = &[
+    IntParam {
+        name: "rate",
+        default: 1000,
+        min: 0,
+        max: MAX_RATE,
+        meaning: "requests per second across all threads, each timed from when it was due; 0: \
+         closed loop, each connection sends its next request when the answer is in",
+    },
+    IntParam {
+        name: "connections",
+        default: 16,
+        min: 1,
+        max: MAX_CONNECTIONS,
+        meaning: "keep-alive connections in all, split evenly over the threads (at least one each)",
+    },
+    IntParam {
+        name: "threads",
+        default: 1,
+        min: 1,
+        max: MAX_THREADS,
+        meaning: "probe threads, each driving its share of the connections and of the schedule",
+    },
+    IntParam {
+        name: "timeout_ms",
+        default: 2000,
+        min: 1,
+        max: 600_000,
+        meaning: "a request (or connect) not answered in this time counts as a timeout, and its \
+         connection is closed and reopened",
+    },
+    IntParam {
+        name: "max_lag_ms",
+        default: 10,
+        min: 1,
+        max: 60_000,
+        meaning: "how late the generator may send a due request it had a connection for before \
+         the trial is void",
+    },
+];
+
+/// A text parameter: name, default (None: required), meaning.
+type TextParam = (&'static str, Option<&'static str>, &'static str);
+
+const TEXT_PARAMS: &[TextParam] = &[
+    (
+        "target",
+        None,
+        "IP:PORT of the server under load (set by the controller)",
+    ),
+    ("path", Some("/"), "the request target, from '/'"),
+    ("method", Some("GET"), "GET, POST, PUT, HEAD or DELETE"),
+    (
+        "body",
+        Some(""),
+        "the request body, sent with its Content-Length",
+    ),
+    ("host", None, "the Host header's value; default: the target"),
+    (
+        "warmup",
+        Some("0"),
+        "seconds at the start of each trial whose requests are sent but not recorded",
+    ),
+];
+
+/// Headers are given as `header.NAME=VALUE`, any number.
+const HEADER_PREFIX: &str = "header.";
+
+/// One trial's load, checked by [`resolve`]; every thread's workload is made from it.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    /// The server.
+    pub target: SocketAddr,
+    /// The request, formatted once: every request sends these bytes.
+    pub request: Arc<[u8]>,
+    /// HEAD requests: their responses have no body, whatever their headers say.
+    pub head: bool,
+    /// Requests per second across all threads; 0: closed loop.
+    pub rate: u64,
+    /// Connections across all threads.
+    pub connections: usize,
+    /// Probe threads.
+    pub threads: usize,
+    /// The start of each trial whose requests are not recorded.
+    pub warmup: Duration,
+    /// Per request (and per connect).
+    pub timeout: Duration,
+    /// The generator's own lateness bound.
+    pub max_lag: Duration,
+}
+
+impl HttpConfig {
+    /// The connections thread `thread` owns: an even split, the first threads taking one more
+    /// where it does not divide.
+    pub fn connections_of(&self, thread: usize) -> usize {
+        let (threads, connections) = (self.threads.max(1), self.connections);
+        connections / threads + usize::from(thread < connections % threads)
+    }
+}
+
+/// Bytes each thread's workload keeps: one response buffer per connection of the busiest
+/// thread, and what that is in the request's terms.
+pub fn buffers_per_thread(resolved: &BTreeMap<String, String>) -> (u64, String) {
+    let int = |key: &str| {
+        resolved
+            .get(key)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let per_thread = int("connections").div_ceil(int("threads").max(1));
+    (
+        per_thread.saturating_mul(response::BUFFER_BYTES as u64),
+        format!(
+            "{per_thread} connections x a {} KiB response buffer",
+            response::BUFFER_BYTES / 1024
+        ),
+    )
+}
+
+/// Resolves the `http` probe's parameters: `target` (required, IP:PORT), `path` (/), `method`
+/// (GET), `body` (empty), `host` (the target), `warmup` (0 s), `rate` (1000), `connections`
+/// (16), `threads` (1), `timeout_ms` (2000), `max_lag_ms` (10), and `header.NAME=VALUE` for
+/// each header to send.
+pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamError> {
+    let bad = |key: &str, value: &str, why: String| ParamError::BadValue {
+        probe: PROBE,
+        key: key.to_string(),
+        value: value.to_string(),
+        why,
+    };
+    let is_text = |key: &str| TEXT_PARAMS.iter().any(|(n, ..)| *n == key);
+    if let Some(key) = params.keys().find(|k| {
+        !is_text(k) && !k.starts_with(HEADER_PREFIX) && !INT_PARAMS.iter().any(|p| p.name == *k)
+    }) {
+        let known: Vec<&str> = TEXT_PARAMS
+            .iter()
+            .map(|(n, ..)| *n)
+            .chain(INT_PARAMS.iter().map(|p| p.name))
+            .chain(["header.NAME"])
+            .collect();
+        return Err(ParamError::UnknownParam {
+            probe: PROBE,
+            key: key.clone(),
+            known: known.join(", "),
+        });
+    }
+    let ints: BTreeMap<String, String> = params
+        .iter()
+        .filter(|(k, _)| INT_PARAMS.iter().any(|p| p.name == *k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let values = resolve_integers(PROBE, INT_PARAMS, &ints)?;
+    let text = |key: &str| -> Option<String> {
+        params.get(key).cloned().or_else(|| {
+            TEXT_PARAMS
+                .iter()
+                .find(|(n, ..)| *n == key)
+                .and_then(|(_, d, _)| d.map(str::to_string))
+        })
+    };
+
+    let target_text = text("target").unwrap_or_default();
+    let target =
+        request::parse_target(&target_text).map_err(|why| bad("target", &target_text, why))?;
+    let path = text("path").unwrap_or_default();
+    request::check_path(&path).map_err(|why| bad("path", &path, why))?;
+    let method_text = text("method").unwrap_or_default();
+    let method =
+        request::Method::parse(&method_text).map_err(|why| bad("method", &method_text, why))?;
+    let body = text("body").unwrap_or_default();
+    if body.len() > request::MAX_BODY_BYTES {
+        return Err(bad(
+            "body",
+            &format!("({} bytes)", body.len()),
+            format!("at most {} bytes", request::MAX_BODY_BYTES),
+        ));
+    }
+    let host = params
+        .get("host")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|| target_text.trim().to_string());
+    request::check_header_value(&host).map_err(|why| bad("host", &host, why))?;
+    let warmup_text = text("warmup").unwrap_or_default();
+    let warmup = parse_warmup(&warmup_text).map_err(|why| bad("warmup", &warmup_text, why))?;
+    let mut headers = Vec::new();
+    for (key, value) in params {
+        let Some(name) = key.strip_prefix(HEADER_PREFIX) else {
+            continue;
+        };
+        let value = value.trim();
+        request::check_header(name, value).map_err(|why| bad(key, value, why))?;
+        headers.push((name.to_string(), value.to_string()));
+    }
+
+    let threads = values["threads"];
+    let connections = values["connections"];
+    if connections < threads {
+        return Err(bad(
+            "connections",
+            &connections.to_string(),
+            format!(
+                "each of threads={threads} needs a connection of its own: give at least \
+                 {threads}, or fewer threads"
+            ),
+        ));
+    }
+    let rate = values["rate"];
+    let request = request::format_request(method, &path, &host, &headers, body.as_bytes());
+
+    let mut resolved = crate::spec::as_text(&values);
+    resolved.insert("target".into(), target.to_string());
+    resolved.insert("path".into(), path);
+    resolved.insert("method".into(), method.as_str().into());
+    resolved.insert("body".into(), body);
+    resolved.insert("host".into(), host);
+    resolved.insert("warmup".into(), format!("{}", warmup.as_secs_f64()));
+    for (name, value) in headers {
+        resolved.insert(format!("{HEADER_PREFIX}{name}"), value);
+    }
+
+    let config = HttpConfig {
+        target,
+        request: request.into(),
+        head: method == request::Method::Head,
+        rate,
+        connections: connections as usize,
+        threads: threads as usize,
+        warmup,
+        timeout: Duration::from_millis(values["timeout_ms"]),
+        max_lag: Duration::from_millis(values["max_lag_ms"]),
+    };
+    Ok(ProbeSpec {
+        name: PROBE,
+        threads: threads as usize,
+        resolved_params: resolved,
+        metric_sets: if rate == 0 {
+            CLOSED_LOOP_METRIC_SETS
+        } else {
+            OPEN_LOOP_METRIC_SETS
+        },
+        // Every metric set's samples are taken at the same time: each over the elapsed time.
+        basis: RateBasis::Elapsed,
+        work: WorkKind::Network,
+        factory: Arc::new(move |thread| {
+            if let Some(bounds) = crate::spec::bounds_in_force()
+                && config.warmup >= bounds.duration
+            {
+                return Err(format!(
+                    "http: warmup={} s is not shorter than the trial's {} s: nothing would be \
+                     measured; lower warmup",
+                    config.warmup.as_secs_f64(),
+                    bounds.duration.as_secs_f64()
+                ));
+            }
+            Ok(Box::new(HttpWorkload::new(&config, thread)?))
+        }),
+    })
+}
+
+/// A warm-up in seconds: a decimal number from 0 to [`MAX_WARMUP_SECS`].
+fn parse_warmup(text: &str) -> Result<Duration, String> {
+    let secs: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("expected seconds, e.g. 0.5, from 0 to {MAX_WARMUP_SECS}"))?;
+    if !(0.0..=MAX_WARMUP_SECS).contains(&secs) {
+        return Err(format!("must be from 0 to {MAX_WARMUP_SECS} seconds"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
