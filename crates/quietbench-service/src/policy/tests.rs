@@ -46,6 +46,11 @@ fn the_built_in_policy_refuses_exec_and_ec2_and_makes_loopback_owners_admins() {
         .check("client ci", &uses(&["cpu.primes", "exec"], true, &[]))
         .unwrap_err();
     assert!(matches!(exec, Denied::Exec { .. }), "{exec:?}");
+    // http starts the user's server: a command too.
+    let http = policy
+        .check("client ci", &uses(&["http"], true, &[]))
+        .unwrap_err();
+    assert!(matches!(http, Denied::Exec { .. }), "{http:?}");
     let said = exec.to_string();
     assert!(
         said.contains("exec = false in the built-in policy"),
