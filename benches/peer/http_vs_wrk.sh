@@ -119,9 +119,9 @@ median() { python3 -c 'import sys, statistics; print(statistics.median(float(x) 
 echo "closed loop, $connections connections, 1 thread, ${seconds}s x $pairs, nginx on CPU $server_cpu, load on CPU $load_cpu"
 q_rates=(); w_rates=(); o_rates=()
 for i in $(seq "$pairs"); do
-  line=$(ours 0); q_rates+=("${line%% *}")
+  read -r r p50 p99 lag cpus <<<"$(ours 0)"; q_rates+=("$r")
   w=$(wrk_rate); w_rates+=("$w")
-  msg="  run $i: quietbench $line req/s | wrk $w req/s"
+  msg="  run $i: quietbench $r req/s (p50 $p50 us, p99 $p99 us, $cpus) | wrk $w req/s"
   if [ -n "$oha" ]; then o=$(oha_run 0); o_rates+=("${o%% *}"); msg+=" | oha ${o%% *} req/s"; fi
   echo "$msg"
 done
