@@ -487,9 +487,14 @@ pub fn headline(metrics: &[pb::Metric]) -> String {
 
 /// A finished trial's headline metric, for progress lines.
 fn headline_of(record: &TrialRecord) -> String {
-    queries::headline(&record.metrics)
+    let mut line = queries::headline(&record.metrics)
         .and_then(|m| m.value.map(|v| format!("{v:.1} {}", m.unit)))
-        .unwrap_or_default()
+        .unwrap_or_default();
+    // `http`: the rate alone says only that the load kept its schedule; the tail is the news.
+    if let Some(p99) = super::server::p99_of(&record.metrics) {
+        line.push_str(&format!(", {p99}"));
+    }
+    line
 }
 
 #[cfg(test)]

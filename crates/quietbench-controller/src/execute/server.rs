@@ -220,6 +220,16 @@ pub fn with_server_note(
     placement
 }
 
+/// An `http` trial's p99 request latency for its progress line ("p99 3.21 ms"); `None` for
+/// other probes, or a trial with no request recorded.
+pub fn p99_of(metrics: &[crate::record::MetricRecord]) -> Option<String> {
+    let latency = metrics
+        .iter()
+        .find(|m| m.name == quietbench_vocab::metrics::REQUEST_LATENCY)?;
+    let hist = &latency.histogram.as_ref()?.hist;
+    (!hist.is_empty()).then(|| format!("p99 {:.2} ms", hist.value_at_quantile(0.99) as f64 / 1e6))
+}
+
 /// One whole-trial figure.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Figure {
