@@ -34,26 +34,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-mkdir -p "$work/www"
-printf 'hello, world\n' > "$work/www/index.html"
-cat > "$work/nginx.template" <<EOF
-daemon off;
-master_process off;
-worker_processes 1;
-error_log stderr warn;
-pid $work/nginx-@PORT@.pid;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $work/body;
-  proxy_temp_path $work/proxy;
-  fastcgi_temp_path $work/fastcgi;
-  uwsgi_temp_path $work/uwsgi;
-  scgi_temp_path $work/scgi;
-  server { listen 127.0.0.1:@PORT@; root $work/www; keepalive_requests 1000000; }
-}
-EOF
-nginx_cmd() { echo "sed 's/@PORT@/$1/g' $work/nginx.template > $work/nginx-$1.conf && exec nginx -p $work/ -c $work/nginx-$1.conf"; }
+. "$(dirname "$0")/nginx_server.sh"
 
 # stall PATTERN: after a third of the run, stops the process matching PATTERN for 1 s.
 stall() {
@@ -87,8 +68,7 @@ PY
 
 # The peers' nginx on a fixed port.
 port=18090
-taskset -c "$server_cpu" sh -c "$(nginx_cmd $port)" & pids+=($!)
-for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
+start_peer_nginx "$port" "$server_cpu"
 url="http://127.0.0.1:$port/index.html"
 
 stall "nginx -p $work/ -c $work/nginx-$port.conf"

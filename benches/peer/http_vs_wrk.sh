@@ -43,38 +43,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-mkdir -p "$work/www" "$work/logs"
-printf 'hello, world\n' > "$work/www/index.html"
-# One process (no master), no access log: the server's cost per request is nginx's own.
-cat > "$work/nginx.template" <<EOF
-daemon off;
-master_process off;
-worker_processes 1;
-error_log stderr warn;
-pid $work/nginx-@PORT@.pid;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $work/body;
-  proxy_temp_path $work/proxy;
-  fastcgi_temp_path $work/fastcgi;
-  uwsgi_temp_path $work/uwsgi;
-  scgi_temp_path $work/scgi;
-  server {
-    listen 127.0.0.1:@PORT@;
-    root $work/www;
-    keepalive_requests 1000000;
-  }
-}
-EOF
-nginx_cmd() { # PORT: the command that starts nginx on PORT
-  echo "sed 's/@PORT@/$1/g' $work/nginx.template > $work/nginx-$1.conf && exec nginx -p $work/ -c $work/nginx-$1.conf"
-}
+. "$(dirname "$0")/nginx_server.sh"
 
 # The peers' nginx, pinned like ours.
 port=18089
-taskset -c "$server_cpu" sh -c "$(nginx_cmd $port)" & pids+=($!)
-for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
+start_peer_nginx "$port" "$server_cpu"
 url="http://127.0.0.1:$port/index.html"
 
 # ours RATE: one trial; prints "REQUESTS_PER_SEC P50_US P99_US LAG_MAX_US".

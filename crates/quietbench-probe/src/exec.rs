@@ -36,6 +36,7 @@ mod child;
 mod duet;
 mod metric_sets;
 mod resolve;
+pub use child::wait4_child;
 use child::{Group, Stopped, Watch};
 use duet::Rendezvous;
 pub use metric_sets::{
@@ -64,8 +65,7 @@ const ADDR_NO_RANDOMIZE: nix::libc::c_ulong = 0x0040000;
 pub struct ExecWorkload {
     /// A, and in paired mode B.
     commands: Vec<Prepared>,
-    _envp: Vec<CString>,
-    envp_ptrs: Vec<*const c_char>,
+    environment: Environment,
     cwd: Option<CString>,
     aslr_off: bool,
     stderr: std::fs::File,
@@ -110,18 +110,19 @@ struct Invocation {
 
 /// One command ready to exec: its program and NUL-terminated argv pointers.
 /// Everything is built before the fork: between fork and exec the child may not allocate
-/// (another thread may hold the allocator's lock at the fork). Shared with cpu.spawn.
-pub(crate) struct Prepared {
-    pub(crate) program: CString,
+/// (another thread may hold the allocator's lock at the fork). Shared with cpu.spawn and the
+/// agent's user servers.
+pub struct Prepared {
+    /// The program's path, for execve.
+    pub program: CString,
     _argv: Vec<CString>,
-    pub(crate) argv_ptrs: Vec<*const c_char>,
+    /// argv for execve, NULL-terminated.
+    pub argv_ptrs: Vec<*const c_char>,
 }
 
 impl Prepared {
-    pub(crate) fn new(
-        program: &Path,
-        argv: &[impl AsRef<std::ffi::OsStr>],
-    ) -> Result<Self, String> {
+    /// `program` run with `argv`; an error names a part with a NUL byte.
+    pub fn new(program: &Path, argv: &[impl AsRef<std::ffi::OsStr>]) -> Result<Self, String> {
         let program = cstring(program.as_os_str().as_bytes(), "the program path")?;
         let argv = argv
             .iter()
@@ -134,6 +135,41 @@ impl Prepared {
             _argv: argv,
             argv_ptrs,
         })
+    }
+}
+
+/// The environment a user's command gets: the agent's, with the command's variables set over
+/// it, as NULL-terminated `NAME=VALUE` pointers for execve, built before the fork.
+pub struct Environment {
+    _envp: Vec<CString>,
+    ptrs: Vec<*const c_char>,
+}
+
+impl Environment {
+    /// The agent's environment with `env` set over it; an error names a part with a NUL byte.
+    pub fn new(env: &[(String, String)]) -> Result<Self, String> {
+        let mut vars: BTreeMap<Vec<u8>, Vec<u8>> = std::env::vars_os()
+            .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+            .collect();
+        for (k, v) in env {
+            vars.insert(k.as_bytes().to_vec(), v.as_bytes().to_vec());
+        }
+        let envp = vars
+            .into_iter()
+            .map(|(mut k, v)| {
+                k.push(b'=');
+                k.extend(v);
+                cstring(&k, "an environment variable")
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut ptrs: Vec<*const c_char> = envp.iter().map(|e| e.as_ptr()).collect();
+        ptrs.push(std::ptr::null());
+        Ok(Self { _envp: envp, ptrs })
+    }
+
+    /// envp for execve.
+    pub fn as_ptr(&self) -> *const *const c_char {
+        self.ptrs.as_ptr()
     }
 }
 
@@ -151,23 +187,7 @@ impl ExecWorkload {
         if let Some((program, argv)) = &command.b {
             commands.push(Prepared::new(program, argv)?);
         }
-        // The agent's environment, with the command's variables set over it.
-        let mut vars: BTreeMap<Vec<u8>, Vec<u8>> = std::env::vars_os()
-            .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
-            .collect();
-        for (k, v) in env {
-            vars.insert(k.as_bytes().to_vec(), v.as_bytes().to_vec());
-        }
-        let envp = vars
-            .into_iter()
-            .map(|(mut k, v)| {
-                k.push(b'=');
-                k.extend(v);
-                cstring(&k, "an environment variable")
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut envp_ptrs: Vec<*const c_char> = envp.iter().map(|e| e.as_ptr()).collect();
-        envp_ptrs.push(std::ptr::null());
+        let environment = Environment::new(env)?;
         let cwd = command
             .cwd
             .as_ref()
@@ -187,8 +207,7 @@ impl ExecWorkload {
             .unwrap_or(0);
         Ok(Self {
             commands,
-            _envp: envp,
-            envp_ptrs,
+            environment,
             cwd,
             aslr_off: command.aslr_off,
             stderr,
@@ -281,7 +300,7 @@ impl ExecWorkload {
                 nix::libc::execve(
                     command.program.as_ptr(),
                     command.argv_ptrs.as_ptr(),
-                    self.envp_ptrs.as_ptr(),
+                    self.environment.as_ptr(),
                 );
                 nix::libc::_exit(127);
             }

@@ -12,7 +12,7 @@
 //! The group is signalled only while its leader is unreaped (a zombie at worst), so its id
 //! cannot have been reused by another process's group.
 
-use std::ffi::{CString, c_char};
+use std::ffi::CString;
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -21,6 +21,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use nix::libc;
+use quietbench_probe::exec::{Environment, Prepared, wait4_child};
 
 /// ADDR_NO_RANDOMIZE from linux/personality.h.
 const ADDR_NO_RANDOMIZE: libc::c_ulong = 0x0040000;
@@ -32,19 +33,13 @@ const PERSONALITY_REFUSED: &[u8] =
       with ASLR on in its place\n";
 const EXEC_FAILED: &[u8] = b"quietbench-agent: execve of the server's program failed\n";
 
-/// The server's command ready to exec.
+/// The server's command ready to exec: exec's own pieces (quietbench-probe's `Prepared` and
+/// `Environment`), built before the fork.
 pub struct Launch {
-    program: CString,
-    _argv: Vec<CString>,
-    argv_ptrs: Vec<*const c_char>,
-    _envp: Vec<CString>,
-    envp_ptrs: Vec<*const c_char>,
+    command: Prepared,
+    environment: Environment,
     cwd: Option<CString>,
     aslr_off: bool,
-}
-
-fn cstring(text: &[u8], what: &str) -> Result<CString, String> {
-    CString::new(text).map_err(|_| format!("{what} contains a NUL byte"))
 }
 
 impl Launch {
@@ -56,38 +51,15 @@ impl Launch {
         cwd: Option<&Path>,
         aslr_off: bool,
     ) -> Result<Self, String> {
-        let program = cstring(program.as_os_str().as_bytes(), "the program path")?;
-        let argv = argv
-            .iter()
-            .map(|a| cstring(a.as_bytes(), "an argument"))
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut argv_ptrs: Vec<*const c_char> = argv.iter().map(|a| a.as_ptr()).collect();
-        argv_ptrs.push(std::ptr::null());
-        let mut vars: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = std::env::vars_os()
-            .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
-            .collect();
-        for (k, v) in env {
-            vars.insert(k.as_bytes().to_vec(), v.as_bytes().to_vec());
-        }
-        let envp = vars
-            .into_iter()
-            .map(|(mut k, v)| {
-                k.push(b'=');
-                k.extend(v);
-                cstring(&k, "an environment variable")
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut envp_ptrs: Vec<*const c_char> = envp.iter().map(|e| e.as_ptr()).collect();
-        envp_ptrs.push(std::ptr::null());
         let cwd = cwd
-            .map(|d| cstring(d.as_os_str().as_bytes(), "the working directory"))
+            .map(|d| {
+                CString::new(d.as_os_str().as_bytes())
+                    .map_err(|_| "the working directory contains a NUL byte".to_string())
+            })
             .transpose()?;
         Ok(Self {
-            program,
-            _argv: argv,
-            argv_ptrs,
-            _envp: envp,
-            envp_ptrs,
+            command: Prepared::new(program, argv)?,
+            environment: Environment::new(env)?,
             cwd,
             aslr_off,
         })
@@ -159,9 +131,9 @@ pub fn fork_waiting(launch: &Launch, stderr: &File, devnull: &File) -> std::io::
                 libc::_exit(125);
             }
             libc::execve(
-                launch.program.as_ptr(),
-                launch.argv_ptrs.as_ptr(),
-                launch.envp_ptrs.as_ptr(),
+                launch.command.program.as_ptr(),
+                launch.command.argv_ptrs.as_ptr(),
+                launch.environment.as_ptr(),
             );
             libc::write(2, EXEC_FAILED.as_ptr().cast(), EXEC_FAILED.len());
             libc::_exit(127);
@@ -308,23 +280,10 @@ impl Leader {
 
     /// Reaps the leader (call after it has exited, or after SIGKILL to its group).
     pub fn reap(&mut self) -> std::io::Result<Ended> {
-        let mut status = 0;
-        // SAFETY: an all-zero rusage is a valid value; wait4 writes it.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        loop {
-            // SAFETY: pid is our child; status and usage are valid, writable locations.
-            let waited = unsafe { libc::wait4(self.pid, &mut status, 0, &mut usage) };
-            if waited == self.pid {
-                self.reaped = true;
-                return Ok(Ended { status, usage });
-            }
-            let err = std::io::Error::last_os_error();
-            if err.kind() != std::io::ErrorKind::Interrupted {
-                // Not ours to wait for any more: nothing is left to reap.
-                self.reaped = true;
-                return Err(err);
-            }
-        }
+        // Reaped, or not ours to wait for any more: nothing is left to reap either way.
+        self.reaped = true;
+        let (status, usage) = wait4_child(self.pid)?;
+        Ok(Ended { status, usage })
     }
 
     /// SIGKILL to the whole group, then reaps the leader.
@@ -406,8 +365,8 @@ pub fn devnull() -> std::io::Result<File> {
         .open("/dev/null")
 }
 
-// SAFETY: the raw pointers point into `_argv` and `_envp`, owned by this struct and never
-// changed after construction; moving the struct moves their owners, not the heap buffers.
+// SAFETY: the raw pointers in `command` and `environment` point into buffers those own and
+// never change after construction; moving the struct moves their owners, not the heap buffers.
 unsafe impl Send for Launch {}
 
 /// How long a sentinel waits after SIGTERM before it kills the server's group.

@@ -210,22 +210,30 @@ impl Group {
     /// Reaps the leader: its status and resource usage (its own and that of the children it
     /// waited for).
     pub(super) fn reap(&mut self) -> std::io::Result<Ended> {
-        let mut status = 0;
-        // SAFETY: an all-zero rusage is a valid value; wait4 writes it.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        loop {
-            // SAFETY: pid is our child; status and usage are valid, writable locations.
-            let waited = unsafe { libc::wait4(self.pid, &mut status, 0, &mut usage) };
-            if waited == self.pid {
-                self.reaped = true;
-                return Ok(Ended { status, usage });
-            }
-            let err = std::io::Error::last_os_error();
-            if err.kind() != std::io::ErrorKind::Interrupted {
-                // Not ours to wait for any more (reaped elsewhere): nothing is left to reap.
-                self.reaped = true;
-                return Err(err);
-            }
+        // Reaped or not ours to wait for any more (reaped elsewhere): nothing is left to reap.
+        self.reaped = true;
+        let (status, usage) = wait4_child(self.pid)?;
+        Ok(Ended { status, usage })
+    }
+}
+
+/// Waits for child `pid` to end (retrying when a signal interrupts): its wait status and its
+/// resource usage, its own and that of the children it waited for. An error means it is not
+/// ours to wait for any more. Shared with the agent's user servers.
+pub fn wait4_child(pid: libc::pid_t) -> std::io::Result<(libc::c_int, libc::rusage)> {
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value; wait4 writes it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: status and usage are valid, writable locations; wait4 on a pid that is not
+        // our child fails with ECHILD and writes nothing.
+        let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if waited == pid {
+            return Ok((status, usage));
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(err);
         }
     }
 }
