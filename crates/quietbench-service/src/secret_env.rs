@@ -1,5 +1,5 @@
-//! `env.NAME=VALUE` parameters of exec probes: values a command gets in its environment, often
-//! tokens. The service never stores, lists nor streams them. They are taken out of the run's
+//! `env.NAME=VALUE` parameters of exec probes (and of http, whose server gets them): values a
+//! command gets in its environment, often tokens. The service never stores, lists nor streams them. They are taken out of the run's
 //! parameters (and its plan) before anything is written; the service keeps them in memory only
 //! and gives them to the run's process in its environment, which its local agent, and so the
 //! command, inherits. A process's environment is readable by its own user and root only; its
@@ -77,11 +77,11 @@ pub fn collect(workloads: &[Workload<'_>]) -> Result<EnvValues, Status> {
     let mut first: Option<(&Workload<'_>, BTreeMap<String, String>)> = None;
     for w in workloads {
         let env = of(w);
-        if w.probe != super::policy::EXEC_PROBE {
+        if !super::policy::COMMAND_PROBES.contains(&w.probe) {
             if let Some(name) = env.keys().next() {
                 return Err(Status::invalid_argument(format!(
                     "{} runs {}, which has no parameter env.{name}: env.* parameters are the \
-                     exec probe's",
+                     exec probe's (and the http probe's server's)",
                     w.label, w.probe
                 )));
             }

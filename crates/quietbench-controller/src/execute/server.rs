@@ -26,8 +26,9 @@ const SERVER_KEYS: &[&str] = &[
     "ready_timeout_ms",
     "restart",
 ];
-/// Prefix of the server's environment variables (`server_env.NAME=VALUE`).
-const SERVER_ENV: &str = "server_env.";
+/// Prefix of the server's environment variables (`env.NAME=VALUE`, as exec's command's: the
+/// service keeps their values out of its store for both).
+const SERVER_ENV: &str = "env.";
 /// Longest wait for a server to become ready that a user may ask for.
 const MAX_READY_MS: u64 = 120_000;
 
@@ -116,7 +117,7 @@ pub fn split(params: &HashMap<String, String>) -> Result<Split, String> {
         .map(|(name, value)| {
             if name.is_empty() || name.contains('=') {
                 Err(format!(
-                    "{SERVER_ENV}{name}: give server_env.NAME=VALUE with a name"
+                    "{SERVER_ENV}{name}: give env.NAME=VALUE with a name"
                 ))
             } else {
                 Ok((name.to_string(), value.clone()))
@@ -345,7 +346,7 @@ mod tests {
     fn the_server_keys_go_to_the_server_and_the_rest_to_the_load() {
         let s = split(&params(&[
             ("server", "./srv --port {port}"),
-            ("server_env.RUST_LOG", "warn"),
+            ("env.RUST_LOG", "warn"),
             ("server_aslr", "off"),
             ("ready_path", "/health"),
             ("rate", "500"),
@@ -392,7 +393,7 @@ mod tests {
             ),
             (&[("server", "s"), ("restart", "run")], "not built yet"),
             (&[("server", "s"), ("restart", "often")], "restart='often'"),
-            (&[("server", "s"), ("server_env.", "x")], "with a name"),
+            (&[("server", "s"), ("env.", "x")], "with a name"),
         ];
         for (given, expected) in cases {
             let err = split(&params(given)).unwrap_err();
