@@ -136,7 +136,9 @@ fn python_reflection_v1alpha_resolves_the_agent_and_calls_it() {
             "Restore",
             "RunProbe",
             "StartPeer",
-            "StopPeer"
+            "StartServer",
+            "StopPeer",
+            "StopServer"
         ]
     );
     assert_eq!(

@@ -466,6 +466,15 @@ async fn call_every_rpc(addr: &str, caller: &Caller) -> Vec<(&'static str, tonic
             "StopPeer",
             status(agent.stop_peer(pb::StopPeerRequest::default())).await,
         ),
+        // An empty command: refused by the handler (INVALID_ARGUMENT) once a caller is let in.
+        (
+            "StartServer",
+            status(agent.start_server(pb::StartServerRequest::default())).await,
+        ),
+        (
+            "StopServer",
+            status(agent.stop_server(pb::StopServerRequest::default())).await,
+        ),
         (
             "health.Check",
             status(health.check(tonic_health::pb::HealthCheckRequest::default())).await,
@@ -608,7 +617,7 @@ async fn every_rpc_refuses_every_kind_of_stranger() {
             refused += 1;
         }
     }
-    // 6 kinds of stranger, 9 RPCs each.
-    assert_eq!(refused, 54);
-    eprintln!("refused {refused} calls: 6 kinds of stranger x 9 RPCs");
+    // 6 kinds of stranger, 11 RPCs each.
+    assert_eq!(refused, 66);
+    eprintln!("refused {refused} calls: 6 kinds of stranger x 11 RPCs");
 }

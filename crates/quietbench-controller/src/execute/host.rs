@@ -280,7 +280,7 @@ impl HostTask {
         let mut params: HashMap<String, String> = spec.params.clone().into_iter().collect();
         let network = crate::run::needs_peer(probe);
         // `http`: the user's server runs here and the peer sends the load.
-        let serving = super::server::runs_server(probe);
+        let serving = crate::run::runs_server(probe);
         let server_split = if serving {
             let split =
                 super::server::split(&params).map_err(|why| anyhow::anyhow!("{probe}: {why}"))?;
@@ -474,6 +474,60 @@ impl HostTask {
             peer: peer_address,
             block_device: completed.result.block_device.clone(),
             interval_records,
+        })
+    }
+}
+
+/// A server started for a trial, and where its load goes.
+struct Started {
+    pub response: pb::StartServerResponse,
+    /// The server's address as the load agent reaches it.
+    pub target: std::net::SocketAddr,
+    /// The load's CPUs (empty: the load agent's own placement).
+    pub load_cpus: Vec<u32>,
+    /// The load agent shares the measured host's machine.
+    pub same_machine: bool,
+    pub load_address: String,
+}
+
+impl HostTask {
+    /// Starts the user's server on this host for one trial and says where the load goes.
+    async fn start_server(
+        &mut self,
+        split: &super::server::Split,
+        settings: &crate::record::RunSettings,
+    ) -> anyhow::Result<Started> {
+        let load = self
+            .peer
+            .as_ref()
+            .expect("checked by the trial: serving needs a peer");
+        // The load agent reaches the server at this host's address, as it reaches the agent.
+        let ip = host_ip(&self.target.address)?;
+        let same_machine = load
+            .hostname
+            .as_ref()
+            .is_some_and(|h| !h.is_empty() && *h == self.hostname);
+        let load_address = load.target.address.clone();
+        let mut start = split.start.clone();
+        start.bind_address = ip.to_string();
+        // --cpus pins the server, the thing measured; the load agent places its own threads.
+        start.cpus = settings.cpus.clone();
+        start.max_life_ms =
+            super::server::max_life_ms(settings.duration_ms, start.ready_timeout_ms);
+        self.progress
+            .status(format!("starting the server: {}", start.command));
+        let response = self.conn.start_server(start).await?;
+        let load_cpus = if same_machine {
+            super::server::load_cpus_beside(&response.cpus, &response.free_cpus)
+        } else {
+            Vec::new()
+        };
+        Ok(Started {
+            target: std::net::SocketAddr::new(ip, response.port as u16),
+            response,
+            load_cpus,
+            same_machine,
+            load_address,
         })
     }
 }

@@ -10,11 +10,6 @@ use std::collections::{BTreeMap, HashMap};
 
 use quietbench_proto::v1 as pb;
 
-/// Probes whose measured host runs the user's server and whose peer sends the load.
-pub fn runs_server(probe: &str) -> bool {
-    probe == "http"
-}
-
 /// The parameters of the server side, consumed here; every other parameter is the load's.
 const SERVER_KEYS: &[&str] = &[
     "server",
@@ -253,59 +248,6 @@ pub fn ended_early(stopped: &pb::StopServerResponse) -> Option<String> {
             stopped.ended
         )
     })
-}
-
-/// A server started for a trial, and where its load goes.
-pub(super) struct Started {
-    pub response: pb::StartServerResponse,
-    /// The server's address as the load agent reaches it.
-    pub target: std::net::SocketAddr,
-    /// The load's CPUs (empty: the load agent's own placement).
-    pub load_cpus: Vec<u32>,
-    /// The load agent shares the measured host's machine.
-    pub same_machine: bool,
-    pub load_address: String,
-}
-
-impl super::host::HostTask {
-    /// Starts the user's server on this host for one trial and says where the load goes.
-    pub(super) async fn start_server(
-        &mut self,
-        split: &Split,
-        settings: &crate::record::RunSettings,
-    ) -> anyhow::Result<Started> {
-        let load = self
-            .peer
-            .as_ref()
-            .expect("checked by the trial: serving needs a peer");
-        // The load agent reaches the server at this host's address, as it reaches the agent.
-        let ip = super::peer::host_ip(&self.target.address)?;
-        let same_machine = load
-            .hostname
-            .as_ref()
-            .is_some_and(|h| !h.is_empty() && *h == self.hostname);
-        let load_address = load.target.address.clone();
-        let mut start = split.start.clone();
-        start.bind_address = ip.to_string();
-        // --cpus pins the server, the thing measured; the load agent places its own threads.
-        start.cpus = settings.cpus.clone();
-        start.max_life_ms = max_life_ms(settings.duration_ms, start.ready_timeout_ms);
-        self.progress
-            .status(format!("starting the server: {}", start.command));
-        let response = self.conn.start_server(start).await?;
-        let load_cpus = if same_machine {
-            load_cpus_beside(&response.cpus, &response.free_cpus)
-        } else {
-            Vec::new()
-        };
-        Ok(Started {
-            target: std::net::SocketAddr::new(ip, response.port as u16),
-            response,
-            load_cpus,
-            same_machine,
-            load_address,
-        })
-    }
 }
 
 /// What a stopped server adds to its trial: its figures, and its parameters to the record's
