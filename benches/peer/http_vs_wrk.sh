@@ -41,7 +41,10 @@ cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
   rm -rf "$work"
 }
+# A signal (timeout, Ctrl-C) exits through the EXIT trap too: no nginx or work folder is left.
 trap cleanup EXIT
+trap "exit 130" INT
+trap "exit 143" TERM
 
 . "$(dirname "$0")/nginx_server.sh"
 
