@@ -23,23 +23,41 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// An AMI moto knows, asked of moto itself (DescribeImages over plain HTTP).
+/// An AMI moto knows, asked of moto itself (DescribeImages over plain HTTP). moto's
+/// development server now and then resets a connection it has just accepted while it is still
+/// busy starting (seen once in CI: ECONNRESET on the read): the question is asked again then,
+/// a few times; any other failure, or five resets, fails the test.
 pub fn any_ami(moto: &Moto) -> String {
+    let mut tries = 0;
+    let answer = loop {
+        tries += 1;
+        match describe_images(moto.port) {
+            Ok(answer) => break answer,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset && tries < 5 => {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            Err(e) => panic!("DescribeImages on moto failed after {tries} tries: {e}"),
+        }
+    };
+    let at = answer.find("<imageId>ami-").expect("moto lists images");
+    let rest = &answer[at + "<imageId>".len()..];
+    rest[..rest.find('<').unwrap()].to_string()
+}
+
+/// moto's answer to DescribeImages, read to its end.
+fn describe_images(port: u16) -> std::io::Result<String> {
     let body = "Action=DescribeImages&Owner.1=amazon&Version=2016-11-15";
-    let mut stream = TcpStream::connect(("127.0.0.1", moto.port)).unwrap();
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
     write!(
         stream,
         "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n\
          Authorization: AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/ec2/aws4_request, \
          SignedHeaders=host, Signature=0\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
-    )
-    .unwrap();
+    )?;
     let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    let at = answer.find("<imageId>ami-").expect("moto lists images");
-    let rest = &answer[at + "<imageId>".len()..];
-    rest[..rest.find('<').unwrap()].to_string()
+    stream.read_to_string(&mut answer)?;
+    Ok(answer)
 }
 
 /// A CA with the certificate every EC2 agent carries (`quietbench-agent`).
