@@ -428,14 +428,12 @@ fn a_duet_judged_on_cpu_time_reports_the_wall_figure_beside_it() {
     let others = v["other_figures"].as_array().unwrap();
     assert_eq!(others.len(), 1, "{v:#}");
     assert_eq!(others[0]["figure"], "median");
-    // `disagrees` is exactly "the wall ratio lies outside the CPU verdict's interval".
-    let wall = others[0]["ratio"].as_f64().unwrap();
-    let (lo, hi) = (
-        v["ci_low"].as_f64().unwrap(),
-        v["ci_high"].as_f64().unwrap(),
-    );
-    let half = (hi.ln() - lo.ln()) / 2.0;
-    let outside = (v["ratio"].as_f64().unwrap().ln() - wall.ln()).abs() > half;
+    // `disagrees` is exactly "each figure's ratio lies outside the other's interval".
+    let outside_of = |interval: &Value, ratio: &Value| {
+        let r = ratio.as_f64().unwrap();
+        r < interval["ci_low"].as_f64().unwrap() || r > interval["ci_high"].as_f64().unwrap()
+    };
+    let outside = outside_of(&v, &others[0]["ratio"]) && outside_of(&others[0], &v["ratio"]);
     assert_eq!(others[0]["disagrees"], outside, "{v:#}");
     let warned = v["warnings"]
         .as_array()

@@ -240,3 +240,123 @@ fn a_server_that_exits_or_does_not_exist_fails_the_run_with_the_reason_and_leave
     assert!(!out.status.success());
     assert!(stderr.contains("not yours to set"), "{stderr}");
 }
+
+/// `compare --local --probe http` of two servers, `--a` and `--b` each started for its own
+/// trials; `server_args` are B's, A's are `--delay-us 3000`.
+fn compare_servers(server: &Path, b_args: &str, seed: &str, json: &Path) -> Value {
+    let side = |args: &str| format!("{} --port {{port}} {args}", server.display());
+    let out = common::quietbench()
+        .args(["compare", "--local", "--probe", "http", "--no-store"])
+        .args(["--param", "rate=200", "--param", "connections=4"])
+        // As in run_http: the generator's lag bound is not what these trials test.
+        .args(["--param", "max_lag_ms=1000"])
+        .args(["--rounds", "6", "--warmup", "1", "--duration", "1"])
+        .args(["--seed", seed])
+        .arg("--a")
+        .arg(side("--delay-us 3000"))
+        .arg("--b")
+        .arg(side(b_args))
+        .arg("--json")
+        .arg(json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("compared: the median latency of each trial's requests"),
+        "{stdout}"
+    );
+    assert!(
+        processes_of(server).is_empty(),
+        "a server outlived its trial"
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    assert_eq!(v["probe"], "http", "{v:#}");
+    assert_eq!(v["figure"], "p50", "{v:#}");
+    assert_eq!(v["interleave"], "trials", "{v:#}");
+    assert_eq!(v["rounds"], 6, "{v:#}");
+    assert_eq!(v["a"], side("--delay-us 3000"), "{v:#}");
+    let others: Vec<&str> = v["other_figures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["figure"].as_str().unwrap())
+        .collect();
+    assert_eq!(others, ["p99", "server-cpu"], "{v:#}");
+    v
+}
+
+/// Two builds of a server: B sleeps 300 µs more per request than A's 3 ms. Its p50 latency is
+/// 10% higher less this machine's share of each request (the loopback, the load generator),
+/// which is well under 3 ms on any host: the verdict must call A faster by 3% to 11%. The
+/// same server against itself must claim nothing its interval does not allow: its centre
+/// within three half-widths of 1 (a bias, not noise, would break that; 5% of A/A runs may
+/// still exclude 1 by chance, so the verdict's word is not asserted).
+#[test]
+fn compare_tells_two_servers_apart_and_a_server_from_itself_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = own_server(dir.path(), "qb-http-compare-server");
+
+    let v = compare_servers(
+        &server,
+        "--delay-us 3300",
+        "11",
+        &dir.path().join("ab.json"),
+    );
+    let ratio = f(&v["ratio"]);
+    assert_eq!(v["verdict"], "a_faster", "{v:#}");
+    assert!((1.03..=1.11).contains(&ratio), "B/A {ratio}: {v:#}");
+
+    let v = compare_servers(
+        &server,
+        "--delay-us 3000",
+        "12",
+        &dir.path().join("aa.json"),
+    );
+    let (lo, hi) = (f(&v["ci_low"]), f(&v["ci_high"]));
+    let (centre, half) = ((hi.ln() + lo.ln()) / 2.0, (hi.ln() - lo.ln()) / 2.0);
+    assert!(
+        centre.abs() <= 3.0 * half,
+        "an A/A's interval [{lo:.4}, {hi:.4}] is {:.1} half-widths from 1: {v:#}",
+        centre.abs() / half
+    );
+}
+
+/// What compare cannot measure for servers is refused before anything starts, with the way
+/// that can.
+#[test]
+fn compare_refuses_what_two_servers_cannot_be_measured_by() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--interleave", "duet"], "--interleave trials"),
+        (&["--figure", "cpu"], "p50, p99 or server-cpu"),
+        (&["--param", "target=10.0.0.9:80"], "--param target="),
+        (&["--param", "server=./x"], "--param server="),
+        (
+            &["--load-from", "127.0.0.1:1"],
+            "with --local a second agent",
+        ),
+    ];
+    for (extra, says) in cases {
+        let out = common::quietbench()
+            .args(["compare", "--local", "--probe", "http", "--no-store"])
+            .args(["--a", "./a --port {port}", "--b", "./b --port {port}"])
+            .args(*extra)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{extra:?}: {stderr}");
+        assert!(stderr.contains(says), "{extra:?}: {stderr}");
+    }
+    let out = common::quietbench()
+        .args(["compare", "--local", "--a", "true", "--b", "true"])
+        .args(["--param", "rate=5"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("is for --probe http"), "{stderr}");
+}

@@ -8,7 +8,9 @@ use std::time::Duration;
 use clap::{ArgGroup, Args};
 
 use super::{Ec2Args, TlsArgs, parse_duration, parse_seconds};
-use quietbench_controller::commands::compare::{CompareOptions, CompareRequest, run_compare};
+use quietbench_controller::commands::compare::{
+    CompareOptions, CompareRequest, Workload, refusal, run_compare,
+};
 use quietbench_controller::commands::compare_runs::{RunsRequest, run_compare_runs};
 use quietbench_controller::record::figures::{Interleave, TrialFigure};
 use quietbench_controller::schedule::fresh_seed;
@@ -16,12 +18,28 @@ use quietbench_controller::schedule::fresh_seed;
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("target").multiple(false).args(["local", "agents", "ec2"])))]
 pub struct CompareArgs {
-    /// Command A, the baseline (run without a shell unless --shell)
+    /// Command A, the baseline (run without a shell unless --shell); with --probe http, the
+    /// command that starts server A, with {port} where its port goes
     #[arg(long, value_name = "CMD", required_unless_present = "runs")]
     a: Option<String>,
-    /// Command B, the candidate
+    /// Command B, the candidate (with --probe http: server B)
     #[arg(long, value_name = "CMD", required_unless_present = "runs")]
     b: Option<String>,
+    /// What A and B are: commands timed per invocation (exec), or servers that each trial
+    /// starts on the measured host and times under the same offered load from a load agent
+    /// (http; docs/probes.md)
+    #[arg(long, value_name = "exec|http", default_value = "exec",
+          value_parser = ["exec", "http"], conflicts_with = "runs")]
+    probe: String,
+    /// With --probe http: a parameter of the load or the servers, both sides alike (rate=500,
+    /// path=/search?q=x, connections=16, warmup=2, ready_path=/health, env.NAME=VALUE;
+    /// `quietbench probes` lists them); repeatable
+    #[arg(long = "param", value_name = "KEY=VALUE", value_parser = super::parse_param)]
+    params: Vec<(String, String)>,
+    /// With --probe http on --agent hosts: the agent that sends the requests, one for all
+    /// hosts or one per host in order (with --local, a second agent on this machine does)
+    #[arg(long = "load-from", visible_alias = "peer", value_name = "HOST:PORT")]
+    load_from: Vec<String>,
     /// Compare two stored runs instead, variant by variant (ids or unique prefixes, from
     /// `quietbench runs`); the first is the baseline. They were not interleaved, so the verdict
     /// covers only the scatter within each run
@@ -78,21 +96,24 @@ pub struct CompareArgs {
     /// Seed of the trial order and the bootstrap (random by default)
     #[arg(long)]
     seed: Option<u64>,
-    /// Each trial's figure: the median wall time of its invocations (robust to the odd
-    /// invocation a neighbour slowed), the mean (every invocation counts), the median CPU time
-    /// (user + system: time a neighbour steals is not charged to the command, so steal does
-    /// not move it), or retired user-mode instructions (almost no machine noise; only where
-    /// the CPU's counters are exposed). The verdict states which it used and prints the others
-    #[arg(long, value_name = "median|mean|cpu|instructions", default_value = "median",
-          value_parser = ["median", "wall", "mean", "cpu", "instructions"])]
-    figure: String,
+    /// Each trial's figure. Commands: the median wall time of its invocations (the default;
+    /// robust to the odd invocation a neighbour slowed), the mean (every invocation counts),
+    /// the median CPU time (user + system: time a neighbour steals is not charged to the
+    /// command, so steal does not move it), or retired user-mode instructions (almost no
+    /// machine noise; only where the CPU's counters are exposed). Servers: the median request
+    /// latency (p50, the default), the 99th percentile (p99), each request timed from when it
+    /// was due, or the server's CPU time per request (server-cpu). The verdict states which it
+    /// used and prints the others
+    #[arg(long, value_name = "FIGURE",
+          value_parser = ["median", "wall", "mean", "cpu", "instructions", "p50", "p99", "server-cpu"])]
+    figure: Option<String>,
     /// How A and B take turns: back to back in every trial, in a random order per pair
-    /// (cancels a host's fast and slow spells); at the same time on two CPUs, A on each CPU
-    /// once in every two pairs (duet: an interference burst hits both); or in separate trials
-    /// in a random order per round
-    #[arg(long, value_name = "invocations|duet|trials", default_value = "invocations",
+    /// (cancels a host's fast and slow spells; the default for commands); at the same time on
+    /// two CPUs, A on each CPU once in every two pairs (duet: an interference burst hits both);
+    /// or in separate trials in a random order per round (the only way for servers)
+    #[arg(long, value_name = "invocations|duet|trials",
           value_parser = ["invocations", "duet", "trials"])]
-    interleave: String,
+    interleave: Option<String>,
     /// CPUs to pin the commands to, in the kernel's list format (a duet uses two). By default
     /// the agent's placement chooses, and a duet's two sides go on separate physical cores
     /// when the host has two; name SMT siblings here to put them on one core
@@ -124,7 +145,12 @@ pub(super) fn compare_command(
     mut context: quietbench_controller::context::CommandContext,
 ) -> anyhow::Result<ExitCode> {
     args.ec2.apply_to(&mut context);
-    let figure = TrialFigure::parse(&args.figure).unwrap_or_default();
+    let servers = args.probe == "http";
+    let figure = match args.figure.as_deref() {
+        Some(word) => TrialFigure::parse(word).unwrap_or_default(),
+        None if servers => TrialFigure::LatencyP50,
+        None => TrialFigure::Median,
+    };
     if !(args.target_mde > 0.0 && args.target_mde < 100.0) {
         anyhow::bail!(
             "--target-mde {} must be a percentage between 0 and 100",
@@ -147,7 +173,7 @@ pub(super) fn compare_command(
             metric: args.metric.unwrap_or_default(),
             normalize_by: args.normalize_by.unwrap_or_default(),
             target_mde_pct: Some(args.target_mde),
-            figure: args.figure.clone(),
+            figure: args.figure.clone().unwrap_or_default(),
             fail_if_slower_pct: args.fail_if_slower,
             json: args.json.is_some(),
         };
@@ -178,7 +204,36 @@ pub(super) fn compare_command(
              options"
         );
     }
-    let interleave = Interleave::parse(&args.interleave).unwrap_or_default();
+    let interleave = match args.interleave.as_deref() {
+        Some(word) => Interleave::parse(word).unwrap_or_default(),
+        None if servers => Interleave::Trials,
+        None => Interleave::Invocations,
+    };
+    let workload = if servers {
+        if args.local && !args.load_from.is_empty() {
+            anyhow::bail!(
+                "--load-from names remote load agents; with --local a second agent on this \
+                 machine sends the requests"
+            );
+        }
+        Workload::Servers {
+            params: args.params.into_iter().collect(),
+            load_from: args.load_from,
+        }
+    } else {
+        if let Some((key, _)) = args.params.first() {
+            anyhow::bail!(
+                "--param {key}= is for --probe http; a command's options are compare's own flags"
+            );
+        }
+        if !args.load_from.is_empty() {
+            anyhow::bail!("--load-from sends a server's requests: it needs --probe http");
+        }
+        Workload::Commands
+    };
+    if let Some(why) = refusal(&workload, figure, interleave) {
+        anyhow::bail!(why);
+    }
     if interleave == Interleave::Duet {
         if figure == TrialFigure::Mean {
             anyhow::bail!(
@@ -205,6 +260,7 @@ pub(super) fn compare_command(
             cwd: args.cwd,
             aslr_off: args.aslr == "off",
         },
+        workload,
         local: args.local,
         agents: args.agents,
         ec2,

@@ -3,6 +3,11 @@
 //! order for each pair, on a pinned CPU (`--interleave invocations`); with `--interleave
 //! trials`, trials of A and B interleave in a fresh random order every round on every host
 //! (RMIT). Either way the verdict comes from paired per-round ratios (see docs/statistics.md).
+//!
+//! With `--probe http`, A and B are two builds of a server: every trial starts one of them on
+//! the measured host, sends it the same offered load from the load agent, and stops it; trials
+//! of A and B interleave per round (RMIT), and the verdict is on a latency percentile or the
+//! server's CPU time per request.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -33,6 +38,90 @@ pub struct CompareOptions {
     pub cwd: Option<PathBuf>,
     /// ASLR on or off for the commands.
     pub aslr_off: bool,
+}
+
+/// What A and B are.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Workload {
+    /// Two commands, timed per invocation (the exec probe).
+    #[default]
+    Commands,
+    /// Two builds of a server, each started for its trials on the measured host and sent
+    /// requests from a load agent (the http probe).
+    Servers {
+        /// The http probe's parameters both sides share (the load's, and the server's
+        /// environment and readiness), never `server` or `target`.
+        params: BTreeMap<String, String>,
+        /// The load agents (HOST:PORT): one for all hosts or one per host; none with --local.
+        load_from: Vec<String>,
+    },
+}
+
+impl Workload {
+    /// The probe that measures it.
+    pub fn probe(&self) -> &'static str {
+        match self {
+            Self::Commands => "exec",
+            Self::Servers { .. } => "http",
+        }
+    }
+}
+
+/// The http parameters of one side: its server command, how it runs, and the shared ones.
+pub fn server_params(
+    opts: &CompareOptions,
+    cmd: &str,
+    shared: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut params = shared.clone();
+    params.insert("server".to_string(), cmd.to_string());
+    params.insert("server_shell".to_string(), opts.shell.to_string());
+    params.insert(
+        "server_aslr".to_string(),
+        if opts.aslr_off { "off" } else { "on" }.to_string(),
+    );
+    if let Some(dir) = &opts.cwd {
+        params.insert("server_cwd".to_string(), dir.display().to_string());
+    }
+    params
+}
+
+/// Why this combination of workload, figure and interleave cannot be measured, or `None`.
+pub fn refusal(workload: &Workload, figure: TrialFigure, interleave: Interleave) -> Option<String> {
+    let probe = workload.probe();
+    if figure.probe() != probe {
+        return Some(match workload {
+            Workload::Commands => format!(
+                "--figure {} judges a server (--probe http); commands are judged on median, \
+                 mean, cpu or instructions",
+                figure.as_str()
+            ),
+            Workload::Servers { .. } => format!(
+                "--figure {} judges commands; servers (--probe http) are judged on p50, p99 or \
+                 server-cpu",
+                figure.as_str()
+            ),
+        });
+    }
+    let Workload::Servers { params, .. } = workload else {
+        return None;
+    };
+    if interleave != Interleave::Trials {
+        return Some(format!(
+            "--interleave {} times two commands within one trial; two servers take turns in \
+             separate trials (--interleave trials, the default with --probe http)",
+            interleave.as_str()
+        ));
+    }
+    for key in ["server", "target"] {
+        if params.contains_key(key) {
+            return Some(format!(
+                "--param {key}= is not for compare: the servers are --a and --b, and the load \
+                 goes to the one each trial starts on the measured host"
+            ));
+        }
+    }
+    None
 }
 
 /// The exec parameters of one side.
@@ -82,10 +171,13 @@ pub struct VerdictJson {
     pub hosts: usize,
     /// How the interval was computed.
     pub method: String,
-    /// Each trial's figure: "median" or "mean".
+    /// Each trial's figure: "median", "mean", "cpu" or "instructions" (exec); "p50", "p99" or
+    /// "server-cpu" (http).
     pub figure: &'static str,
-    /// How A and B took turns: "invocations" (pairs within every trial) or "trials".
+    /// How A and B took turns: "invocations" (pairs within every trial), "duet" or "trials".
     pub interleave: &'static str,
+    /// What A and B are: "exec" (two commands) or "http" (two servers under load).
+    pub probe: &'static str,
     /// The sentence the terminal prints.
     pub sentence: String,
     /// What to know before trusting it.
@@ -110,7 +202,7 @@ pub struct VerdictJson {
 /// One entry of `other_figures`.
 #[derive(Debug, Serialize)]
 pub struct OtherFigureJson {
-    /// "median", "cpu" or "instructions".
+    /// "median", "cpu" or "instructions"; "p50", "p99" or "server-cpu".
     pub figure: &'static str,
     /// Its verdict.
     #[serde(flatten)]
@@ -222,6 +314,7 @@ pub fn verdict_json(
         method: v.method.clone(),
         figure: figure.as_str(),
         interleave: interleave.as_str(),
+        probe: figure.probe(),
         sentence: v.to_string(),
         warnings,
         other_figures: others
@@ -254,6 +347,8 @@ pub struct CompareRequest {
     pub context: crate::context::CommandContext,
     /// The commands and how they run.
     pub options: CompareOptions,
+    /// Whether A and B are commands or servers.
+    pub workload: Workload,
     /// Measure on this machine.
     pub local: bool,
     /// Or on these agents.
@@ -297,8 +392,21 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
     use crate::schedule::VariantSpec;
     use crate::session::{Outputs, Session};
 
-    let mut variants = match req.interleave {
-        Interleave::Invocations | Interleave::Duet => {
+    if let Some(why) = refusal(&req.workload, req.figure, req.interleave) {
+        anyhow::bail!(why);
+    }
+    let probe = req.workload.probe();
+    let mut variants = match (&req.workload, req.interleave) {
+        (Workload::Servers { params, .. }, _) => ["A", "B"]
+            .into_iter()
+            .zip([&req.options.a, &req.options.b])
+            .map(|(name, cmd)| VariantSpec {
+                name: name.into(),
+                probe: probe.into(),
+                params: server_params(&req.options, cmd, params),
+            })
+            .collect(),
+        (_, Interleave::Invocations | Interleave::Duet) => {
             let mut params = exec_params(&req.options, &req.options.a);
             params.insert("cmd_b".to_string(), req.options.b.clone());
             if req.interleave == Interleave::Duet {
@@ -310,7 +418,7 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
                 params,
             }]
         }
-        Interleave::Trials => vec![
+        (_, Interleave::Trials) => vec![
             VariantSpec {
                 name: "A".into(),
                 probe: "exec".into(),
@@ -326,7 +434,7 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
     super::run::add_figure_params(&mut variants, Some(req.figure));
     let trials_per_round = variants.len();
     let settings = crate::record::RunSettings {
-        probes: vec!["exec".into()],
+        probes: vec![probe.into()],
         params: BTreeMap::new(),
         rounds: req.rounds,
         duration_ms: req.duration_ms,
@@ -389,21 +497,26 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
             _ => Flow::Continue,
         }
     };
+    let wants_peer = crate::run::needs_peer(probe);
+    let load_from: &[String] = match &req.workload {
+        Workload::Servers { load_from, .. } => load_from,
+        Workload::Commands => &[],
+    };
     let session = match req.ec2.clone().map(|mut spec| {
-        spec.allow_exec = true; // compare times commands: exec probes
+        spec.allow_exec = true; // compare runs the user's commands or servers
         spec
     }) {
         Some(spec) if spec.dry_run => {
-            req.context.ec2()?.dry_run(&spec, false)?;
+            req.context.ec2()?.dry_run(&spec, wants_peer)?;
             return Ok(std::process::ExitCode::SUCCESS);
         }
-        Some(spec) => Session::for_ec2(&req.context, spec, false, FailurePolicy::default())?,
+        Some(spec) => Session::for_ec2(&req.context, spec, wants_peer, FailurePolicy::default())?,
         None => Session::for_hosts(
             &req.context,
             req.local,
             super::agent_entries(&req.agents)?,
-            &[],
-            false,
+            load_from,
+            wants_peer,
             FailurePolicy::default(),
         )?,
     };
@@ -473,22 +586,4 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn exec_params_carry_the_options() {
-        let opts = CompareOptions {
-            a: "a".into(),
-            b: "b".into(),
-            shell: true,
-            cwd: Some("/tmp".into()),
-            aslr_off: true,
-        };
-        let p = exec_params(&opts, "gzip -k x");
-        assert_eq!(p["cmd"], "gzip -k x");
-        assert_eq!(p["shell"], "true");
-        assert_eq!(p["aslr"], "off");
-        assert_eq!(p["cwd"], "/tmp");
-    }
-}
+mod tests;

@@ -1,7 +1,8 @@
 //! The one figure of each trial that verdicts compare: for exec trials the time per invocation
-//! (`--figure`), for other probes a chosen metric or the variant's headline (its first metric
-//! with a trial value, e.g. events_per_sec). Shared by `compare`, `compare --runs`, run plans'
-//! verdicts and the reports that draw them.
+//! (`--figure`), for http trials a percentile of the request latency or the server's CPU time
+//! per request (`--figure p50|p99|server-cpu`), for other probes a chosen metric or the
+//! variant's headline (its first metric with a trial value, e.g. events_per_sec). Shared by
+//! `compare`, `compare --runs`, run plans' verdicts and the reports that draw them.
 
 use quietbench_proto::metrics;
 use quietbench_stats::Direction;
@@ -67,6 +68,14 @@ pub enum TrialFigure {
     /// noise, but blind to what makes the same instructions slower (cache misses, frequency).
     /// Only where the CPU's performance counters are exposed.
     Instructions,
+    /// `http`: the median latency of the trial's requests, each timed from when it was due
+    /// (open loop), so that a server's stall counts for every request it delayed.
+    LatencyP50,
+    /// `http`: the 99th percentile of the same latencies: what the slowest 1% of users see.
+    LatencyP99,
+    /// `http`: the server's CPU time (user + system of its process tree) per request: the
+    /// low-noise companion that neither the network nor the load generator moves.
+    ServerCpu,
 }
 
 impl TrialFigure {
@@ -77,16 +86,44 @@ impl TrialFigure {
             Self::Mean => "mean",
             Self::Cpu => "cpu",
             Self::Instructions => "instructions",
+            Self::LatencyP50 => "p50",
+            Self::LatencyP99 => "p99",
+            Self::ServerCpu => "server-cpu",
         }
     }
 
-    /// Parses `median` (or `wall`), `mean`, `cpu` or `instructions`.
+    /// Parses `median` (or `wall`), `mean`, `cpu` or `instructions` (exec's), or `p50`, `p99`
+    /// or `server-cpu` (http's).
     pub fn parse(text: &str) -> Option<Self> {
         match text {
             "median" | "wall" => Some(Self::Median),
             "mean" => Some(Self::Mean),
             "cpu" => Some(Self::Cpu),
             "instructions" => Some(Self::Instructions),
+            "p50" => Some(Self::LatencyP50),
+            "p99" => Some(Self::LatencyP99),
+            "server-cpu" => Some(Self::ServerCpu),
+            _ => None,
+        }
+    }
+
+    /// The probe whose trials this figure reads: "exec" or "http".
+    pub fn probe(self) -> &'static str {
+        match self {
+            Self::LatencyP50 | Self::LatencyP99 | Self::ServerCpu => "http",
+            _ => "exec",
+        }
+    }
+
+    /// The figure a trial of `probe` is judged on when this one is asked for: this one where it
+    /// is that probe's, else that probe's default (exec: the median wall time; http: the p50
+    /// latency), and `None` for a probe without figures of its own (its headline metric
+    /// counts). A plan that mixes exec and http variants thus judges each on its own kind.
+    pub fn for_probe(self, probe: &str) -> Option<Self> {
+        match probe {
+            _ if probe == self.probe() => Some(self),
+            "exec" => Some(Self::Median),
+            "http" => Some(Self::LatencyP50),
             _ => None,
         }
     }
@@ -106,6 +143,9 @@ impl TrialFigure {
             Self::Mean => ("mean_wall_time_per_invocation", "ns"),
             Self::Cpu => ("median_cpu_time_per_invocation", "ns"),
             Self::Instructions => ("median_instructions_per_invocation", "instructions"),
+            Self::LatencyP50 => ("request_latency_p50", "ns"),
+            Self::LatencyP99 => ("request_latency_p99", "ns"),
+            Self::ServerCpu => (metrics::SERVER_CPU_PER_REQUEST, "ns"),
         }
     }
 
@@ -121,16 +161,18 @@ impl TrialFigure {
                 metrics::B_OVER_A_CPU_PPM_A_FIRST,
                 metrics::B_OVER_A_CPU_PPM_B_FIRST,
             )),
-            Self::Instructions => None,
+            _ => None,
         }
     }
 
-    /// The per-invocation histogram of A and the per-pair B/A ratio histogram it reads.
-    fn histograms(self) -> (&'static str, &'static str) {
+    /// The per-invocation histogram of A and the per-pair B/A ratio histogram it reads (exec's
+    /// figures; http's are never paired).
+    fn histograms(self) -> Option<(&'static str, &'static str)> {
         match self {
-            Self::Median | Self::Mean => (metrics::WALL_TIME, metrics::B_OVER_A_WALL_PPM),
-            Self::Cpu => (metrics::CPU_TIME, metrics::B_OVER_A_CPU_PPM),
-            Self::Instructions => (metrics::INSTRUCTIONS, metrics::B_OVER_A_INSTRUCTIONS_PPM),
+            Self::Median | Self::Mean => Some((metrics::WALL_TIME, metrics::B_OVER_A_WALL_PPM)),
+            Self::Cpu => Some((metrics::CPU_TIME, metrics::B_OVER_A_CPU_PPM)),
+            Self::Instructions => Some((metrics::INSTRUCTIONS, metrics::B_OVER_A_INSTRUCTIONS_PPM)),
+            Self::LatencyP50 | Self::LatencyP99 | Self::ServerCpu => None,
         }
     }
 
@@ -141,6 +183,20 @@ impl TrialFigure {
             Self::Median | Self::Mean => ("wall time", "wall-time"),
             Self::Cpu => ("CPU time (user + system)", "CPU-time (user + system)"),
             Self::Instructions => ("retired user-mode instructions", "retired-instructions"),
+            Self::LatencyP50 => {
+                return "the median latency of each trial's requests, each from when it was due"
+                    .to_string();
+            }
+            Self::LatencyP99 => {
+                return "the 99th-percentile latency of each trial's requests, each from when it \
+                        was due"
+                    .to_string();
+            }
+            Self::ServerCpu => {
+                return "the server's CPU time (user + system of its process tree) per request \
+                        of each trial"
+                    .to_string();
+            }
         };
         match (self, interleave) {
             (Self::Mean, Interleave::Trials) => {
@@ -168,14 +224,28 @@ impl TrialFigure {
 /// - Mean: the exact mean wall time per invocation, 1e9 / invocations per second of the
 ///   trial's own invocation time (the histogram's mean is rounded to 3 significant digits,
 ///   too coarse for sub-percent verdicts).
-/// - Median, Cpu, Instructions: the median of the trial's histogram of that figure, at the
-///   middle of its bucket. The histogram keeps 3 significant digits: a bucket spans at most
-///   0.1% of its value, and A and B are read the same way, so the ratio's error is well under
-///   that.
+/// - Median, Cpu, Instructions, LatencyP50: the median of the trial's histogram of that
+///   figure, at the middle of its bucket. The histogram keeps 3 significant digits: a bucket
+///   spans at most 0.1% of its value, and A and B are read the same way, so the ratio's error
+///   is well under that.
+/// - LatencyP99: the 99th percentile of the trial's request latencies (its merged histogram,
+///   at the middle of the bucket).
+/// - ServerCpu: the trial's server CPU time per request, as the controller recorded it.
 pub fn trial_time_ns(t: &TrialRecord, figure: TrialFigure) -> Option<f64> {
     match figure {
         TrialFigure::Mean => mean_time_ns(t, metrics::INVOCATIONS_PER_SEC),
-        _ => histogram_median(t, figure.histograms().0),
+        TrialFigure::LatencyP50 => histogram_median(t, metrics::REQUEST_LATENCY),
+        TrialFigure::LatencyP99 => {
+            let hist = histogram(t, metrics::REQUEST_LATENCY)?;
+            (!hist.is_empty()).then(|| hist.median_equivalent(hist.value_at_quantile(0.99)) as f64)
+        }
+        TrialFigure::ServerCpu => t
+            .metrics
+            .iter()
+            .find(|m| m.name == metrics::SERVER_CPU_PER_REQUEST)?
+            .value
+            .filter(|v| *v > 0.0),
+        _ => histogram_median(t, figure.histograms()?.0),
     }
 }
 
@@ -192,7 +262,7 @@ pub fn paired_times_ns(t: &TrialRecord, figure: TrialFigure) -> Option<(f64, f64
             mean_time_ns(t, metrics::B_INVOCATIONS_PER_SEC)?,
         )),
         _ => {
-            let (own, ratio) = figure.histograms();
+            let (own, ratio) = figure.histograms()?;
             let a = histogram_median(t, own)?;
             let ratio =
                 turn_balanced_ratio(t, figure).or_else(|| histogram_median(t, ratio))? / 1e6;
@@ -221,16 +291,21 @@ fn mean_time_ns(t: &TrialRecord, rate_metric: &str) -> Option<f64> {
     (rate > 0.0).then(|| 1e9 / rate)
 }
 
+/// A metric's trial histogram.
+fn histogram<'t>(t: &'t TrialRecord, metric: &str) -> Option<&'t hdrhistogram::Histogram<u64>> {
+    Some(
+        &t.metrics
+            .iter()
+            .find(|m| m.name == metric)?
+            .histogram
+            .as_ref()?
+            .hist,
+    )
+}
+
 /// The median of a metric's trial histogram (see [`histogram_median_of`]).
 fn histogram_median(t: &TrialRecord, metric: &str) -> Option<f64> {
-    let hist = &t
-        .metrics
-        .iter()
-        .find(|m| m.name == metric)?
-        .histogram
-        .as_ref()?
-        .hist;
-    histogram_median_of(hist)
+    histogram_median_of(histogram(t, metric)?)
 }
 
 /// The sample median of a histogram's values, each read at the middle of its bucket: with an
@@ -295,7 +370,9 @@ pub fn direction_of_unit(unit: &str) -> Option<Direction> {
     }
 }
 
-/// Every counted (not warm-up, not cancelled) trial's figure, in the order they ran.
+/// Every counted (not warm-up, not cancelled) trial's figure, in the order they ran: exec and
+/// http trials give `figure` (or their probe's default, see [`TrialFigure::for_probe`]) unless
+/// a metric is named.
 pub fn trial_values(run: &RunRecord, metric: Option<&str>, figure: TrialFigure) -> Vec<TrialValue> {
     let mut out = Vec::new();
     for t in run.trials.iter().filter(|t| !t.warmup && !t.cancelled) {
@@ -323,15 +400,15 @@ pub fn trial_values(run: &RunRecord, metric: Option<&str>, figure: TrialFigure) 
             unit: unit.to_string(),
             value,
         };
-        let (exec_figure, exec_unit) = figure.name_and_unit();
-        if t.probe == "exec" && metric.is_none() {
+        if let Some(figure) = figure.for_probe(&t.probe).filter(|_| metric.is_none()) {
+            let (name, unit) = figure.name_and_unit();
             if t.variant == PAIRED_VARIANT {
                 if let Some((a, b)) = paired_times_ns(t, figure) {
-                    out.push(value("A", exec_figure, exec_unit, a));
-                    out.push(value("B", exec_figure, exec_unit, b));
+                    out.push(value("A", name, unit, a));
+                    out.push(value("B", name, unit, b));
                 }
             } else if let Some(v) = trial_time_ns(t, figure) {
-                out.push(value(&t.variant, exec_figure, exec_unit, v));
+                out.push(value(&t.variant, name, unit, v));
             }
             continue;
         }
@@ -384,153 +461,4 @@ pub fn stats_observations(
 }
 
 #[cfg(test)]
-mod tests {
-
-    use super::*;
-
-    fn trial_with_invocations(ms: &[u64]) -> TrialRecord {
-        let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)
-            .expect("histogram bounds");
-        for v in ms {
-            hist.record(v * 1_000_000).expect("in range");
-        }
-        let total_s: f64 = ms.iter().map(|v| *v as f64 / 1000.0).sum();
-        let rate = ms.len() as f64 / total_s;
-        let mut trial = crate::record::test_records::value_trial(
-            ("exec", "A"),
-            0,
-            1,
-            ("invocations_per_sec", "", rate),
-        );
-        trial.metrics.push(crate::record::MetricRecord {
-            name: "wall_time".into(),
-            unit: String::new(),
-            value: None,
-            interval_values: Vec::new(),
-            histogram: Some(crate::record::HistogramRecord {
-                hist,
-                encoded: Vec::new(),
-                clamped: 0,
-                dropped: 0,
-            }),
-        });
-        trial
-    }
-
-    #[test]
-    fn the_median_figure_ignores_the_odd_slow_invocation_and_the_mean_does_not() {
-        // Nine invocations of 47 ms and one a neighbour slowed to 85 ms.
-        let t = trial_with_invocations(&[47, 47, 47, 47, 47, 85, 47, 47, 47, 47]);
-        let median = trial_time_ns(&t, TrialFigure::Median).unwrap();
-        let mean = trial_time_ns(&t, TrialFigure::Mean).unwrap();
-        assert!((median / 47e6 - 1.0).abs() < 0.001, "median {median}");
-        assert!((mean / 50.8e6 - 1.0).abs() < 1e-9, "mean {mean}");
-        assert_eq!(
-            trial_time_ns(&trial_with_invocations(&[]), TrialFigure::Median),
-            None
-        );
-        for f in [
-            TrialFigure::Median,
-            TrialFigure::Mean,
-            TrialFigure::Cpu,
-            TrialFigure::Instructions,
-        ] {
-            assert_eq!(TrialFigure::parse(f.as_str()), Some(f));
-        }
-        assert_eq!(TrialFigure::parse("p99"), None);
-    }
-
-    #[test]
-    fn the_median_of_an_even_count_is_the_mean_of_the_two_middle_values() {
-        let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 1 << 40, 3).unwrap();
-        for v in [1_000_000, 2_000_000, 3_000_000, 40_000_000] {
-            h.record(v).unwrap();
-        }
-        let m = histogram_median_of(&h).unwrap();
-        assert!((m / 2.5e6 - 1.0).abs() < 0.001, "{m}");
-        h.record(2_000_000).unwrap();
-        let m = histogram_median_of(&h).unwrap();
-        assert!((m / 2e6 - 1.0).abs() < 0.001, "{m}");
-        let empty = hdrhistogram::Histogram::<u64>::new(3).unwrap();
-        assert_eq!(histogram_median_of(&empty), None);
-    }
-
-    #[test]
-    fn directions_come_from_units() {
-        let higher = Some(Direction::HigherIsBetter);
-        assert_eq!(direction_of_unit("events/s"), higher);
-        assert_eq!(direction_of_unit("invocations/CPU-s"), higher);
-        assert_eq!(direction_of_unit("Gbit/s"), higher);
-        assert_eq!(direction_of_unit("IOPS"), higher);
-        assert_eq!(direction_of_unit("ns"), Some(Direction::LowerIsBetter));
-        assert_eq!(direction_of_unit("ppm"), None);
-        assert_eq!(direction_of_unit("%"), None);
-    }
-
-    fn push_histogram(trial: &mut TrialRecord, name: &str, values: &[u64]) {
-        let mut hist = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)
-            .expect("histogram bounds");
-        for v in values {
-            hist.record(*v).expect("in range");
-        }
-        trial.metrics.push(crate::record::MetricRecord {
-            name: name.into(),
-            unit: String::new(),
-            value: None,
-            interval_values: Vec::new(),
-            histogram: Some(crate::record::HistogramRecord {
-                hist,
-                encoded: Vec::new(),
-                clamped: 0,
-                dropped: 0,
-            }),
-        });
-    }
-
-    /// A duet A/A on two CPUs one of which is 5% slower: every pair's B/A is 1.05 when B ran on
-    /// the slow CPU and 1/1.05 when A did. With 5 pairs of one turn and 4 of the other (a
-    /// trial that ended after an odd pair), the median of all pairs is 1.05: a 5% difference
-    /// between identical commands. Each turn's median, weighed alike, gives 1.
-    #[test]
-    fn a_turns_advantage_cancels_in_the_pair_ratio_however_many_pairs_each_turn_has() {
-        let mut t = trial_with_invocations(&[100; 9]);
-        let slow_b = 1_050_000;
-        let slow_a = (1e12 / 1_050_000.0) as u64;
-        let mut all = vec![slow_b; 5];
-        all.extend([slow_a; 4]);
-        push_histogram(&mut t, metrics::B_OVER_A_WALL_PPM, &all);
-        let (a, b) = paired_times_ns(&t, TrialFigure::Median).unwrap();
-        assert!(
-            (b / a / 1.05 - 1.0).abs() < 0.001,
-            "without turns: {}",
-            b / a
-        );
-
-        push_histogram(&mut t, metrics::B_OVER_A_WALL_PPM_A_FIRST, &[slow_b; 5]);
-        push_histogram(&mut t, metrics::B_OVER_A_WALL_PPM_B_FIRST, &[slow_a; 4]);
-        let (a, b) = paired_times_ns(&t, TrialFigure::Median).unwrap();
-        assert!((b / a - 1.0).abs() < 0.001, "with turns: {}", b / a);
-
-        // A real 2% difference under the same asymmetry is kept whole.
-        let mut t = trial_with_invocations(&[100; 9]);
-        push_histogram(&mut t, metrics::B_OVER_A_WALL_PPM, &[1]);
-        push_histogram(
-            &mut t,
-            metrics::B_OVER_A_WALL_PPM_A_FIRST,
-            &[(1.02 * 1.05e6) as u64; 5],
-        );
-        push_histogram(
-            &mut t,
-            metrics::B_OVER_A_WALL_PPM_B_FIRST,
-            &[(1.02e6 / 1.05) as u64; 4],
-        );
-        let (a, b) = paired_times_ns(&t, TrialFigure::Median).unwrap();
-        assert!((b / a / 1.02 - 1.0).abs() < 0.001, "{}", b / a);
-
-        // The CPU figure has turns too; instructions do not, and read all pairs.
-        push_histogram(&mut t, metrics::CPU_TIME, &[100_000_000]);
-        push_histogram(&mut t, metrics::B_OVER_A_CPU_PPM, &[1_010_000]);
-        let (a, b) = paired_times_ns(&t, TrialFigure::Cpu).unwrap();
-        assert!((b / a / 1.01 - 1.0).abs() < 0.001, "{}", b / a);
-    }
-}
+mod tests;

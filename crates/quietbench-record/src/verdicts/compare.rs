@@ -50,18 +50,23 @@ pub struct OtherFigure {
     pub figure: TrialFigure,
     /// Its verdict.
     pub verdict: Verdict,
-    /// Its B/A lies further from the used verdict's B/A than that verdict's interval reaches.
+    /// Each figure's B/A lies outside the other's interval (see [`disagree`]).
     pub disagrees: bool,
 }
 
 /// The figures a verdict is checked against: the CPU time beside a wall time (and the wall
-/// time beside the CPU time) and both beside instructions. A figure the run did not record
+/// time beside the CPU time) and both beside instructions; for a server, the other latency
+/// percentile and the server's CPU time per request. A figure the run did not record
 /// (instructions, where no counter was asked for) is left out.
 pub fn other_figures(run: &RunRecord, used: TrialFigure, verdict: &Verdict) -> Vec<OtherFigure> {
+    use TrialFigure::{LatencyP50, LatencyP99, ServerCpu};
     let others: &[TrialFigure] = match used {
         TrialFigure::Median | TrialFigure::Mean => &[TrialFigure::Cpu],
         TrialFigure::Cpu => &[TrialFigure::Median],
         TrialFigure::Instructions => &[TrialFigure::Median, TrialFigure::Cpu],
+        LatencyP50 => &[LatencyP99, ServerCpu],
+        LatencyP99 => &[LatencyP50, ServerCpu],
+        ServerCpu => &[LatencyP50, LatencyP99],
     };
     others
         .iter()
@@ -76,11 +81,13 @@ pub fn other_figures(run: &RunRecord, used: TrialFigure, verdict: &Verdict) -> V
         .collect()
 }
 
-/// Whether `other`'s B/A lies outside `used`'s interval around its own B/A: on the log scale,
-/// further from it than the interval's half-width.
+/// Whether two figures of one run disagree: each one's B/A lies outside the other's interval,
+/// so neither's noise explains the other's estimate. (One-sided, a noisy figure beside a tight
+/// one would "disagree" by its noise alone: a server's p99 beside its p50 swings by tens of
+/// percent between trials.)
 pub fn disagree(used: &Verdict, other: &Verdict) -> bool {
-    let half_width = (used.ci_high.ln() - used.ci_low.ln()) / 2.0;
-    (used.ratio.ln() - other.ratio.ln()).abs() > half_width
+    let outside = |v: &Verdict, ratio: f64| ratio < v.ci_low || ratio > v.ci_high;
+    outside(used, other.ratio) && outside(other, used.ratio)
 }
 
 /// The line `compare` prints for another figure, and its warning when they disagree.
@@ -111,7 +118,22 @@ pub fn other_figure_lines(used: TrialFigure, others: &[OtherFigure]) -> (Vec<Str
 }
 
 fn why_figures_differ(used: TrialFigure, other: TrialFigure) -> &'static str {
+    use TrialFigure::{LatencyP50, LatencyP99, ServerCpu};
     let wall = |f: TrialFigure| matches!(f, TrialFigure::Median | TrialFigure::Mean);
+    if used == ServerCpu || other == ServerCpu {
+        return "the latency moved by another share than the server's CPU time per request: \
+                waits (locks, I/O, the network, queueing behind other requests) or the load \
+                host changed, not only the server's work. Trust the CPU figure for a change \
+                to the server's code on a noisy host; the latency for what users feel";
+    }
+    if matches!(
+        (used, other),
+        (LatencyP50, LatencyP99) | (LatencyP99, LatencyP50)
+    ) {
+        return "the change moved the tail by another share than the middle: queueing, pauses \
+                (a collector, a lock, a stall of the host) or a slow path that few requests \
+                take. Judge on the percentile your users' objective names";
+    }
     if (wall(used) && other == TrialFigure::Cpu) || (used == TrialFigure::Cpu && wall(other)) {
         "A and B lost different shares of their wall time outside their own CPU time (time a \
          neighbour stole, waits for I/O, sleeps, or children not waited for). Trust the CPU \

@@ -120,9 +120,11 @@ fn compare_verdict(page: &Page<'_>, figure: TrialFigure, out: &mut String) {
             .and_then(|v| v.params.get(key))
             .cloned()
     };
+    // (two servers' variants carry each one's command as `server`)
+    let side = |variant: &str| param(variant, "cmd").or_else(|| param(variant, "server"));
     let (a, b) = match param(PAIRED_VARIANT, "cmd") {
         Some(a) => (Some(a), param(PAIRED_VARIANT, "cmd_b")),
-        None => (param("A", "cmd"), param("B", "cmd")),
+        None => (side("A"), side("B")),
     };
     if let (Some(a), Some(b)) = (a, b) {
         let _ = write!(

@@ -74,3 +74,23 @@ fn the_same_change_on_both_models_is_alike() {
     // One model: no split, the pooled verdict is that model's.
     assert!(judge_by_model(&compare_run(&["x", "x"], |_| 0.97), TrialFigure::Mean).is_none());
 }
+
+/// Two figures disagree only when neither's interval reaches the other's estimate: a noisy
+/// figure (a server's p99) far from a tight one is noise, not a disagreement.
+#[test]
+fn figures_disagree_only_when_each_lies_outside_the_others_interval() {
+    let run = compare_run(&["model"], |_| 1.0);
+    let base = judge_run(&run, TrialFigure::Mean).unwrap();
+    let with = |ratio: f64, ci_low: f64, ci_high: f64| {
+        let mut v = base.clone();
+        (v.ratio, v.ci_low, v.ci_high) = (ratio, ci_low, ci_high);
+        v
+    };
+    let tight = with(1.0, 0.99, 1.01);
+    let wide = with(1.3, 0.8, 2.1);
+    let apart = with(1.1, 1.09, 1.11);
+    assert!(!disagree(&tight, &wide));
+    assert!(!disagree(&wide, &tight));
+    assert!(disagree(&tight, &apart));
+    assert!(disagree(&apart, &tight));
+}
