@@ -4,11 +4,13 @@
 
 use std::collections::HashMap;
 
+use quietbench_probe::http::{MAX_REQUESTS_TEXT_BYTES, REQUESTS_TEXT};
 use tonic::Status;
 
 /// Largest request message the transport decodes: requests are a probe name, a few parameters
-/// and CPU lists, far below this. Above it tonic answers OUT_OF_RANGE itself.
-pub const MAX_REQUEST_BYTES: usize = 1 << 20;
+/// and CPU lists, far below 1 MiB, but an `http` trial may carry a request file's text
+/// ([`MAX_REQUESTS_TEXT_BYTES`]) besides. Above it tonic answers OUT_OF_RANGE itself.
+pub const MAX_REQUEST_BYTES: usize = (1 << 20) + MAX_REQUESTS_TEXT_BYTES;
 /// Concurrent requests on one connection (a controller needs one trial stream and a call or two).
 pub const MAX_REQUESTS_PER_CONNECTION: usize = 16;
 /// How long a TLS handshake may take before the connection is dropped.
@@ -19,12 +21,28 @@ pub const MAX_STREAMS_PER_CONNECTION: u32 = 32;
 pub const MAX_PARAMS: usize = 64;
 /// Bytes of a parameter's name.
 pub const MAX_PARAM_NAME_BYTES: usize = 64;
-/// Bytes of a parameter's value (an `exec` command line fits many times over).
+/// Bytes of a parameter's value (an `exec` command line fits many times over), but
+/// [`REQUESTS_TEXT`]'s ([`max_value_bytes`]).
 pub const MAX_PARAM_VALUE_BYTES: usize = 16 * 1024;
 /// Entries of a CPU list: more than any machine has CPUs.
 pub const MAX_CPUS: usize = 4096;
 /// Default longest trial, seconds (`--max-trial-secs`): a typo cannot hold a machine for days.
 pub const DEFAULT_MAX_TRIAL_SECS: u64 = 3600;
+
+/// The longest value of parameter `name`: [`MAX_PARAM_VALUE_BYTES`], and for the one
+/// exception, `http`'s `requests_text`, [`MAX_REQUESTS_TEXT_BYTES`]. That parameter is a
+/// request file's text, which the controller reads on its machine and sends whole (agents read
+/// no caller's files), and a file of queries that differ per request is rightly larger than
+/// any one value; the probe parses it under the same bound, and formats it under its own
+/// ([`quietbench_probe::http::MAX_REQUESTS`] requests, 64 MiB formatted). Named here, one
+/// name and no pattern, so that no other parameter grows with it.
+pub fn max_value_bytes(name: &str) -> usize {
+    if name == REQUESTS_TEXT {
+        MAX_REQUESTS_TEXT_BYTES
+    } else {
+        MAX_PARAM_VALUE_BYTES
+    }
+}
 
 /// Refuses too many, too long or NUL-carrying parameters, naming the parameter.
 pub fn check_params(params: &HashMap<String, String>) -> Result<(), Status> {
@@ -46,9 +64,10 @@ pub fn check_params(params: &HashMap<String, String>) -> Result<(), Status> {
                 name.len()
             )));
         }
-        if value.len() > MAX_PARAM_VALUE_BYTES {
+        let max = max_value_bytes(name);
+        if value.len() > max {
             return Err(Status::invalid_argument(format!(
-                "params.{name}: {} bytes, at most {MAX_PARAM_VALUE_BYTES}",
+                "params.{name}: {} bytes, at most {max}",
                 value.len()
             )));
         }
@@ -106,6 +125,25 @@ mod tests {
         let nul = HashMap::from([("cmd".to_string(), "a\0b".to_string())]);
         assert!(check_params(&nul).unwrap_err().message().contains("NUL"));
         assert!(check_params(&HashMap::from([("threads".into(), "2".into())])).is_ok());
+        // A request file's text may pass 16 KiB up to its own bound; no other value may.
+        let text =
+            |name: &str, len: usize| HashMap::from([(name.to_string(), "/\n".repeat(len / 2))]);
+        assert!(check_params(&text(REQUESTS_TEXT, MAX_REQUESTS_TEXT_BYTES)).is_ok());
+        assert!(
+            check_params(&text(REQUESTS_TEXT, MAX_REQUESTS_TEXT_BYTES + 2))
+                .unwrap_err()
+                .message()
+                .contains("at most 1048576")
+        );
+        for other in ["requests", "body", "requests_text2"] {
+            assert!(
+                check_params(&text(other, MAX_PARAM_VALUE_BYTES + 2))
+                    .unwrap_err()
+                    .message()
+                    .contains("at most 16384"),
+                "{other}"
+            );
+        }
         let cpus = vec![0; MAX_CPUS + 1];
         assert!(
             check_cpus("cpus", &cpus)

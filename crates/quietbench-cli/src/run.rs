@@ -69,11 +69,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "PROBE [KEY=VALUE ...]", value_parser = quietbench_controller::request::parse_control,
           conflicts_with = "plan")]
     control: Option<(String, std::collections::BTreeMap<String, String>)>,
-    /// The figure exec trials are judged and spread on (as compare's --figure): median or
-    /// mean wall time, cpu time, or instructions (counted where the CPU's counters are
-    /// exposed). Overrides a plan's `figure`
-    #[arg(long, value_name = "median|mean|cpu|instructions",
-          value_parser = ["median", "wall", "mean", "cpu", "instructions"])]
+    /// The figure exec and http trials are judged and spread on (as compare's --figure):
+    /// exec's median or mean wall time, cpu time, or instructions (counted where the CPU's
+    /// counters are exposed); http's p50 or p99 latency or server-cpu. Trials of the other
+    /// probe keep their own default (median, p50). Overrides a plan's `figure`
+    #[arg(long, value_name = "FIGURE",
+          value_parser = ["median", "wall", "mean", "cpu", "instructions", "p50", "p99", "server-cpu"])]
     figure: Option<String>,
     /// Rounds: each round runs every probe once on every host, in a fresh random order
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100_000))]

@@ -198,3 +198,38 @@ fn chromium_draws_the_compare_verdict() {
         "the ratio chart's interval band is on only {band} pixels"
     );
 }
+
+#[test]
+fn chromium_draws_the_http_section() {
+    use quietbench_record::record::test_records::http_run;
+    let run = http_run::sample_http_run();
+    let html = qb::report::html::render_html(&run);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let page = dir.path().join("http.html");
+    std::fs::write(&page, &html).expect("write the page");
+    let shot = dir.path().join("http.png");
+    screenshot(&page, &shot, &dir.path().join("profile"));
+    if let Some(keep) = std::env::var_os("QUIETBENCH_KEEP_REPORT") {
+        let keep = PathBuf::from(keep);
+        std::fs::create_dir_all(&keep).expect("make the directory to keep the report in");
+        std::fs::copy(&page, keep.join("http.html")).expect("keep the page");
+        std::fs::copy(&shot, keep.join("http.png")).expect("keep the screenshot");
+    }
+    let (width, height, pixels) = decode(&shot);
+    assert_eq!((width, height), (WIDTH, HEIGHT));
+    let distinct: HashSet<[u8; 3]> = pixels.iter().copied().collect();
+    assert!(
+        distinct.len() > 100,
+        "only {} colours: the page looks blank",
+        distinct.len()
+    );
+    // B fell 6% short of the rate offered: its note's fill, a solid area drawn only in the
+    // http section.
+    let note = pixels_of(&pixels, qb::report::html::SHORTFALL_COLOUR);
+    assert!(note >= 5000, "the shortfall note is on only {note} pixels");
+    // A's and B's curves, solid and dashed, in their colours.
+    for colour in &qb::report::html::VARIANT_COLOURS[..2] {
+        let on = pixels_of(&pixels, colour);
+        assert!(on >= 300, "variant colour {colour} is on only {on} pixels");
+    }
+}

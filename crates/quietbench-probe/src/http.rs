@@ -26,6 +26,11 @@
 //! At `rate=0` (closed loop) each connection sends its next request when the previous answer
 //! is in; latency is then the service time, and there is no schedule to lag behind.
 //!
+//! Every request is the one of `path=` and `method=`, or one of a request file's
+//! (`requests=FILE`, whose text the controller sends: the format is
+//! [`quietbench_vocab::requests`], the formatting and the order `http/requests.rs`), all
+//! formatted once before the trial.
+//!
 //! Only complete 2xx/3xx responses are samples. Errors are counted by kind and never folded
 //! into latency: `errors_connect` (per failed attempt), `errors_timeout`, `errors_4xx`,
 //! `errors_5xx`, `errors_io` (reset, malformed response, end of stream mid-response).
@@ -43,6 +48,7 @@
 //! harness's stays as it is for every other probe.
 
 mod request;
+mod requests;
 mod response;
 mod schedule;
 mod sys;
@@ -57,6 +63,10 @@ use std::time::Duration;
 
 use quietbench_vocab::metrics;
 
+// The request-file format is the vocabulary's, shared with the controller; re-exported so
+// that `quietbench_probe::http::REQUESTS_TEXT` and the bounds stay where the agent reads them.
+pub use quietbench_vocab::requests::{MAX_REQUESTS, MAX_REQUESTS_TEXT_BYTES, REQUESTS_TEXT};
+pub use requests::{Order, RequestSet};
 pub use workload::HttpWorkload;
 
 use crate::spec::{IntParam, WorkKind, resolve_integers};
@@ -165,6 +175,31 @@ const TEXT_PARAMS: &[TextParam] = &[
     ("path", Some("/"), "the request target, from '/'"),
     ("method", Some("GET"), "GET, POST, PUT, HEAD or DELETE"),
     (
+        "requests",
+        None,
+        "a file of requests to replay instead of path= and method=, on the controller's \
+         machine (read once per run): one per line, PATH or METHOD PATH; blank lines and # \
+         comments skipped; body=, header.NAME= and host= go with each; at most 100000 \
+         requests and 1 MiB",
+    ),
+    (
+        "requests_order",
+        Some("sequence"),
+        "sequence: the file's lines in order, the threads together, wrapping at its end; \
+         random: uniform draws from requests_seed",
+    ),
+    (
+        "requests_seed",
+        None,
+        "the seed of requests_order=random; default: the run's --seed, so a rerun with it \
+         draws the same requests",
+    ),
+    (
+        REQUESTS_TEXT,
+        None,
+        "the text of the requests= file (set by the controller, which reads it)",
+    ),
+    (
         "body",
         Some(""),
         "the request body, sent with its Content-Length",
@@ -185,10 +220,10 @@ const HEADER_PREFIX: &str = "header.";
 pub struct HttpConfig {
     /// The server.
     pub target: SocketAddr,
-    /// The request, formatted once: every request sends these bytes.
-    pub request: Arc<[u8]>,
-    /// HEAD requests: their responses have no body, whatever their headers say.
-    pub head: bool,
+    /// The requests, formatted once: the one of `path=`, or a file's.
+    pub requests: Arc<RequestSet>,
+    /// The order a thread sends them in.
+    pub order: Order,
     /// Requests per second across all threads; 0: closed loop.
     pub rate: u64,
     /// Connections across all threads.
@@ -234,7 +269,9 @@ pub fn buffers_per_thread(resolved: &BTreeMap<String, String>) -> (u64, String) 
 /// Resolves the `http` probe's parameters: `target` (required, IP:PORT), `path` (/), `method`
 /// (GET), `body` (empty), `host` (the target), `warmup` (0 s), `rate` (1000), `connections`
 /// (16), `threads` (1), `timeout_ms` (2000), `max_lag_ms` (10), and `header.NAME=VALUE` for
-/// each header to send.
+/// each header to send; or, instead of `path` and `method`, a request file: `requests` (its
+/// name, for the record) with `requests_text` (its text), `requests_order` (sequence) and
+/// `requests_seed` (0).
 pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamError> {
     let bad = |key: &str, value: &str, why: String| ParamError::BadValue {
         probe: PROBE,
@@ -276,11 +313,6 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
     let target_text = text("target").unwrap_or_default();
     let target =
         request::parse_target(&target_text).map_err(|why| bad("target", &target_text, why))?;
-    let path = text("path").unwrap_or_default();
-    request::check_path(&path).map_err(|why| bad("path", &path, why))?;
-    let method_text = text("method").unwrap_or_default();
-    let method =
-        request::Method::parse(&method_text).map_err(|why| bad("method", &method_text, why))?;
     let body = text("body").unwrap_or_default();
     if body.len() > request::MAX_BODY_BYTES {
         return Err(bad(
@@ -319,12 +351,11 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
         ));
     }
     let rate = values["rate"];
-    let request = request::format_request(method, &path, &host, &headers, body.as_bytes());
 
     let mut resolved = crate::spec::as_text(&values);
+    let (requests, order) =
+        resolve_requests(params, &host, &headers, body.as_bytes(), &mut resolved)?;
     resolved.insert("target".into(), target.to_string());
-    resolved.insert("path".into(), path);
-    resolved.insert("method".into(), method.as_str().into());
     resolved.insert("body".into(), body);
     resolved.insert("host".into(), host);
     resolved.insert("warmup".into(), format!("{}", warmup.as_secs_f64()));
@@ -334,8 +365,8 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
 
     let config = HttpConfig {
         target,
-        request: request.into(),
-        head: method == request::Method::Head,
+        requests: Arc::new(requests),
+        order,
         rate,
         connections: connections as usize,
         threads: threads as usize,
@@ -369,6 +400,96 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
             Ok(Box::new(HttpWorkload::new(&config, thread)?))
         }),
     })
+}
+
+/// The requests to send, and in which order: the one of `path=` and `method=`, or a file's
+/// (`requests=` with its `requests_text`). Adds what the record keeps to `resolved`: `path`
+/// and `method`, or `requests` (the file's name as given, never its text), `requests_order`,
+/// and for random order `requests_seed`.
+fn resolve_requests(
+    params: &BTreeMap<String, String>,
+    host: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+    resolved: &mut BTreeMap<String, String>,
+) -> Result<(RequestSet, Order), ParamError> {
+    let bad = |key: &str, value: &str, why: String| ParamError::BadValue {
+        probe: PROBE,
+        key: key.to_string(),
+        value: value.to_string(),
+        why,
+    };
+    let file = params.get("requests");
+    let Some(text) = params.get(REQUESTS_TEXT) else {
+        if let Some(name) = file {
+            return Err(bad(
+                "requests",
+                name,
+                "names a file on the controller's machine: the controller reads it and sends its \
+                 text (an agent reads no caller's files); run it through quietbench run or \
+                 compare"
+                    .into(),
+            ));
+        }
+        if let Some(key) = ["requests_order", "requests_seed"]
+            .into_iter()
+            .find(|k| params.contains_key(*k))
+        {
+            return Err(bad(
+                key,
+                &params[key],
+                "orders the requests of a file: give requests=FILE too".into(),
+            ));
+        }
+        let path = params.get("path").cloned().unwrap_or_else(|| "/".into());
+        request::check_path(&path).map_err(|why| bad("path", &path, why))?;
+        let method_text = params.get("method").map_or("GET", String::as_str);
+        let method =
+            request::Method::parse(method_text).map_err(|why| bad("method", method_text, why))?;
+        resolved.insert("path".into(), path.clone());
+        resolved.insert("method".into(), method.as_str().into());
+        return Ok((
+            RequestSet::one(method, &path, host, headers, body),
+            Order::Sequence,
+        ));
+    };
+    let Some(name) = file else {
+        return Err(bad(
+            REQUESTS_TEXT,
+            &format!("({} bytes)", text.len()),
+            "comes with requests=FILE, the file it was read from (the controller sets both)".into(),
+        ));
+    };
+    if let Some(key) = ["path", "method"]
+        .into_iter()
+        .find(|k| params.contains_key(*k))
+    {
+        return Err(bad(
+            key,
+            &params[key],
+            "requests= gives each request's path and method: give one or the other".into(),
+        ));
+    }
+    let seed_text = params.get("requests_seed").map_or("0", String::as_str);
+    let seed = seed_text
+        .trim()
+        .parse::<u64>()
+        .map_err(|_| bad("requests_seed", seed_text, "give a whole number".into()))?;
+    let order_text = params
+        .get("requests_order")
+        .map_or("sequence", String::as_str);
+    let order =
+        Order::parse(order_text, seed).map_err(|why| bad("requests_order", order_text, why))?;
+    let parsed = quietbench_vocab::requests::parse_requests(text)
+        .map_err(|why| bad("requests", name, why))?;
+    let set = RequestSet::format(&parsed, host, headers, body)
+        .map_err(|why| bad("requests", name, why))?;
+    resolved.insert("requests".into(), name.clone());
+    resolved.insert("requests_order".into(), order.as_str().into());
+    if let Order::Random { seed } = order {
+        resolved.insert("requests_seed".into(), seed.to_string());
+    }
+    Ok((set, order))
 }
 
 /// A warm-up in seconds: a decimal number from 0 to [`MAX_WARMUP_SECS`].

@@ -121,7 +121,7 @@ pub enum RunError {
     #[error("probe thread {0} panicked; the trial's results are incomplete")]
     Panicked(usize),
     /// The workload failed (e.g. a spawned child exited with an error).
-    #[error("the probe failed: {0}")]
+    #[error("{}{}", quietbench_vocab::PROBE_FAILED, .0)]
     Workload(String),
 }
 

@@ -7,15 +7,20 @@
 //!   team drew by hand to see c5.large split in two by its CPU lottery (CONTEXT.md §1);
 //! - each variant's headline value per round, warm-up rounds marked;
 //! - latency percentile curves from each variant's merged histogram, p0 to p99.99;
-//! - noise over the run: steal, others' share of the probe CPUs, interrupts per second.
+//! - noise over the run: steal, others' share of the probe CPUs, interrupts per second;
+//!
+//! and, for a run of the `http` probe, its own section after the verdicts (`http.rs`):
+//! request latency and service time percentiles per variant from the merged histograms, the
+//! rates offered and achieved, errors, and a note where the load fell short.
 //!
 //! Every text that comes from a host or a user (host names, CPU models, parameters, errors) is
 //! escaped, and a Content-Security-Policy forbids scripts and fetches as a second line of
 //! defence: a report is a file people open from a shared drive.
 //!
 //! Each chart is an `<svg>` with an `id` (`chart-per-host-N`, `chart-per-round-N`,
-//! `chart-latency-N`, `chart-noise-steal`, `chart-noise-foreign`, `chart-noise-interrupts`),
-//! `role="img"`, an `aria-label` and a `<title>`, so tests and screen readers can find it.
+//! `chart-latency-N`, `chart-http-latency`, `chart-noise-steal`, `chart-noise-foreign`,
+//! `chart-noise-interrupts`), `role="img"`, an `aria-label` and a `<title>`, so tests and
+//! screen readers can find it.
 
 use std::fmt::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -27,12 +32,14 @@ use quietbench_record::record::{HostRecord, RunRecord};
 mod by_host;
 mod charts;
 mod history;
+mod http;
 mod spread;
 mod svg;
 mod tables;
 mod verdict;
 
 pub use history::render_history_html;
+pub use http::SHORTFALL_COLOUR;
 pub use svg::value_label;
 
 /// Colours of CPU models, in the order of their sorted names: Okabe–Ito, told apart with the
@@ -261,7 +268,8 @@ pub fn render_html(run: &RunRecord) -> String {
     let mut out = String::with_capacity(256 * 1024);
     let verdict_style = format!(
         "p.sentence.no_difference{{border-color:{}}}p.sentence.a_faster{{border-color:{}}}\
-         p.sentence.b_faster{{border-color:{}}}svg .ci{{fill:{INTERVAL_COLOUR}}}",
+         p.sentence.b_faster{{border-color:{}}}svg .ci{{fill:{INTERVAL_COLOUR}}}\
+         p.shortfall{{background:{SHORTFALL_COLOUR};border-left:5px solid #b00020;padding:6px 12px;margin:8px 0}}",
         VERDICT_COLOURS[0], VERDICT_COLOURS[1], VERDICT_COLOURS[2],
     );
     page_head(
@@ -276,6 +284,9 @@ pub fn render_html(run: &RunRecord) -> String {
         &quietbench_record::verdicts::spread::fleet_spread(run),
         &mut out,
     );
+    // A load test's latencies, rates and errors come right after the verdicts: they are what
+    // its user ran it for, and the settings below say how.
+    http::http(&page, &mut out);
     tables::settings_and_hosts(&page, &mut out);
     tables::summary(&page, &mut out);
     bottlenecks(run, &mut out);

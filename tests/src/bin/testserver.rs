@@ -7,10 +7,13 @@
 //! One thread per connection (std only: the tests measure the agent, not this server). Each
 //! request runs `--work` iterations of a fixed integer loop, whose result goes out in the
 //! `X-Work` header so that the loop cannot be optimised away, and sleeps `--delay-us`.
+//! `--paths-log FILE` appends each request's method and target to FILE, a line each, so a
+//! test can see which requests arrived (tests/http_requests.rs).
 //! SIGTERM ends it with status 0; "listening on ADDR" on stderr says it is ready.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::sync::Mutex;
 use std::thread;
 use std::time::Duration;
 
@@ -51,6 +54,9 @@ struct Args {
     /// Exit with status 3 after this many milliseconds, saying so on stderr (an early exit)
     #[arg(long, value_name = "N")]
     exit_after_ms: Option<u64>,
+    /// Append each request's method and target ("GET /a?b=1") to this file, a line each
+    #[arg(long, value_name = "FILE")]
+    paths_log: Option<std::path::PathBuf>,
 }
 
 /// The longest request line or header accepted.
@@ -95,6 +101,9 @@ fn reason(status: u16) -> &'static str {
 /// One request's head, as far as this server cares.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Head {
+    /// The request line's method and target.
+    method: String,
+    target: String,
     content_length: u64,
     /// The client asked to close (or spoke HTTP/1.0 without keep-alive).
     close: bool,
@@ -138,12 +147,14 @@ fn read_line(reader: &mut impl BufRead) -> Result<String, Refusal> {
 fn read_head(reader: &mut impl BufRead) -> Result<Head, Refusal> {
     let request_line = read_line(reader)?;
     let mut words = request_line.split_whitespace();
-    let (Some(_method), Some(_target), Some(version), None) =
+    let (Some(method), Some(target), Some(version), None) =
         (words.next(), words.next(), words.next(), words.next())
     else {
         return Err(Refusal::Answer(400));
     };
     let mut head = Head {
+        method: method.to_string(),
+        target: target.to_string(),
         close: version == "HTTP/1.0",
         ..Head::default()
     };
@@ -206,8 +217,8 @@ fn answer(
     out.flush()
 }
 
-/// Serves one connection until it closes or asks to.
-fn serve(stream: TcpStream, args: &Args) {
+/// Serves one connection until it closes or asks to; logs each request's line to `log`.
+fn serve(stream: TcpStream, args: &Args, log: Option<&Mutex<std::fs::File>>) {
     let Ok(write_half) = stream.try_clone() else {
         return;
     };
@@ -222,6 +233,15 @@ fn serve(stream: TcpStream, args: &Args) {
                 return;
             }
         };
+        if let Some(log) = log {
+            // One write of the whole line under the lock: lines of concurrent connections
+            // never interleave.
+            let line = format!("{} {}\n", head.method, head.target);
+            let mut file = log.lock().unwrap_or_else(|p| p.into_inner());
+            if file.write_all(line.as_bytes()).is_err() {
+                return;
+            }
+        }
         if head.chunked {
             let _ = answer(&mut writer, 501, 0, 0, true);
             return;
@@ -276,6 +296,17 @@ fn main() -> anyhow::Result<()> {
             std::process::exit(EARLY_EXIT_STATUS);
         });
     }
+    let log: Option<&'static Mutex<std::fs::File>> = match &args.paths_log {
+        Some(path) => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("cannot open {}", path.display()))?;
+            Some(Box::leak(Box::new(Mutex::new(file))))
+        }
+        None => None,
+    };
     thread::sleep(Duration::from_millis(args.ready_after_ms));
     let addr = SocketAddr::new(args.bind, args.port);
     let listener = TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
@@ -283,7 +314,7 @@ fn main() -> anyhow::Result<()> {
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
         let _ = stream.set_nodelay(true);
-        thread::spawn(move || serve(stream, args));
+        thread::spawn(move || serve(stream, args, log));
     }
     Ok(())
 }
@@ -301,6 +332,8 @@ mod tests {
         assert_eq!(
             head("POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello"),
             Ok(Head {
+                method: "POST".into(),
+                target: "/x".into(),
                 content_length: 5,
                 close: false,
                 chunked: false

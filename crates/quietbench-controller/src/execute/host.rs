@@ -17,6 +17,8 @@ use crate::record::{
 };
 use crate::schedule::PlannedTrial;
 
+mod void;
+
 /// What a host tells the run's writer.
 #[derive(Debug)]
 pub enum HostEvent {
@@ -138,10 +140,7 @@ impl HostTask {
                 if *self.stop.borrow() {
                     return Ok(());
                 }
-                let record = match self.trial(*number, planned).await {
-                    Ok(record) => record,
-                    Err(lost) => self.retry(*number, planned, lost).await?,
-                };
+                let record = self.valid_trial(*number, planned).await?;
                 self.progress.trial_done(&format!(
                     "round {round}/{total_rounds}{} {}: {}",
                     if planned.warmup { " warm-up" } else { "" },

@@ -10,6 +10,7 @@
 
 mod host;
 mod peer;
+pub mod requests_file;
 pub mod rounds;
 pub mod server;
 
@@ -183,7 +184,12 @@ pub async fn execute(
     context: &CommandContext,
     on_trial: &mut dyn FnMut(&RunRecord, &PlannedTrial) -> anyhow::Result<Flow>,
 ) -> anyhow::Result<()> {
-    let settings = Arc::new(run.settings.clone());
+    // The trials' copy of the settings: `http` request files are read into it here, once for
+    // the run and before any host is reached (a bad file or server parameter stops the run
+    // before anything starts); the run's record keeps the variants as given.
+    let mut for_trials = run.settings.clone();
+    requests_file::read_for_run(&mut for_trials.variants, for_trials.seed)?;
+    let settings = Arc::new(for_trials);
     progress.status(format!("connecting to {} host(s)", targets.len()));
     let mut connecting = JoinSet::new();
     for (index, target) in targets.iter().enumerate() {

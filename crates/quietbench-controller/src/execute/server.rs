@@ -33,7 +33,8 @@ pub struct Split {
     /// StartServer's request, less what the trial knows only when it runs (address, CPUs,
     /// its life).
     pub start: pb::StartServerRequest,
-    /// The load's parameters (the `http` probe's, without `target`, which the trial fills in).
+    /// The load's parameters (the `http` probe's, without `target`, which the trial fills in),
+    /// a request file's `requests_text` among them when the run read one in.
     pub load: HashMap<String, String>,
     /// The server's parameters as given, for the trial's record.
     pub server: BTreeMap<String, String>,

@@ -178,8 +178,10 @@ pub enum PlanError {
         /// Where the table is.
         at: Location,
     },
-    /// `figure` is not a figure exec trials have.
-    #[error("{at}: figure = {given:?}: use median, mean, cpu or instructions")]
+    /// `figure` is not a figure exec or http trials have.
+    #[error(
+        "{at}: figure = {given:?}: use median, mean, cpu or instructions (exec), or p50, p99 or server-cpu (http)"
+    )]
     BadFigure {
         /// What the file says.
         given: String,

@@ -566,16 +566,19 @@ fn an_ec2_fleet_table_reads_like_the_flags() {
 }
 
 #[test]
-fn a_figure_is_one_exec_trials_have() {
+fn a_figure_is_one_exec_or_http_trials_have() {
     let plan = parse_plan(&plan_with("figure = \"cpu\""), 7).unwrap();
     assert_eq!(plan.settings.exec_figure, Some(TrialFigure::Cpu));
+    let plan = parse_plan(&plan_with("figure = \"p99\""), 7).unwrap();
+    assert_eq!(plan.settings.exec_figure, Some(TrialFigure::LatencyP99));
     assert_eq!(
         parse_plan(&plan_with(""), 7).unwrap().settings.exec_figure,
         None
     );
     assert_eq!(
-        message(&plan_with("figure = \"p99\"")),
-        "line 2, column 10: figure = \"p99\": use median, mean, cpu or instructions"
+        message(&plan_with("figure = \"p95\"")),
+        "line 2, column 10: figure = \"p95\": use median, mean, cpu or instructions (exec), \
+         or p50, p99 or server-cpu (http)"
     );
 }
 

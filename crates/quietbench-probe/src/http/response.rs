@@ -121,6 +121,13 @@ impl ResponseReader {
         }
     }
 
+    /// Ready for the next response, to a HEAD request (no body) or not: a request file mixes
+    /// them.
+    pub(crate) fn reset_for(&mut self, head_request: bool) {
+        self.head_request = head_request;
+        self.reset();
+    }
+
     /// Ready for the next response.
     pub(crate) fn reset(&mut self) {
         self.filled = 0;

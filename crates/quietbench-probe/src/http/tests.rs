@@ -52,6 +52,8 @@ struct Shared {
     requests: AtomicU64,
     /// The first request, head and body, as received.
     first: Mutex<Option<Vec<u8>>>,
+    /// Every request's method and target ("GET /a"), in the order they arrived.
+    lines: Mutex<Vec<String>>,
 }
 
 struct Server {
@@ -70,6 +72,7 @@ impl Server {
             stop: AtomicBool::new(false),
             requests: AtomicU64::new(0),
             first: Mutex::new(None),
+            lines: Mutex::new(Vec::new()),
         });
         let state = Arc::clone(&shared);
         let accept = std::thread::spawn(move || {
@@ -92,6 +95,11 @@ impl Server {
 
     fn requests(&self) -> u64 {
         self.shared.requests.load(Ordering::Relaxed)
+    }
+
+    /// Every request's method and target so far, in the order they arrived.
+    fn request_lines(&self) -> Vec<String> {
+        self.shared.lines.lock().unwrap().clone()
     }
 
     fn first_request(&self) -> String {
@@ -140,6 +148,14 @@ fn serve(mut stream: TcpStream, state: &Shared) {
         let request: Vec<u8> = pending.drain(..head_end + length).collect();
         let head_request = request.starts_with(b"HEAD ");
         let n = state.requests.fetch_add(1, Ordering::Relaxed) + 1;
+        let line = String::from_utf8_lossy(&request);
+        let mut words = line.split(' ');
+        let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+        state
+            .lines
+            .lock()
+            .unwrap()
+            .push(format!("{method} {target}"));
         state.first.lock().unwrap().get_or_insert(request);
         let pieces: &[&[u8]] = match state.mode {
             Mode::Length if head_request => &[b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n"],
@@ -549,6 +565,43 @@ fn bad_parameters_say_what_is_wrong() {
         (&[t, ("path", "index.html")], "start with '/'"),
         (&[t, ("rat", "5")], "has no parameter 'rat'"),
         (&[t, ("timeout_ms", "0")], "from 1 to 600000"),
+        (
+            &[t, ("requests", "r.txt")],
+            "names a file on the controller's machine",
+        ),
+        (&[t, (REQUESTS_TEXT, "/a")], "comes with requests=FILE"),
+        (&[t, ("requests_order", "random")], "give requests=FILE too"),
+        (
+            &[
+                t,
+                ("requests", "r.txt"),
+                (REQUESTS_TEXT, "/a"),
+                ("path", "/b"),
+            ],
+            "one or the other",
+        ),
+        (
+            &[
+                t,
+                ("requests", "r.txt"),
+                (REQUESTS_TEXT, "/a"),
+                ("requests_order", "shuffled"),
+            ],
+            "give sequence",
+        ),
+        (
+            &[
+                t,
+                ("requests", "r.txt"),
+                (REQUESTS_TEXT, "/a"),
+                ("requests_seed", "-1"),
+            ],
+            "whole number",
+        ),
+        (
+            &[t, ("requests", "r.txt"), (REQUESTS_TEXT, "/a\n\nGET b\n")],
+            "requests=r.txt is invalid: line 3: 'b' must start with '/'",
+        ),
     ];
     for (pairs, expected) in cases {
         let err = refused(pairs);
@@ -609,8 +662,8 @@ fn resolved_parameters_list_every_default() {
 fn connections_split_evenly_over_threads() {
     let config = HttpConfig {
         target: "127.0.0.1:1".parse().unwrap(),
-        request: Arc::from(&b""[..]),
-        head: false,
+        requests: Arc::new(RequestSet::one(request::Method::Get, "/", "h", &[], b"")),
+        order: Order::Sequence,
         rate: 1,
         connections: 10,
         threads: 4,
@@ -661,4 +714,116 @@ fn every_metric_and_counter_is_registered() {
             .iter()
             .all(|s| OPEN_LOOP_METRIC_SETS.contains(s))
     );
+}
+
+/// `pairs` over [`ROOMY`] against `server`, with a request file of `text` (as the controller
+/// sends it: its name and its text).
+fn with_file(server: SocketAddr, text: &str, pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    let mut all = roomy(server, pairs);
+    all.insert("requests".into(), "routes.txt".into());
+    all.insert(REQUESTS_TEXT.into(), text.into());
+    all
+}
+
+const ROUTES: &str = "# three routes\n/search?from=A&to=B\nHEAD /health\n\npost /orders\n";
+const ROUTE_LINES: [&str; 3] = ["GET /search?from=A&to=B", "HEAD /health", "POST /orders"];
+
+#[test]
+fn a_request_file_is_sent_in_its_order_and_its_heads_read_without_a_body() {
+    let server = Server::start(Mode::Length);
+    let one = [("rate", "0"), ("connections", "1")];
+    let outcome = run(&with_file(server.addr, ROUTES, &one), 200);
+    assert_accounted(&outcome);
+    assert_eq!(counter(&outcome, metrics::ERRORS_TIMEOUT), 0.0);
+    assert_eq!(counter(&outcome, metrics::ERRORS_IO), 0.0);
+    // One connection sends one request at a time: the server sees the file's lines in order,
+    // wrapping at its end (a HEAD's answer read as if it had a body would stall the rest).
+    let seen = server.request_lines();
+    assert!(seen.len() > ROUTE_LINES.len(), "{seen:?}");
+    for (k, line) in seen.iter().enumerate() {
+        assert_eq!(line, ROUTE_LINES[k % 3], "request {k} of {seen:?}");
+    }
+
+    // Two threads walk the file with a stride of two from their own lines: each line's count
+    // differs from another's by at most one per thread, whatever each thread's pace.
+    let server = Server::start(Mode::Length);
+    let two = [("rate", "0"), ("connections", "2"), ("threads", "2")];
+    let outcome = run(&with_file(server.addr, ROUTES, &two), 200);
+    assert_accounted(&outcome);
+    let seen = server.request_lines();
+    let counts: Vec<usize> = ROUTE_LINES
+        .iter()
+        .map(|l| seen.iter().filter(|s| s == l).count())
+        .collect();
+    assert_eq!(counts.iter().sum::<usize>(), seen.len(), "{seen:?}");
+    let (min, max) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+    assert!(*min > 0 && max - min <= 2, "{counts:?}");
+}
+
+#[test]
+fn random_order_reaches_every_line_and_a_seed_replays_its_draw() {
+    let lines: Vec<String> = (0..8).map(|i| format!("/r/{i}")).collect();
+    let text = lines.join("\n");
+    let random = [
+        ("rate", "0"),
+        ("connections", "1"),
+        ("requests_order", "random"),
+        ("requests_seed", "42"),
+    ];
+    let draw = || {
+        let server = Server::start(Mode::Length);
+        let outcome = run(&with_file(server.addr, &text, &random), 300);
+        assert_accounted(&outcome);
+        server.request_lines()
+    };
+    let first = draw();
+    // 8 lines, each missed by 200 uniform draws with probability (7/8)^200 < 1e-11.
+    assert!(first.len() >= 200, "only {} requests", first.len());
+    let hit: std::collections::BTreeSet<&str> = first.iter().map(String::as_str).collect();
+    let expected: std::collections::BTreeSet<String> =
+        lines.iter().map(|l| format!("GET {l}")).collect();
+    assert_eq!(
+        hit,
+        expected.iter().map(String::as_str).collect(),
+        "{first:?}"
+    );
+    // Not the file's order.
+    assert!(
+        first
+            .iter()
+            .zip(expected.iter().cycle())
+            .any(|(a, b)| a != b),
+        "{first:?}"
+    );
+    // The same seed, one thread, one connection: the same requests in the same order.
+    let second = draw();
+    let common = first.len().min(second.len());
+    assert_eq!(first[..common], second[..common]);
+}
+
+#[test]
+fn the_record_keeps_the_files_name_never_its_text() {
+    let mut params = test_params(&[
+        ("target", "127.0.0.1:8080"),
+        ("requests", "queries/monday.txt"),
+        ("requests_order", "random"),
+        ("requests_seed", "7"),
+    ]);
+    params.insert(REQUESTS_TEXT.into(), ROUTES.into());
+    let spec = resolve_probe(PROBE, &params).unwrap();
+    let r = &spec.resolved_params;
+    assert_eq!(r["requests"], "queries/monday.txt");
+    assert_eq!(r["requests_order"], "random");
+    assert_eq!(r["requests_seed"], "7");
+    assert!(!r.contains_key(REQUESTS_TEXT), "{r:?}");
+    assert!(
+        !r.contains_key("path") && !r.contains_key("method"),
+        "{r:?}"
+    );
+    assert!(r.values().all(|v| !v.contains("/health")), "{r:?}");
+    params.remove("requests_order");
+    let spec = resolve_probe(PROBE, &params).unwrap();
+    // Sequence needs no seed, so the record has none.
+    assert_eq!(spec.resolved_params["requests_order"], "sequence");
+    assert!(!spec.resolved_params.contains_key("requests_seed"));
 }

@@ -7,9 +7,10 @@
 //! due, or until a socket is ready, whichever is first (then spin the last 200 µs, since a
 //! sleep wakes tens of microseconds late); read what is ready.
 //!
-//! Per request, nothing allocates, locks or logs: the request's bytes were formatted once,
-//! each connection reads into its own fixed buffer, the schedule is arithmetic and the idle
-//! connections wait in a queue sized for all of them.
+//! Per request, nothing allocates, locks or logs: every request's bytes were formatted once
+//! into one shared buffer and a send picks one by index (arithmetic, or one draw of a
+//! SplitMix64), each connection reads into its own fixed buffer, the schedule is arithmetic and
+//! the idle connections wait in a queue sized for all of them.
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -19,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use quietbench_vocab::metrics;
 
+use super::requests::{Picker, RequestSet};
 use super::response::ResponseReader;
 use super::schedule::{Schedule, backoff};
 use super::sys::{self, BROKEN, Epoll, Event, READABLE, WRITABLE};
@@ -58,6 +60,8 @@ struct Conn {
     generation: u32,
     state: State,
     reader: ResponseReader,
+    /// The request in flight: its index in the request set.
+    request: usize,
     /// Bytes of the request written.
     written: usize,
     /// EPOLLOUT is asked for (connecting, or a write that would block).
@@ -75,12 +79,14 @@ struct Conn {
 }
 
 impl Conn {
-    fn new(head_request: bool, now: Instant) -> Self {
+    fn new(now: Instant) -> Self {
         Self {
             stream: None,
             generation: 0,
             state: State::Closed,
-            reader: ResponseReader::new(head_request),
+            // Told at each send whether its request is a HEAD.
+            reader: ResponseReader::new(false),
+            request: 0,
             written: 0,
             watching_writes: false,
             due: now,
@@ -139,7 +145,9 @@ fn token(index: usize, generation: u32) -> u64 {
 /// The http workload of one probe thread.
 pub struct HttpWorkload {
     target: SocketAddr,
-    request: Arc<[u8]>,
+    requests: Arc<RequestSet>,
+    /// Which request goes next.
+    picker: Picker,
     timeout: Duration,
     max_lag: Duration,
     warmup: Duration,
@@ -179,14 +187,15 @@ impl HttpWorkload {
         let n = config.connections_of(thread);
         let mut workload = Self {
             target: config.target,
-            request: Arc::clone(&config.request),
+            requests: Arc::clone(&config.requests),
+            picker: Picker::new(config.order, config.requests.len(), config.threads, thread),
             timeout: config.timeout,
             max_lag: config.max_lag,
             warmup: config.warmup,
             schedule: (config.rate > 0).then(|| Schedule::new(config.rate, config.threads, thread)),
             epoll,
             events: vec![Event::EMPTY; n.clamp(1, MAX_EVENTS)].into_boxed_slice(),
-            conns: (0..n).map(|_| Conn::new(config.head, now)).collect(),
+            conns: (0..n).map(|_| Conn::new(now)).collect(),
             idle: VecDeque::with_capacity(n),
             start: None,
             warmup_end: None,
@@ -339,12 +348,14 @@ impl HttpWorkload {
     }
 
     fn send(&mut self, i: usize, due: Instant, now: Instant, recorded: bool) {
+        let request = self.picker.next();
         let c = &mut self.conns[i];
+        c.request = request;
         c.due = due;
         c.sent = now;
         c.recorded = recorded;
         c.written = 0;
-        c.reader.reset();
+        c.reader.reset_for(self.requests.is_head(request));
         c.state = State::Sending;
         c.deadline = now + self.timeout;
         let at = c.deadline;
@@ -362,12 +373,13 @@ impl HttpWorkload {
             let Some(stream) = c.stream.as_ref() else {
                 return;
             };
-            let result = (&*stream).write(&self.request[c.written..]);
+            let request = self.requests.bytes(c.request);
+            let result = (&*stream).write(&request[c.written..]);
             match result {
                 Ok(0) => break,
                 Ok(n) => {
                     c.written += n;
-                    if c.written == self.request.len() {
+                    if c.written == request.len() {
                         c.state = State::Awaiting;
                         if c.watching_writes {
                             c.watching_writes = false;
@@ -613,9 +625,10 @@ impl HttpWorkload {
                 self.lag_max = self.lag_max.max(lag);
                 if lag > self.max_lag {
                     return Err(format!(
-                        "void: the load generator fell behind its schedule by {:.1} ms \
+                        "{}the load generator fell behind its schedule by {:.1} ms \
                          (max_lag_ms={}): it, not the server, was measured; lower rate= or give \
                          the load more threads/CPUs",
+                        quietbench_vocab::VOID,
                         lag.as_secs_f64() * 1e3,
                         self.max_lag.as_millis()
                     ));

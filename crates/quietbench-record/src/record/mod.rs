@@ -87,8 +87,10 @@ pub struct RunSettings {
     /// (`--figure`), so a stored compare run is judged again exactly as it was. `None` for
     /// other runs.
     pub compare_figure: Option<figures::TrialFigure>,
-    /// `run --figure` or a plan's `figure`: the figure exec trials are judged and spread on
-    /// (`None`: the default, the median wall time).
+    /// `run --figure` or a plan's `figure`: the figure exec trials (and, where it is one of
+    /// theirs, http trials: [`figures::TrialFigure::for_probe`]) are judged and spread on
+    /// (`None`: each probe's default, the median wall time or the p50 latency). The name is
+    /// the store's column's, from before http had figures.
     pub exec_figure: Option<figures::TrialFigure>,
 }
 

@@ -1,8 +1,10 @@
 //! Records built in memory for unit tests: hosts of a named CPU model, trials that carry one
 //! value, and settings with nothing else in them.
 //!
-//! [`sample_run`]: a whole run shaped like a real experiment, for the reports and the store.
+//! [`sample_run`]: a whole run shaped like a real experiment, for the reports and the store;
+//! [`http_run`]: http trials of known histograms, and a whole `compare --probe http` run.
 
+pub mod http_run;
 pub mod sample_run;
 
 use std::collections::BTreeMap;

@@ -213,7 +213,7 @@ fn draw_series(
 }
 
 /// The percentiles plotted: x = -log10(1 - q) from 0 (p0) to 4 (p99.99) in steps of 0.05.
-fn percentile_points() -> impl Iterator<Item = (f64, f64)> {
+pub(super) fn percentile_points() -> impl Iterator<Item = (f64, f64)> {
     (0..=80).map(|i| {
         let x = f64::from(i) * 0.05;
         (x, 1.0 - 10f64.powf(-x))
@@ -264,7 +264,7 @@ fn histogram_metrics(run: &RunRecord) -> Vec<(String, String)> {
 }
 
 /// The percentiles marked with a dot on each curve and labelled on x (p0 is labelled only).
-const PERCENTILE_MARKS: [f64; 6] = [0.0, 0.5, 0.9, 0.99, 0.999, 0.9999];
+pub(super) const PERCENTILE_MARKS: [f64; 6] = [0.0, 0.5, 0.9, 0.99, 0.999, 0.9999];
 
 /// (x, value) of a histogram at each of [`percentile_points`].
 fn percentile_values(h: &Histogram<u64>) -> Vec<(f64, f64)> {
@@ -336,7 +336,12 @@ fn latency_panel(page: &Page<'_>, (metric, unit): (&str, &str), n: usize) -> Opt
 
 /// The y scale and its labels for values in `lo..=hi`: logarithmic, with room above and
 /// below, when `log`; else linear.
-fn value_axis(plot: &Plot, (lo, hi): (f64, f64), log: bool, unit: &str) -> (Scale, Labels) {
+pub(super) fn value_axis(
+    plot: &Plot,
+    (lo, hi): (f64, f64),
+    log: bool,
+    unit: &str,
+) -> (Scale, Labels) {
     if log {
         let (a, b) = (lo / 1.15, hi * 1.15);
         let ticks = log_ticks(a, b);
@@ -354,7 +359,7 @@ fn value_axis(plot: &Plot, (lo, hi): (f64, f64), log: bool, unit: &str) -> (Scal
 }
 
 /// Axis labels: (value, text).
-type Labels = Vec<(f64, String)>;
+pub(super) type Labels = Vec<(f64, String)>;
 
 /// A variant's percentile curve, with a dot at each marked percentile past p0. Values below
 /// `lo` (the axis' floor) are drawn at it.

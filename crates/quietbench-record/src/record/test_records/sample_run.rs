@@ -39,11 +39,11 @@ const MODELS: [(&str, u32, f64); 3] = [
     ("Intel(R) Xeon(R) Platinum 8223CL CPU @ 3.00GHz", 7, 1030.0),
 ];
 
-struct Lcg(u64);
+pub(super) struct Lcg(pub(super) u64);
 
 impl Lcg {
     /// Uniform in [0, 1).
-    fn next(&mut self) -> f64 {
+    pub(super) fn next(&mut self) -> f64 {
         self.0 = self
             .0
             .wrapping_mul(6_364_136_223_846_793_005)
@@ -52,7 +52,7 @@ impl Lcg {
     }
 }
 
-fn encode(h: &Histogram<u64>) -> Vec<u8> {
+pub(super) fn encode(h: &Histogram<u64>) -> Vec<u8> {
     let mut bytes = Vec::new();
     V2DeflateSerializer::new()
         .serialize(h, &mut bytes)
