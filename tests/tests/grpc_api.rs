@@ -135,6 +135,7 @@ fn python_reflection_v1alpha_resolves_the_agent_and_calls_it() {
             "Prepare",
             "Restore",
             "RunProbe",
+            "SampleServer",
             "StartPeer",
             "StartServer",
             "StopPeer",

@@ -306,6 +306,13 @@ impl AgentService for Hostile {
     ) -> Result<Response<pb::StopServerResponse>, Status> {
         Err(Status::unimplemented("hostile"))
     }
+
+    async fn sample_server(
+        &self,
+        _request: Request<pb::SampleServerRequest>,
+    ) -> Result<Response<pb::StopServerResponse>, Status> {
+        Err(Status::unimplemented("hostile"))
+    }
 }
 
 /// Serves a fake agent on a loopback port of this runtime; its address and what it saw.
@@ -525,6 +532,7 @@ async fn an_agents_text_reaches_the_terminal_escaped() {
             &[],
             quietbench_controller::execute::FailurePolicy::default(),
             &quietbench_controller::context::CommandContext::default(),
+            &quietbench_controller::execute::KeptServers::default(),
             &mut |_, _| Ok(quietbench_controller::execute::Flow::Continue),
         ),
     )

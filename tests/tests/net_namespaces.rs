@@ -1,5 +1,7 @@
 //! Network probes between two real agents in two network namespaces joined by a veth pair:
 //! the only addresses that carry traffic are the namespaces' own (10.201.0.1 and 10.201.0.2).
+//! The `http` probe too: the measured host's agent starts the test server in one namespace,
+//! the load agent in the other sends it requests across the pair.
 //! Needs root (CI runs as root); fails, rather than skips, without it.
 
 mod common;
@@ -9,8 +11,8 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
 
-/// Two namespaces, qbtA and qbtB (suffixed by pid so parallel runs cannot collide), joined by
-/// a veth pair; removed when dropped.
+/// Two namespaces, qbtA and qbtB (suffixed by pid and a count, so parallel runs and tests
+/// cannot collide), joined by a veth pair; removed when dropped.
 struct Namespaces {
     a: String,
     b: String,
@@ -34,7 +36,10 @@ impl Namespaces {
             nix::unistd::geteuid().is_root(),
             "network namespaces need root (CI runs as root)"
         );
-        let id = std::process::id() % 100_000;
+        // Unique per test as well as per process: the tests of this file run at once.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = format!("{}x{n}", std::process::id() % 100_000);
         let (a, b) = (format!("qbtA{id}"), format!("qbtB{id}"));
         let (va, vb) = (format!("qva{id}"), format!("qvb{id}"));
         ip(&["netns", "add", &a]);
@@ -55,12 +60,18 @@ impl Namespaces {
     }
 
     fn agent(&self, ns: &str, addr: &str) -> (Child, String) {
+        self.agent_with(ns, addr, &[])
+    }
+
+    /// An agent in `ns` listening on `addr`, with `extra` flags (e.g. `--allow-exec`).
+    fn agent_with(&self, ns: &str, addr: &str, extra: &[&str]) -> (Child, String) {
         let mut child = Command::new("ip")
             .args(["netns", "exec", ns])
             .arg(common::quietbench_bin())
             // A veth address is not loopback: plain gRPC needs --insecure (the namespaces are
             // this test's own, reachable from nowhere else).
             .args(["agent", "--listen", &format!("{addr}:0"), "--insecure"])
+            .args(extra)
             .env("QUIETBENCH_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -208,4 +219,89 @@ fn throughput_and_round_trips_cross_a_veth_pair() {
             "{trial}"
         );
     }
+}
+
+/// Pids of live processes whose executable is `exe`.
+fn processes_of(exe: &std::path::Path) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|target| target == exe)
+        })
+        .collect()
+}
+
+#[test]
+fn a_server_in_one_namespace_is_timed_by_requests_from_the_other() {
+    let ns = Namespaces::create();
+    // The measured host runs the user's server: its agent allows commands.
+    let (a, a_addr) = ns.agent_with(&ns.a, "10.201.0.1", &["--allow-exec"]);
+    let _a = Kill(a);
+    let (b, b_addr) = ns.agent(&ns.b, "10.201.0.2");
+    let _b = Kill(b);
+    let dir = tempfile::tempdir().unwrap();
+    // A copy of the test server under a name of this test's, to find its processes by.
+    let server = dir.path().join("qb-netns-http-server");
+    std::fs::copy(env!("CARGO_BIN_EXE_testserver"), &server).unwrap();
+    let command = format!(
+        "server={} --port {{port}} --bind 10.201.0.1 --work 1000",
+        server.display()
+    );
+    let report = run_in(
+        &ns.a,
+        &[
+            "run",
+            "--agent",
+            &a_addr,
+            "--load-from",
+            &b_addr,
+            "--probe",
+            "http",
+            "--param",
+            &command,
+            "--param",
+            "rate=100",
+            "--param",
+            "connections=2",
+            // The generator's lag bound is the probe's own test, not this one's.
+            "--param",
+            "max_lag_ms=1000",
+            "--rounds",
+            "1",
+            "--duration",
+            "1",
+        ],
+        &dir.path().join("http.json"),
+    );
+    let trial = &report["trials"][0];
+    // The load came from the agent in the other namespace, to the server this trial started.
+    assert_eq!(trial["peer"], b_addr.as_str(), "{trial}");
+    let latency = metric(trial, "request_latency");
+    let count = latency["count"].as_u64().unwrap();
+    // At 100/s for 1 s, at most 100 were due; that any crossed the pair does not depend on
+    // the machine's speed.
+    assert!((1..=101).contains(&count), "{count} requests: {latency}");
+    // Across two kernel stacks and a veth pair: well over a microsecond on any machine.
+    assert!(latency["p50"].as_f64().unwrap() >= 1_000.0, "{latency}");
+    for errors in [
+        "errors_connect",
+        "errors_timeout",
+        "errors_5xx",
+        "errors_io",
+    ] {
+        assert_eq!(
+            metric(trial, errors)["value"].as_f64(),
+            Some(0.0),
+            "{errors}"
+        );
+    }
+    assert!(metric(trial, "server_cpu_time")["value"].as_f64().unwrap() > 0.0);
+    assert!(
+        processes_of(&server).is_empty(),
+        "the server outlived its trial: {:?}",
+        processes_of(&server)
+    );
 }

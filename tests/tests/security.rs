@@ -387,7 +387,7 @@ struct Caller {
     token: Option<&'static str>,
 }
 
-/// Calls every RPC the agent's port serves (the agent service's seven, health, reflection), each
+/// Calls every RPC the agent's port serves (the agent service's ten, health, reflection), each
 /// bounded by a timeout so a hang fails the test, and returns each call's status.
 async fn call_every_rpc(addr: &str, caller: &Caller) -> Vec<(&'static str, tonic::Status)> {
     use quietbench_proto::v1 as pb;
@@ -474,6 +474,11 @@ async fn call_every_rpc(addr: &str, caller: &Caller) -> Vec<(&'static str, tonic
         (
             "StopServer",
             status(agent.stop_server(pb::StopServerRequest::default())).await,
+        ),
+        // No name: refused by the handler (INVALID_ARGUMENT) once a caller is let in.
+        (
+            "SampleServer",
+            status(agent.sample_server(pb::SampleServerRequest::default())).await,
         ),
         (
             "health.Check",
@@ -617,7 +622,7 @@ async fn every_rpc_refuses_every_kind_of_stranger() {
             refused += 1;
         }
     }
-    // 6 kinds of stranger, 11 RPCs each.
-    assert_eq!(refused, 66);
-    eprintln!("refused {refused} calls: 6 kinds of stranger x 11 RPCs");
+    // 6 kinds of stranger, 12 RPCs each.
+    assert_eq!(refused, 72);
+    eprintln!("refused {refused} calls: 6 kinds of stranger x 12 RPCs");
 }

@@ -186,7 +186,7 @@ async fn a_ready_server_answers_and_leaves_nothing_of_its_group_when_stopped() {
     );
 
     let stopped = agent_client
-        .stop_server(pb::StopServerRequest {})
+        .stop_server(pb::StopServerRequest::default())
         .await
         .unwrap()
         .into_inner();
@@ -214,7 +214,7 @@ async fn a_ready_server_answers_and_leaves_nothing_of_its_group_when_stopped() {
     assert!(marked(&mark).is_empty());
     assert!(!state.path().join("servers.journal").exists());
     let again = agent_client
-        .stop_server(pb::StopServerRequest {})
+        .stop_server(pb::StopServerRequest::default())
         .await
         .unwrap()
         .into_inner();
@@ -311,7 +311,7 @@ async fn a_ready_path_waits_for_2xx() {
         .into_inner();
     assert!(runs(started.pid as i32));
     agent_client
-        .stop_server(pb::StopServerRequest {})
+        .stop_server(pb::StopServerRequest::default())
         .await
         .unwrap();
     assert!(marked(&mark).is_empty());

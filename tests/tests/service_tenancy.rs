@@ -321,8 +321,8 @@ async fn exec_is_refused_by_default_and_a_policy_lets_one_client_run_it_keeping_
         assert_eq!(refused.code(), Code::PermissionDenied);
         assert!(
             refused.message().contains(
-                "does not let client a run commands (the exec probe, or the http probe's \
-                 server): exec = false in the built-in policy"
+                "does not let client a run commands (the exec probe, or the http or tcp \
+                 probe's server): exec = false in the built-in policy"
             ),
             "{}",
             refused.message()

@@ -122,7 +122,7 @@ impl Agent {
         let layout = Arc::clone(&self.layout.lock().unwrap_or_else(|e| e.into_inner()));
         // A peer on this machine changes where network threads belong (placement's
         // network_kind): its readers share our CPUs, and no NIC carries the flows.
-        // (`http`'s other end is the user's server, at `target`.)
+        // (`http`'s and `tcp`'s other end is the user's server, at `target`.)
         let peer = req
             .params
             .get("peer")
@@ -373,7 +373,7 @@ impl AgentService for Agent {
         request: Request<pb::StartServerRequest>,
     ) -> Result<Response<pb::StartServerResponse>, Status> {
         if !self.allow_exec {
-            return Err(exec_refused("StartServer (the http probe's server)"));
+            return Err(exec_refused("StartServer (the http or tcp probe's server)"));
         }
         let req = request.into_inner();
         check_cpus("cpus", &req.cpus)?;
@@ -393,12 +393,33 @@ impl AgentService for Agent {
 
     async fn stop_server(
         &self,
-        _request: Request<pb::StopServerRequest>,
+        request: Request<pb::StopServerRequest>,
     ) -> Result<Response<pb::StopServerResponse>, Status> {
+        let keep_as = request.into_inner().keep_as;
+        if !keep_as.is_empty() {
+            crate::user_server::check_keep_as(&keep_as)?;
+        }
         let slot = Arc::clone(&self.server);
-        let response = tokio::task::spawn_blocking(move || slot.stop())
+        let response = tokio::task::spawn_blocking(move || slot.stop(&keep_as))
             .await
             .map_err(|e| Status::internal(format!("stopping the server failed: {e}")))?;
+        Ok(Response::new(response))
+    }
+
+    async fn sample_server(
+        &self,
+        request: Request<pb::SampleServerRequest>,
+    ) -> Result<Response<pb::StopServerResponse>, Status> {
+        let req = request.into_inner();
+        crate::user_server::check_keep_as(&req.keep_as)?;
+        let renew = match req.max_life_ms {
+            0 => None,
+            ms => Some(crate::user_server::check_max_life_ms(ms)?),
+        };
+        let slot = Arc::clone(&self.server);
+        let response = tokio::task::spawn_blocking(move || slot.sample(&req.keep_as, renew))
+            .await
+            .map_err(|e| Status::internal(format!("sampling the server failed: {e}")))?;
         Ok(Response::new(response))
     }
 }

@@ -1,13 +1,22 @@
 //! The user's server for the `http` probe, run on the agent whose host is the system under
 //! test (another agent sends the requests): StartServer and StopServer.
 //!
-//! One server at a time, in a process group of its own (see `spawn.rs`), pinned, journaled in
-//! the state directory before it can run (see `journal.rs`), and waited for until its port
-//! accepts (see `ready.rs`). It is stopped by StopServer, by a second StartServer, by the
-//! agent's graceful stop, and by a watchdog at its max life when no StopServer came (the
-//! controller died). An agent killed outright leaves it journaled, and the next agent start on
-//! the same state directory kills it. What it cost is read from /proc before it is signalled
-//! (see `procfs.rs`).
+//! One per-trial server at a time, and beside it up to [`MAX_KEPT`] servers kept for a whole
+//! run (restart=run: StartServer's `keep_as` names each, SampleServer reads what one has cost
+//! so far). Each in a process group of its own (see `spawn.rs`), pinned, journaled in the state
+//! directory before it can run (see `journal.rs`), and waited for until its port accepts (see
+//! `ready.rs`). It is stopped by StopServer, by a StartServer of the same name, by the agent's
+//! graceful stop, and by a watchdog at its max life when no StopServer (or, for a kept one, no
+//! SampleServer) came: the controller died. An agent killed outright leaves it journaled, and
+//! the next agent start on the same state directory kills it. What it cost is read from /proc
+//! before it is signalled (see `procfs.rs`).
+//!
+//! Why kept servers at all, and why a few: a compare interleaves A's and B's trials in a random
+//! order each round, so a run that keeps one process per build needs both alive at once (a stop
+//! and start at every switch of build would restart the server at most trials, which is
+//! restart=trial by another name). A plan may have a few variants; [`MAX_KEPT`] bounds what one
+//! caller can make an agent hold (processes, their sentinels and watchdog threads), and more
+//! idle servers than that beside the measured one no longer describe the machine measured.
 //!
 //! Not stopped with the agent by PR_SET_PDEATHSIG: that fires when the *thread* that forked
 //! exits, and the agent forks on a pooled blocking thread that exits when idle.
@@ -18,6 +27,7 @@ mod ready;
 mod request;
 mod spawn;
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -34,7 +44,7 @@ use tonic::Status;
 use journal::{ServerEntry, ServerJournal};
 use procfs::Identity;
 use ready::NotReady;
-pub use request::{ServerRequest, check_request, server_cpus};
+pub use request::{ServerRequest, check_keep_as, check_max_life_ms, check_request, server_cpus};
 use request::{choose_port, fill_port, invalid, seconds, shown};
 use spawn::{Launch, Leader, Sentinel};
 
@@ -42,6 +52,8 @@ use spawn::{Launch, Leader, Sentinel};
 const STOP_GRACE: Duration = Duration::from_secs(2);
 /// Bytes of the server's stderr kept for errors and the stop's report.
 const STDERR_TAIL: usize = 4096;
+/// Servers kept for a run (`keep_as`) one agent holds at once, besides the per-trial one.
+pub const MAX_KEPT: usize = 8;
 
 /// Why a server is being stopped.
 #[derive(Debug, Clone, Copy)]
@@ -50,8 +62,8 @@ enum StopReason {
     Request,
     /// A second StartServer.
     Replaced,
-    /// Nobody stopped it within its max life.
-    MaxLife(Duration),
+    /// Nobody stopped it within its max life (`renewed`: counted from its last SampleServer).
+    MaxLife { life: Duration, renewed: bool },
     /// The agent is stopping.
     AgentStopping,
 }
@@ -66,21 +78,20 @@ struct Running {
     /// When it was released to exec.
     started: Instant,
     stderr: File,
-    /// Dropped with this, which wakes the watchdog to end.
-    _watchdog: mpsc::Sender<()>,
+    /// A new max life, counted from now (SampleServer); dropped with this, which wakes the
+    /// watchdog to end.
+    watchdog: mpsc::Sender<Duration>,
 }
 
-/// What the slot holds.
-#[derive(Default)]
+/// What the slot holds of one server.
 enum Slot {
-    #[default]
-    Empty,
     Running(Running),
-    /// Stopped by the watchdog: reported by the next StopServer.
+    /// Stopped by the watchdog: reported by the next StopServer (or SampleServer).
     Reported(pb::StopServerResponse),
 }
 
-/// The user's server this agent runs, if any.
+/// The user's servers this agent runs, by name: "" for the per-trial one, a `keep_as` for
+/// each kept one.
 pub struct ServerSlot {
     journal: ServerJournal,
     /// Where its processes are read: always the live /proc (they are this agent's children,
@@ -90,7 +101,7 @@ pub struct ServerSlot {
     me: Option<Identity>,
     boot: String,
     ticks_per_sec: u64,
-    state: Mutex<Slot>,
+    state: Mutex<BTreeMap<String, Slot>>,
     next_id: AtomicU64,
 }
 
@@ -104,32 +115,38 @@ impl ServerSlot {
             boot: procfs::read_boot_id(&root),
             root,
             ticks_per_sec: procfs::ticks_per_sec(),
-            state: Mutex::new(Slot::Empty),
+            state: Mutex::new(BTreeMap::new()),
             next_id: AtomicU64::new(0),
         }
     }
 
-    fn locked(&self) -> std::sync::MutexGuard<'_, Slot> {
+    fn locked(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Slot>> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Starts the server of `req` pinned to `cpus` (empty: unpinned, on `unpinned_cpus`, the
     /// agent's own affinity, rather than the housekeeping CPU the forking thread is pinned to),
-    /// after stopping the one that runs. Returns when its port accepts, with the agent's CPUs
-    /// it is not pinned to (all of them when it is unpinned) as `free_cpus`.
+    /// after stopping the one of the same name (`keep_as`) that runs. Returns when its port
+    /// accepts, with the agent's CPUs it is not pinned to (all of them when it is unpinned) as
+    /// `free_cpus`. A kept server beyond [`MAX_KEPT`] is refused.
     pub fn start(
         self: &Arc<Self>,
         req: &ServerRequest,
         cpus: Vec<u32>,
         unpinned_cpus: &[u32],
     ) -> Result<pb::StartServerResponse, Status> {
-        let mut slot = self.locked();
-        match std::mem::take(&mut *slot) {
-            Slot::Running(old) => {
-                let report = self.finish(old, StopReason::Replaced);
-                tracing::info!(ended = %report.ended, "a new StartServer replaced the server");
-            }
-            Slot::Reported(_) | Slot::Empty => {}
+        let mut servers = self.locked();
+        let name = req.keep_as.clone();
+        if let Some(Slot::Running(old)) = servers.remove(&name) {
+            let report = self.finish(old, StopReason::Replaced);
+            tracing::info!(
+                ended = %report.ended,
+                name = %name,
+                "a new StartServer replaced the server"
+            );
+        }
+        if !name.is_empty() {
+            room_for_one_more(&mut servers)?;
         }
         let port = choose_port(req.bind, req.port)?;
         let argv = fill_port(&req.argv, port);
@@ -242,9 +259,10 @@ impl ServerSlot {
         let (watchdog, expiry) = mpsc::channel();
         let weak = Arc::downgrade(self);
         let max_life = req.max_life;
+        let watched = name.clone();
         let spawned = std::thread::Builder::new()
             .name("qb-server-life".into())
-            .spawn(move || watch(weak, id, expiry, max_life));
+            .spawn(move || watch(weak, &watched, id, expiry, max_life));
         if let Err(e) = spawned {
             // Without its watchdog a server could outlive a dead controller: not started.
             drop(sentinel);
@@ -252,16 +270,19 @@ impl ServerSlot {
             self.forget(identity);
             return Err(internal("cannot start the server's watchdog", e));
         }
-        *slot = Slot::Running(Running {
-            id,
-            leader,
-            sentinel,
-            identity,
-            started,
-            stderr,
-            _watchdog: watchdog,
-        });
-        tracing::info!(pid, port, command = %entry.command, "server ready");
+        servers.insert(
+            name.clone(),
+            Slot::Running(Running {
+                id,
+                leader,
+                sentinel,
+                identity,
+                started,
+                stderr,
+                watchdog,
+            }),
+        );
+        tracing::info!(pid, port, command = %entry.command, name = %name, "server ready");
         let mut free_cpus: Vec<u32> = unpinned_cpus
             .iter()
             .copied()
@@ -279,35 +300,87 @@ impl ServerSlot {
         })
     }
 
-    /// Stops the server (StopServer): what it cost; `stopped` false when none ran.
-    pub fn stop(&self) -> pb::StopServerResponse {
-        let mut slot = self.locked();
-        match std::mem::take(&mut *slot) {
-            Slot::Running(running) => self.finish(running, StopReason::Request),
-            Slot::Reported(report) => report,
-            Slot::Empty => pb::StopServerResponse::default(),
+    /// Stops the server named `keep_as` ("": the per-trial one; StopServer): what it cost;
+    /// `stopped` false when none ran.
+    pub fn stop(&self, keep_as: &str) -> pb::StopServerResponse {
+        let mut servers = self.locked();
+        match servers.remove(keep_as) {
+            Some(Slot::Running(running)) => self.finish(running, StopReason::Request),
+            Some(Slot::Reported(report)) => report,
+            None => pb::StopServerResponse::default(),
         }
     }
 
-    /// The agent's graceful stop: stops the server, if one runs.
+    /// What the kept server `keep_as` has cost so far, without a signal (SampleServer), and
+    /// from now on `renew` as its max life when given. One found gone (it exited, or the
+    /// watchdog stopped it) is reaped and reported with how it ended, once; `stopped` false
+    /// when there is none of that name.
+    pub fn sample(&self, keep_as: &str, renew: Option<Duration>) -> pb::StopServerResponse {
+        let mut servers = self.locked();
+        let gone = match servers.get(keep_as) {
+            None => return pb::StopServerResponse::default(),
+            Some(Slot::Running(running)) => running.leader.has_exited(),
+            Some(Slot::Reported(_)) => true,
+        };
+        if gone {
+            return match servers.remove(keep_as) {
+                Some(Slot::Running(ended)) => self.finish(ended, StopReason::Request),
+                Some(Slot::Reported(report)) => report,
+                None => pb::StopServerResponse::default(),
+            };
+        }
+        let Some(Slot::Running(running)) = servers.get(keep_as) else {
+            return pb::StopServerResponse::default();
+        };
+        if let Some(life) = renew {
+            // A watchdog that has just run out waits for this lock to stop the server: the
+            // renewal came too late, and goes unread (or fails) without harm.
+            let _ = running.watchdog.send(life);
+        }
+        let pid = running.leader.pid();
+        pb::StopServerResponse {
+            stopped: true,
+            cpu_ns: procfs::ticks_to_ns(
+                procfs::group_cpu_ticks(&self.root, pid),
+                self.ticks_per_sec,
+            ),
+            peak_rss_bytes: procfs::read_vm_hwm(&self.root, pid).unwrap_or(0),
+            exited_early: false,
+            ended: String::new(),
+            stderr_tail: String::new(),
+            ran_ns: u64::try_from(running.started.elapsed().as_nanos()).unwrap_or(u64::MAX),
+        }
+    }
+
+    /// The agent's graceful stop: stops every server that runs.
     pub fn shutdown(&self) {
-        let mut slot = self.locked();
-        if let Slot::Running(running) = std::mem::take(&mut *slot) {
-            let report = self.finish(running, StopReason::AgentStopping);
-            tracing::info!(ended = %report.ended, "stopped the server: the agent is stopping");
+        let mut servers = self.locked();
+        for (name, slot) in std::mem::take(&mut *servers) {
+            if let Slot::Running(running) = slot {
+                let report = self.finish(running, StopReason::AgentStopping);
+                tracing::info!(
+                    ended = %report.ended,
+                    name = %name,
+                    "stopped the server: the agent is stopping"
+                );
+            }
         }
     }
 
-    /// The watchdog's end: stops server `id` if it still runs, keeping the report.
-    fn expire(&self, id: u64, max_life: Duration) {
-        let mut slot = self.locked();
-        if !matches!(&*slot, Slot::Running(r) if r.id == id) {
+    /// The watchdog's end: stops server `id` of that name if it still runs, keeping the report.
+    fn expire(&self, name: &str, id: u64, life: Duration, renewed: bool) {
+        let mut servers = self.locked();
+        if !matches!(servers.get(name), Some(Slot::Running(r)) if r.id == id) {
             return;
         }
-        if let Slot::Running(running) = std::mem::take(&mut *slot) {
-            let report = self.finish(running, StopReason::MaxLife(max_life));
-            tracing::warn!(ended = %report.ended, "stopped the server at its max life");
-            *slot = Slot::Reported(report);
+        if let Some(Slot::Running(running)) = servers.remove(name) {
+            let report = self.finish(running, StopReason::MaxLife { life, renewed });
+            tracing::warn!(
+                ended = %report.ended,
+                name = %name,
+                "stopped the server at its max life"
+            );
+            servers.insert(name.to_string(), Slot::Reported(report));
         }
     }
 
@@ -365,8 +438,19 @@ impl ServerSlot {
         // was stopped by nobody: "exited with status 3" says all).
         match why {
             _ if exited_early => {}
-            StopReason::MaxLife(life) => words.push_str(&format!(
+            StopReason::MaxLife {
+                life,
+                renewed: false,
+            } => words.push_str(&format!(
                 ", by the agent at its max life of {} s (no StopServer came)",
+                seconds(life)
+            )),
+            StopReason::MaxLife {
+                life,
+                renewed: true,
+            } => words.push_str(&format!(
+                ", by the agent at its max life, {} s after the last SampleServer (no \
+                 SampleServer or StopServer came since)",
                 seconds(life)
             )),
             StopReason::Replaced => words.push_str(", replaced by a new StartServer"),
@@ -413,13 +497,57 @@ pub fn stop_orphans(state_dir: &Path) {
     }
 }
 
-/// The watchdog of server `id`: stops it after `max_life`, unless its sender is dropped first
-/// (the server was stopped).
-fn watch(slot: Weak<ServerSlot>, id: u64, expiry: mpsc::Receiver<()>, max_life: Duration) {
-    if let Err(RecvTimeoutError::Timeout) = expiry.recv_timeout(max_life)
-        && let Some(slot) = slot.upgrade()
-    {
-        slot.expire(id, max_life);
+/// Makes room for one more kept server: reports nobody asked for go first (a name that is
+/// never sampled again must not hold a place); refused when [`MAX_KEPT`] still run.
+fn room_for_one_more(servers: &mut BTreeMap<String, Slot>) -> Result<(), Status> {
+    let kept = |servers: &BTreeMap<String, Slot>| servers.keys().filter(|n| !n.is_empty()).count();
+    if kept(servers) < MAX_KEPT {
+        return Ok(());
+    }
+    servers.retain(|name, slot| name.is_empty() || matches!(slot, Slot::Running(_)));
+    if kept(servers) < MAX_KEPT {
+        return Ok(());
+    }
+    let names: Vec<&str> = servers
+        .keys()
+        .filter(|n| !n.is_empty())
+        .map(String::as_str)
+        .collect();
+    Err(Status::resource_exhausted(format!(
+        "this agent already keeps {MAX_KEPT} servers, the most it keeps at once ({}): stop one \
+         (StopServer with its keep_as), or start this one per trial (restart=trial)",
+        names.join(", ")
+    )))
+}
+
+/// The watchdog of server `id` called `name`: stops it after its max life, counted from its
+/// start or from the last renewal its channel brings, unless the channel closes first (the
+/// server was stopped).
+fn watch(
+    slot: Weak<ServerSlot>,
+    name: &str,
+    id: u64,
+    renewals: mpsc::Receiver<Duration>,
+    max_life: Duration,
+) {
+    let mut life = max_life;
+    let mut deadline = Instant::now() + life;
+    let mut renewed = false;
+    loop {
+        match renewals.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(new_life) => {
+                life = new_life;
+                deadline = Instant::now() + life;
+                renewed = true;
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                if let Some(slot) = slot.upgrade() {
+                    slot.expire(name, id, life, renewed);
+                }
+                return;
+            }
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
     }
 }
 

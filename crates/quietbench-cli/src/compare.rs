@@ -9,7 +9,7 @@ use clap::{ArgGroup, Args};
 
 use super::{Ec2Args, TlsArgs, parse_duration, parse_seconds};
 use quietbench_controller::commands::compare::{
-    CompareOptions, CompareRequest, Workload, refusal, run_compare,
+    CompareOptions, CompareRequest, ServerProbe, Workload, refusal, run_compare,
 };
 use quietbench_controller::commands::compare_runs::{RunsRequest, run_compare_runs};
 use quietbench_controller::record::figures::{Interleave, TrialFigure};
@@ -27,9 +27,9 @@ pub struct CompareArgs {
     b: Option<String>,
     /// What A and B are: commands timed per invocation (exec), or servers that each trial
     /// starts on the measured host and times under the same offered load from a load agent
-    /// (http; docs/probes.md)
-    #[arg(long, value_name = "exec|http", default_value = "exec",
-          value_parser = ["exec", "http"], conflicts_with = "runs")]
+    /// (http, or tcp for a raw request/response protocol; docs/probes.md)
+    #[arg(long, value_name = "exec|http|tcp", default_value = "exec",
+          value_parser = ["exec", "http", "tcp"], conflicts_with = "runs")]
     probe: String,
     /// With --probe http: a parameter of the load or the servers, both sides alike (rate=500,
     /// path=/search?q=x, connections=16, warmup=2, ready_path=/health, env.NAME=VALUE;
@@ -145,10 +145,14 @@ pub(super) fn compare_command(
     mut context: quietbench_controller::context::CommandContext,
 ) -> anyhow::Result<ExitCode> {
     args.ec2.apply_to(&mut context);
-    let servers = args.probe == "http";
+    let servers = match args.probe.as_str() {
+        "http" => Some(ServerProbe::Http),
+        "tcp" => Some(ServerProbe::Tcp),
+        _ => None,
+    };
     let figure = match args.figure.as_deref() {
         Some(word) => TrialFigure::parse(word).unwrap_or_default(),
-        None if servers => TrialFigure::LatencyP50,
+        None if servers.is_some() => TrialFigure::LatencyP50,
         None => TrialFigure::Median,
     };
     if !(args.target_mde > 0.0 && args.target_mde < 100.0) {
@@ -206,10 +210,10 @@ pub(super) fn compare_command(
     }
     let interleave = match args.interleave.as_deref() {
         Some(word) => Interleave::parse(word).unwrap_or_default(),
-        None if servers => Interleave::Trials,
+        None if servers.is_some() => Interleave::Trials,
         None => Interleave::Invocations,
     };
-    let workload = if servers {
+    let workload = if let Some(protocol) = servers {
         if args.local && !args.load_from.is_empty() {
             anyhow::bail!(
                 "--load-from names remote load agents; with --local a second agent on this \
@@ -217,17 +221,19 @@ pub(super) fn compare_command(
             );
         }
         Workload::Servers {
+            protocol,
             params: args.params.into_iter().collect(),
             load_from: args.load_from,
         }
     } else {
         if let Some((key, _)) = args.params.first() {
             anyhow::bail!(
-                "--param {key}= is for --probe http; a command's options are compare's own flags"
+                "--param {key}= is for --probe http or tcp; a command's options are compare's \
+                 own flags"
             );
         }
         if !args.load_from.is_empty() {
-            anyhow::bail!("--load-from sends a server's requests: it needs --probe http");
+            anyhow::bail!("--load-from sends a server's requests: it needs --probe http or tcp");
         }
         Workload::Commands
     };

@@ -6,6 +6,7 @@
 //! escaped when the error is displayed ([`escape_remote`]): errors end up on the terminal.
 
 pub mod intake;
+mod servers;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,9 +34,6 @@ const EVENT_SLACK: Duration = Duration::from_secs(3);
 /// whose controller hung up, but needs a moment to wind it down: a `resume` right after the
 /// kill, or a reconnect, would otherwise find the agent busy with its own run's orphan. A
 /// trial of another controller still holds it after this, and that refusal is reported.
-/// How long a user's server may take to stop after SIGTERM before the agent kills it (the
-/// agent's grace period, plus its reading of the process tree).
-const SERVER_STOP_GRACE: Duration = Duration::from_secs(5);
 const BUSY_GRACE: Duration = Duration::from_secs(5);
 const BUSY_RETRY: Duration = Duration::from_millis(100);
 
@@ -323,28 +321,6 @@ impl AgentConnection {
             Ok(Ok(response)) => response.into_inner().flows_followed,
             _ => Vec::new(),
         }
-    }
-
-    /// Starts the user's server for one `http` trial on this (the SUT's) agent and waits until
-    /// it is ready: the agent's own ready wait is bounded by the request's `ready_timeout_ms`.
-    pub async fn start_server(
-        &mut self,
-        request: pb::StartServerRequest,
-    ) -> Result<pb::StartServerResponse, AgentError> {
-        let limit =
-            FIRST_EVENT_TIMEOUT + Duration::from_millis(u64::from(request.ready_timeout_ms));
-        let call = self.client.start_server(request);
-        let outcome = tokio::time::timeout(limit, call).await;
-        self.answer(outcome, limit)
-    }
-
-    /// Stops the user's server and reads what it cost. The agent waits up to its grace
-    /// period for the server to end before killing it, hence the longer limit.
-    pub async fn stop_server(&mut self) -> Result<pb::StopServerResponse, AgentError> {
-        let limit = FIRST_EVENT_TIMEOUT + SERVER_STOP_GRACE;
-        let call = self.client.stop_server(pb::StopServerRequest {});
-        let outcome = tokio::time::timeout(limit, call).await;
-        self.answer(outcome, limit)
     }
 
     /// Asks the agent to stop a trial (best effort: used when the user interrupts).

@@ -11,15 +11,15 @@ use crate::record::{RunRecord, RunSettings};
 use crate::report::json;
 
 /// True for probes that need a peer agent: the other end of a network probe, or the load agent
-/// that sends `http`'s requests.
+/// that sends `http`'s or `tcp`'s requests.
 pub fn needs_peer(probe: &str) -> bool {
     probe.starts_with("net.") || runs_server(probe)
 }
 
 /// True for probes whose measured host runs the user's server and whose peer sends the load
-/// (`http`; the trial's part is `execute::server`).
+/// (`http` and `tcp`; the trial's part is `execute::server`).
 pub fn runs_server(probe: &str) -> bool {
-    probe == "http"
+    matches!(probe, "http" | "tcp")
 }
 
 /// A new, empty record for a run with these settings, with the id `run_id` or a new one.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::Context;
 
 use crate::context::CommandContext;
-use crate::execute::{FailurePolicy, Flow, execute};
+use crate::execute::{FailurePolicy, Flow, KeptServers, execute};
 use crate::fleet::{Fleet, HostEntry, Ledger, LedgerEntry, LocalFleet, StaticFleet, Target};
 use crate::progress::Progress;
 use crate::record::RunRecord;
@@ -311,6 +311,9 @@ impl Session {
             Ok(stop(run, planned))
         };
         let mut targets: Vec<Target> = Vec::new();
+        // The `http` servers kept for the whole run (restart=run) that are still running when
+        // the run ends, however it ends, are stopped below.
+        let kept = KeptServers::default();
         if self.fleet.kind() == "ec2" {
             // Before the first launch: a controller killed while launching leaves its run in
             // the ledger, and `quietbench gc` on this machine collects it at once.
@@ -358,11 +361,13 @@ impl Session {
                 * targets.len() as u64;
             progress.set_length(total.saturating_sub(done.len() as u64));
             tokio::select! {
-                result = execute(&targets, &mut run, &progress, done, policy, &context, &mut on_trial) => Some(result),
+                result = execute(&targets, &mut run, &progress, done, policy, &context, &kept, &mut on_trial) => Some(result),
                 _ = tokio::signal::ctrl_c() => None,
             }
         });
-        // Restore and release whatever happened above: success, failure or Ctrl-C.
+        // Stop the kept servers, restore and release whatever happened above: success,
+        // failure or Ctrl-C (the hosts' tasks, dropped with `execute`, stop nothing then).
+        rt.block_on(kept.stop_all(&progress));
         let restored = !run.settings.tune || rt.block_on(restore_all(&targets, &progress));
         // A dead local agent explains a failure better than the broken connection does.
         let explanation = match &outcome {

@@ -99,7 +99,7 @@ pub fn demand(spec: &ProbeSpec) -> Demand {
             int("write_kib").saturating_mul(2048),
             format!("2 buffers of write_kib={}", int("write_kib")),
         ),
-        "http" => crate::http::buffers_per_thread(&spec.resolved_params),
+        "http" | "tcp" => crate::http::buffers_per_thread(&spec.resolved_params),
         // The socket buffers the kernel keeps are not the agent's to count; cpu.*, net.rr's
         // few bytes and exec allocate nothing per thread that matters.
         _ => (0, String::new()),
@@ -195,6 +195,7 @@ fn resolve_each_param(
         "disk.scan" => crate::disk::scan::resolve("disk.scan", params, context),
         "exec" => crate::exec::resolve(params),
         "http" => crate::http::resolve(params),
+        "tcp" => crate::tcp::resolve(params),
         other => Err(ParamError::UnknownProbe(other.to_string())),
     }
 }

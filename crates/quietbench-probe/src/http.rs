@@ -47,13 +47,16 @@
 //! same rule as the harness's over the honest span. That is the trial's rate to read; the
 //! harness's stays as it is for every other probe.
 
-mod request;
-mod requests;
-mod response;
+// `framing`, `request`, `requests` and `response` serve `tcp` too: the same loop with raw
+// framing (crate::tcp).
+pub(crate) mod framing;
+pub(crate) mod request;
+pub(crate) mod requests;
+pub(crate) mod response;
 mod schedule;
 mod sys;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod workload;
 
 use std::collections::BTreeMap;
@@ -65,6 +68,7 @@ use quietbench_vocab::metrics;
 
 // The request-file format is the vocabulary's, shared with the controller; re-exported so
 // that `quietbench_probe::http::REQUESTS_TEXT` and the bounds stay where the agent reads them.
+pub use framing::Framing;
 pub use quietbench_vocab::requests::{MAX_REQUESTS, MAX_REQUESTS_TEXT_BYTES, REQUESTS_TEXT};
 pub use requests::{Order, RequestSet};
 pub use workload::HttpWorkload;
@@ -121,8 +125,8 @@ pub const MAX_THREADS: u64 = 64;
 /// The longest warm-up, seconds.
 pub const MAX_WARMUP_SECS: f64 = 3600.0;
 
-/// The integer parameters.
-const INT_PARAMS: &[IntParam] = &[
+/// The integer parameters (`tcp`'s too: they say the same there).
+pub(crate) const INT_PARAMS: &[IntParam] = &[
     IntParam {
         name: "rate",
         default: 1000,
@@ -215,9 +219,14 @@ const TEXT_PARAMS: &[TextParam] = &[
 /// Headers are given as `header.NAME=VALUE`, any number.
 const HEADER_PREFIX: &str = "header.";
 
-/// One trial's load, checked by [`resolve`]; every thread's workload is made from it.
+/// One trial's load, checked by [`resolve`] (or `tcp`'s); every thread's workload is made
+/// from it.
 #[derive(Debug, Clone)]
 pub struct HttpConfig {
+    /// The probe: `http` or `tcp`, for messages.
+    pub probe: &'static str,
+    /// How a response ends: HTTP/1.1, or raw (`tcp`).
+    pub framing: Framing,
     /// The server.
     pub target: SocketAddr,
     /// The requests, formatted once: the one of `path=`, or a file's.
@@ -340,16 +349,7 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
 
     let threads = values["threads"];
     let connections = values["connections"];
-    if connections < threads {
-        return Err(bad(
-            "connections",
-            &connections.to_string(),
-            format!(
-                "each of threads={threads} needs a connection of its own: give at least \
-                 {threads}, or fewer threads"
-            ),
-        ));
-    }
+    check_connections(PROBE, threads, connections)?;
     let rate = values["rate"];
 
     let mut resolved = crate::spec::as_text(&values);
@@ -364,6 +364,8 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
     }
 
     let config = HttpConfig {
+        probe: PROBE,
+        framing: Framing::Http,
         target,
         requests: Arc::new(requests),
         order,
@@ -374,9 +376,36 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
         timeout: Duration::from_millis(values["timeout_ms"]),
         max_lag: Duration::from_millis(values["max_lag_ms"]),
     };
-    Ok(ProbeSpec {
-        name: PROBE,
-        threads: threads as usize,
+    Ok(load_spec(config, resolved))
+}
+
+/// Each thread needs a connection of its own.
+pub(crate) fn check_connections(
+    probe: &'static str,
+    threads: u64,
+    connections: u64,
+) -> Result<(), ParamError> {
+    if connections < threads {
+        return Err(ParamError::BadValue {
+            probe,
+            key: "connections".into(),
+            value: connections.to_string(),
+            why: format!(
+                "each of threads={threads} needs a connection of its own: give at least \
+                 {threads}, or fewer threads"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The spec of a load probe (`http`, `tcp`) from its checked config: its metric sets by the
+/// loop's kind, and a factory that makes each thread's workload.
+pub(crate) fn load_spec(config: HttpConfig, resolved: BTreeMap<String, String>) -> ProbeSpec {
+    let (probe, threads, rate) = (config.probe, config.threads, config.rate);
+    ProbeSpec {
+        name: probe,
+        threads,
         resolved_params: resolved,
         metric_sets: if rate == 0 {
             CLOSED_LOOP_METRIC_SETS
@@ -391,7 +420,7 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
                 && config.warmup >= bounds.duration
             {
                 return Err(format!(
-                    "http: warmup={} s is not shorter than the trial's {} s: nothing would be \
+                    "{probe}: warmup={} s is not shorter than the trial's {} s: nothing would be \
                      measured; lower warmup",
                     config.warmup.as_secs_f64(),
                     bounds.duration.as_secs_f64()
@@ -399,7 +428,7 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
             }
             Ok(Box::new(HttpWorkload::new(&config, thread)?))
         }),
-    })
+    }
 }
 
 /// The requests to send, and in which order: the one of `path=` and `method=`, or a file's
@@ -493,7 +522,7 @@ fn resolve_requests(
 }
 
 /// A warm-up in seconds: a decimal number from 0 to [`MAX_WARMUP_SECS`].
-fn parse_warmup(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_warmup(text: &str) -> Result<Duration, String> {
     let secs: f64 = text
         .trim()
         .parse()

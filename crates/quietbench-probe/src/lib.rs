@@ -24,6 +24,7 @@ mod runner;
 pub use disk::scan;
 pub mod spawn;
 pub mod spec;
+pub mod tcp;
 #[cfg(test)]
 mod vocab_tests;
 mod worker;

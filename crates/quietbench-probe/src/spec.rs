@@ -42,6 +42,7 @@ pub const PROBE_NAMES: &[&str] = &[
     "disk.scan",
     "exec",
     "http",
+    "tcp",
 ];
 
 /// Makes one thread's workload; given the thread index.

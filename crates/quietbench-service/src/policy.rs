@@ -2,8 +2,8 @@
 //! format in docs/service.md). It names the admins, who see and act on every run and may collect
 //! garbage, and, per caller (`client NAME`, `uid N`, `anonymous`) and for everyone else
 //! (`[default]`), the probes, fleets and agents a caller's runs may use. Running a user's
-//! command (the `exec` probe, as a variant or a control, or the server of the `http` probe)
-//! needs `exec = true` besides.
+//! command (the `exec` probe, as a variant or a control, or the server of the `http` or `tcp`
+//! probe) needs `exec = true` besides.
 //!
 //! With no file the built-in policy applies: every admitted caller may run every probe but
 //! `exec`, on this machine (`local`) and on agents named by address (`static`), never on EC2;
@@ -28,8 +28,8 @@ use serde::Deserialize;
 
 /// The probe that runs a user's command.
 pub const EXEC_PROBE: &str = "exec";
-/// Every probe that runs a user's command: `exec`, and `http`, whose server is one.
-pub const COMMAND_PROBES: &[&str] = &[EXEC_PROBE, "http"];
+/// Every probe that runs a user's command: `exec`, and `http` and `tcp`, whose server is one.
+pub const COMMAND_PROBES: &[&str] = &[EXEC_PROBE, "http", "tcp"];
 
 /// Where a run's hosts come from, as a policy names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,7 +101,7 @@ pub enum Denied {
     /// The run starts a user's command and the caller may not.
     #[error(
         "the service's policy does not let {caller} run commands (the exec probe, or the http \
-         probe's server): exec = false \
+         or tcp probe's server): exec = false \
          in {from}; an admin of the service can allow it with exec = true in \
          [caller.\"{caller}\"] of the policy file (quietbench serve --policy FILE)"
     )]

@@ -81,7 +81,7 @@ pub fn collect(workloads: &[Workload<'_>]) -> Result<EnvValues, Status> {
             if let Some(name) = env.keys().next() {
                 return Err(Status::invalid_argument(format!(
                     "{} runs {}, which has no parameter env.{name}: env.* parameters are the \
-                     exec probe's (and the http probe's server's)",
+                     exec probe's (and the http and tcp probes' server's)",
                     w.label, w.probe
                 )));
             }

@@ -307,4 +307,11 @@ impl AgentService for FakeAgent {
     ) -> Result<Response<pb::StopServerResponse>, Status> {
         Err(Status::unimplemented("a fake agent runs no server"))
     }
+
+    async fn sample_server(
+        &self,
+        _request: Request<pb::SampleServerRequest>,
+    ) -> Result<Response<pb::StopServerResponse>, Status> {
+        Err(Status::unimplemented("a fake agent runs no server"))
+    }
 }

@@ -235,52 +235,57 @@ registry! {
     /// `net.rr` at a fixed rate: requests sent after their intended time.
     LATE_SENDS = "late_sends", "requests", Count, Counter;
 
-    // http: a load generator against a user's HTTP/1.1 server.
-    /// `http`: complete 2xx/3xx responses per second (over the thread's measured time, warm-up
-    /// included: see [`REQUESTS_PER_SEC_AFTER_WARMUP`]).
+    // http and tcp: a load generator against a user's server (HTTP/1.1, or raw TCP).
+    /// `http` and `tcp`: complete responses (http: 2xx/3xx) per second (over the thread's measured
+    /// time, warm-up included: see [`REQUESTS_PER_SEC_AFTER_WARMUP`]).
     REQUESTS_PER_SEC = "requests_per_sec", "requests/s", Rate, Value;
-    /// `http`: each request's latency from when it was due (open loop; closed loop: from its
-    /// send) to its response's last byte, a histogram in ns.
+    /// `http` and `tcp`: each request's latency from when it was due (open loop; closed loop: from
+    /// its send) to its response's last byte, a histogram in ns.
     REQUEST_LATENCY = "request_latency", "ns", Time, Histogram;
-    /// `http`: each request's time from its actual send to its response's last byte, in ns.
+    /// `http` and `tcp`: each request's time from its actual send to its response's last byte, in
+    /// ns.
     SERVICE_TIME = "service_time", "ns", Time, Histogram;
-    /// `http` at a fixed rate: how late the generator sent each due request it had an idle
-    /// connection for (its own lateness, not the server's), a histogram in ns.
+    /// `http` and `tcp` at a fixed rate: how late the generator sent each due request it had an
+    /// idle connection for (its own lateness, not the server's), a histogram in ns.
     SEND_LAG = "send_lag", "ns", Time, Histogram;
-    /// `http`: connect attempts that failed (refused, unreachable, timed out).
+    /// `http` and `tcp`: connect attempts that failed (refused, unreachable, timed out).
     ERRORS_CONNECT = "errors_connect", "errors", Count, Counter;
-    /// `http`: requests not answered within `timeout_ms`.
+    /// `http` and `tcp`: requests not answered within `timeout_ms`.
     ERRORS_TIMEOUT = "errors_timeout", "errors", Count, Counter;
-    /// `http`: complete responses with a 4xx status.
+    /// `http` (only: a raw response has no status): complete responses with a 4xx status.
     ERRORS_4XX = "errors_4xx", "errors", Count, Counter;
-    /// `http`: complete responses with a 5xx status.
+    /// `http` (only): complete responses with a 5xx status.
     ERRORS_5XX = "errors_5xx", "errors", Count, Counter;
-    /// `http`: requests lost to a reset, a malformed response or a stream ended mid-response.
+    /// `http` and `tcp`: requests lost to a reset, a malformed response (`tcp`: one past 1 MiB
+    /// without its terminator, or bytes past its end) or a stream ended mid-response.
     ERRORS_IO = "errors_io", "errors", Count, Counter;
-    /// `http`: connections closed (by the server, an error or a timeout) and reopened.
+    /// `http` and `tcp`: connections closed (by the server, an error or a timeout) and reopened.
     RECONNECTS = "reconnects", "connections", Count, Counter;
-    /// `http`: requests sent after the warm-up.
+    /// `http` and `tcp`: requests sent after the warm-up.
     REQUESTS_SENT = "requests_sent", "requests", Count, Counter;
-    /// `http` at a fixed rate: requests due by the trial's end that never got a connection.
+    /// `http` and `tcp` at a fixed rate: requests due by the trial's end that never got a
+    /// connection.
     REQUESTS_UNSENT = "requests_unsent", "requests", Count, Counter;
-    /// `http`: requests still in flight at the trial's end, not recorded.
+    /// `http` and `tcp`: requests still in flight at the trial's end, not recorded.
     REQUESTS_ABANDONED = "requests_abandoned", "requests", Count, Counter;
-    /// `http` at a fixed rate: the largest send lag after the warm-up, in microseconds, the
-    /// worst thread's.
+    /// `http` and `tcp` at a fixed rate: the largest send lag after the warm-up, in microseconds,
+    /// the worst thread's.
     SEND_LAG_MAX_US = "send_lag_max_us", "us", Time, Counter;
-    /// `http` with a warm-up: complete 2xx/3xx responses per second from the warm-up's end,
-    /// summed over threads: the trial's rate where [`REQUESTS_PER_SEC`] counts the warm-up's
-    /// time too.
+    /// `http` and `tcp` with a warm-up: complete responses (http: 2xx/3xx) per second from the
+    /// warm-up's end, summed over threads: the trial's rate where [`REQUESTS_PER_SEC`] counts the
+    /// warm-up's time too.
     REQUESTS_PER_SEC_AFTER_WARMUP = "requests_per_sec_after_warmup", "requests/s", Rate, Counter;
-    // http: the user's server, as its agent measured it (StopServer), added by the controller.
-    /// `http`: user plus system CPU time of the server's process tree over its whole life
+    // http and tcp: the user's server, as its agent measured it (StopServer), added by the
+    // controller.
+    /// `http` and `tcp`: user plus system CPU time of the server's process tree over its whole life
     /// (start-up and warm-up included), in ns.
     SERVER_CPU_TIME = "server_cpu_time", "ns", Time, Counter;
-    /// `http`: [`SERVER_CPU_TIME`] over the requests sent after the warm-up: the companion
-    /// figure that neither the network nor the load generator moves. It charges start-up and
-    /// warm-up to the measured requests, alike for two builds at the same rate.
+    /// `http` and `tcp`: [`SERVER_CPU_TIME`] over the requests sent after the warm-up: the
+    /// companion figure that neither the network nor the load generator moves. It charges start-up
+    /// and warm-up to the measured requests, alike for two builds at the same rate.
     SERVER_CPU_PER_REQUEST = "server_cpu_per_request", "ns", Time, Counter;
-    /// `http`: the largest resident set of the server's leading process (VmHWM), in bytes.
+    /// `http` and `tcp`: the largest resident set of the server's leading process (VmHWM), in
+    /// bytes.
     SERVER_PEAK_RSS = "server_peak_rss", "bytes", Count, Counter;
 
     // disk.seq and disk.rand.

@@ -9,6 +9,9 @@
 //! `X-Work` header so that the loop cannot be optimised away, and sleeps `--delay-us`.
 //! `--paths-log FILE` appends each request's method and target to FILE, a line each, so a
 //! test can see which requests arrived (tests/http_requests.rs).
+//! `--raw` speaks a line protocol instead, for the `tcp` probe (tests/tcp_server.rs): each
+//! request is a line, each answer the fixed-length line `+OK <the work's result in 16 hex
+//! digits>\n` (21 bytes), after the same work and delay.
 //! SIGTERM ends it with status 0; "listening on ADDR" on stderr says it is ready.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -24,7 +27,8 @@ use nix::sys::signal::{SigSet, Signal};
 #[derive(Debug, Parser)]
 #[command(
     name = "testserver",
-    about = "An HTTP/1.1 keep-alive server with a known per-request cost, for the end-to-end \
+    about = "An HTTP/1.1 keep-alive server (or with --raw a line server) with a known \
+             per-request cost, for the end-to-end \
              tests of the http probe; exits 0 at SIGTERM"
 )]
 struct Args {
@@ -55,8 +59,13 @@ struct Args {
     #[arg(long, value_name = "N")]
     exit_after_ms: Option<u64>,
     /// Append each request's method and target ("GET /a?b=1") to this file, a line each
+    /// (with --raw: each request line)
     #[arg(long, value_name = "FILE")]
     paths_log: Option<std::path::PathBuf>,
+    /// Speak a line protocol, not HTTP: read a line, do the work and the delay, answer
+    /// "+OK <16 hex digits>\n"
+    #[arg(long)]
+    raw: bool,
 }
 
 /// The longest request line or header accepted.
@@ -276,6 +285,35 @@ fn serve(stream: TcpStream, args: &Args, log: Option<&Mutex<std::fs::File>>) {
     }
 }
 
+/// `--raw`'s answer: fixed length (21 bytes), carrying the work's result.
+fn raw_answer(work_result: u64) -> String {
+    format!("+OK {work_result:016x}\n")
+}
+
+/// `--raw`: serves one connection's lines until it closes; a line too long or not UTF-8
+/// closes it.
+fn serve_raw(stream: TcpStream, args: &Args, log: Option<&Mutex<std::fs::File>>) {
+    let Ok(mut writer) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::new(stream);
+    while let Ok(line) = read_line(&mut reader) {
+        if let Some(log) = log {
+            let mut file = log.lock().unwrap_or_else(|p| p.into_inner());
+            if file.write_all(format!("{line}\n").as_bytes()).is_err() {
+                return;
+            }
+        }
+        let result = work(args.work);
+        if args.delay_us > 0 {
+            thread::sleep(Duration::from_micros(args.delay_us));
+        }
+        if writer.write_all(raw_answer(result).as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     let args: &'static Args = Box::leak(Box::new(Args::parse()));
     // Blocked before any thread exists, so every thread inherits the mask and SIGTERM waits
@@ -314,7 +352,11 @@ fn main() -> anyhow::Result<()> {
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
         let _ = stream.set_nodelay(true);
-        thread::spawn(move || serve(stream, args, log));
+        if args.raw {
+            thread::spawn(move || serve_raw(stream, args, log));
+        } else {
+            thread::spawn(move || serve(stream, args, log));
+        }
     }
     Ok(())
 }
@@ -377,5 +419,15 @@ mod tests {
             work(1001),
             "the loop's result depends on its length"
         );
+    }
+
+    #[test]
+    fn raw_answers_are_one_fixed_length_line() {
+        for n in [0, 1, 1000] {
+            let line = raw_answer(work(n));
+            assert_eq!(line.len(), 21, "{line:?}");
+            assert!(line.starts_with("+OK ") && line.ends_with('\n'), "{line:?}");
+            assert_eq!(line.matches('\n').count(), 1);
+        }
     }
 }

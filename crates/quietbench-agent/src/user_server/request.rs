@@ -22,6 +22,8 @@ pub const DEFAULT_MAX_LIFE_MS: u64 = 600_000;
 pub const MAX_MAX_LIFE_MS: u64 = 86_400_000;
 /// Longest ready path.
 const MAX_READY_PATH_BYTES: usize = 2048;
+/// Longest name of a kept server (`keep_as`).
+pub const MAX_KEEP_AS_BYTES: usize = 128;
 /// What `{port}` is replaced with.
 const PORT_PLACEHOLDER: &str = "{port}";
 
@@ -50,6 +52,8 @@ pub struct ServerRequest {
     pub max_life: Duration,
     /// CPUs placement gives it when none are named.
     pub threads: usize,
+    /// The name it is kept under (restart=run); empty: the per-trial server.
+    pub keep_as: String,
 }
 
 pub(super) fn invalid(message: impl Into<String>) -> Status {
@@ -113,13 +117,11 @@ pub fn check_request(req: &pb::StartServerRequest) -> Result<ServerRequest, Stat
     };
     let max_life_ms = match req.max_life_ms {
         0 => DEFAULT_MAX_LIFE_MS,
-        ms if ms > MAX_MAX_LIFE_MS => {
-            return Err(invalid(format!(
-                "max_life_ms: {ms} is over the most, {MAX_MAX_LIFE_MS}"
-            )));
-        }
-        ms => ms,
+        ms => check_max_life_ms(ms)?.as_millis() as u64,
     };
+    if !req.keep_as.is_empty() {
+        check_keep_as(&req.keep_as)?;
+    }
     let ready_path = match req.ready_path.as_str() {
         "" => None,
         path if path.starts_with('/')
@@ -174,7 +176,34 @@ pub fn check_request(req: &pb::StartServerRequest) -> Result<ServerRequest, Stat
         ready_path,
         max_life: Duration::from_millis(max_life_ms),
         threads,
+        keep_as: req.keep_as.clone(),
     })
+}
+
+/// A max life asked for (StartServer's, SampleServer's renewal), refused over a day.
+pub fn check_max_life_ms(ms: u64) -> Result<Duration, Status> {
+    if ms > MAX_MAX_LIFE_MS {
+        return Err(invalid(format!(
+            "max_life_ms: {ms} is over the most, {MAX_MAX_LIFE_MS}"
+        )));
+    }
+    Ok(Duration::from_millis(ms))
+}
+
+/// A kept server's name: 1 to [`MAX_KEEP_AS_BYTES`] printable ASCII characters, so that it
+/// reads plainly in the agent's logs and errors.
+pub fn check_keep_as(name: &str) -> Result<(), Status> {
+    if name.is_empty()
+        || name.len() > MAX_KEEP_AS_BYTES
+        || !name.bytes().all(|b| b.is_ascii_graphic() || b == b' ')
+    {
+        return Err(invalid(format!(
+            "keep_as {:?}: give the kept server a name of 1 to {MAX_KEEP_AS_BYTES} printable \
+             ASCII characters",
+            name.chars().take(80).collect::<String>()
+        )));
+    }
+    Ok(())
 }
 
 /// The request's variables, sorted by name, refused when one could not be set.

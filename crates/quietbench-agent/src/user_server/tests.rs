@@ -280,7 +280,7 @@ fn a_server_starts_pinned_answers_and_stops_with_its_cost_and_nothing_left() {
     assert!(entries[0].command.contains("http.server"), "{entries:?}");
     assert_eq!(marked(&marker), vec![started.pid as i32]);
 
-    let stopped = slot.stop();
+    let stopped = slot.stop("");
     assert!(stopped.stopped);
     assert!(!stopped.exited_early);
     assert_eq!(stopped.ended, "stopped by SIGTERM");
@@ -295,7 +295,7 @@ fn a_server_starts_pinned_answers_and_stops_with_its_cost_and_nothing_left() {
     assert!(marked(&marker).is_empty(), "nothing of the server is left");
     assert!(!journal.path().exists(), "and the journal forgets it");
     assert_eq!(
-        slot.stop(),
+        slot.stop(""),
         pb::StopServerResponse::default(),
         "stopped once"
     );
@@ -322,7 +322,7 @@ fn a_server_that_exits_before_its_port_accepts_fails_at_once_with_its_stderr() {
         "{message}"
     );
     assert!(!ServerJournal::in_dir(state.path()).path().exists());
-    assert!(!slot.stop().stopped);
+    assert!(!slot.stop("").stopped);
 }
 
 #[test]
@@ -365,7 +365,7 @@ fn a_ready_path_that_never_answers_2xx_is_named_with_its_last_answer() {
     req.ready_timeout = Duration::from_secs(60);
     let started = slot.start(&req, vec![], &allowed()).unwrap();
     assert!(started.cpus.len() <= 1);
-    assert!(slot.stop().stopped);
+    assert!(slot.stop("").stopped);
 }
 
 #[test]
@@ -387,13 +387,8 @@ fn a_second_start_replaces_the_first_and_an_early_exit_is_reported() {
         nix::sys::signal::Signal::SIGKILL,
     )
     .unwrap();
-    let gone = Instant::now() + Duration::from_secs(60);
-    while procfs::read_stat(&HostRoot::live(), b.pid as i32).is_some_and(|s| !s.has_exited())
-        && Instant::now() < gone
-    {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let stopped = slot.stop();
+    until_waitable(&slot, "");
+    let stopped = slot.stop("");
     assert!(stopped.stopped && stopped.exited_early, "{stopped:?}");
     assert_eq!(stopped.ended, "killed by signal 9 (SIGKILL)");
 }
@@ -413,7 +408,7 @@ fn the_watchdog_stops_a_server_nobody_stops_and_keeps_the_report() {
     // The watchdog releases the slot only once the journal is written.
     drop(slot.locked());
     assert!(!ServerJournal::in_dir(state.path()).path().exists());
-    let report = slot.stop();
+    let report = slot.stop("");
     assert!(report.stopped, "{report:?}");
     assert!(
         report
@@ -423,7 +418,7 @@ fn the_watchdog_stops_a_server_nobody_stops_and_keeps_the_report() {
         report.ended
     );
     assert!(report.ran_ns > 0 && started.pid > 0);
-    assert!(!slot.stop().stopped, "reported once");
+    assert!(!slot.stop("").stopped, "reported once");
 }
 
 #[test]
@@ -449,5 +444,174 @@ fn the_agent_stopping_stops_the_server() {
         .unwrap();
     slot.shutdown();
     assert!(marked(&marker).is_empty());
-    assert!(!slot.stop().stopped, "nothing left to report");
+    assert!(!slot.stop("").stopped, "nothing left to report");
+}
+
+/// `python_server(marker)` kept under `name` (restart=run).
+fn kept(marker: &str, name: &str) -> ServerRequest {
+    let mut req = python_server(marker);
+    req.keep_as = name.into();
+    req
+}
+
+/// Waits (a generous bound) until the leader of the server `name` can be waited for. Its
+/// /proc entry turns to a zombie before that: a leader whose other threads are still exiting
+/// shows as one, but wait(2) reports it only once they are gone.
+fn until_waitable(slot: &ServerSlot, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let exited =
+        || matches!(slot.locked().get(name), Some(Slot::Running(r)) if r.leader.has_exited());
+    while !exited() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Waits (a generous bound) until no process marked `marker` is alive.
+fn until_gone(marker: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !marked(marker).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn kept_servers_run_beside_each_other_and_the_per_trial_one_and_a_sample_stops_nothing() {
+    let (slot, state) = slot();
+    let (ma, mb, mt) = (unique("kept-a"), unique("kept-b"), unique("kept-trial"));
+    let a = slot
+        .start(&kept(&ma, "run-1/a"), vec![], &allowed())
+        .unwrap();
+    let b = slot
+        .start(&kept(&mb, "run-1/b"), vec![], &allowed())
+        .unwrap();
+    let t = slot.start(&python_server(&mt), vec![], &allowed()).unwrap();
+    assert_ne!(a.port, b.port);
+    assert_eq!(marked(&ma), vec![a.pid as i32]);
+    assert_eq!(marked(&mb), vec![b.pid as i32]);
+    assert_eq!(marked(&mt), vec![t.pid as i32]);
+    let journal = ServerJournal::in_dir(state.path());
+    assert_eq!(journal.entries().unwrap().0.len(), 3, "each is journaled");
+
+    let first = slot.sample("run-1/a", None);
+    assert!(first.stopped && !first.exited_early, "{first:?}");
+    assert_eq!(first.ended, "", "it runs");
+    assert!(first.cpu_ns > 0, "python's start-up costs CPU");
+    assert!(first.peak_rss_bytes > 0 && first.ran_ns > 0);
+    for _ in 0..20 {
+        assert!(get(a.port).starts_with("HTTP/1.0 200"));
+    }
+    let second = slot.sample("run-1/a", None);
+    assert!(second.cpu_ns >= first.cpu_ns, "{first:?} then {second:?}");
+    assert!(second.ran_ns > first.ran_ns);
+    assert_eq!(marked(&ma), vec![a.pid as i32], "a sample stops nothing");
+
+    // Stopping the per-trial server leaves the kept ones; stopping one kept leaves the other.
+    assert!(slot.stop("").stopped);
+    assert!(marked(&mt).is_empty());
+    let stopped = slot.stop("run-1/a");
+    assert_eq!(stopped.ended, "stopped by SIGTERM");
+    assert!(stopped.cpu_ns >= second.cpu_ns);
+    assert!(marked(&ma).is_empty());
+    assert_eq!(marked(&mb), vec![b.pid as i32]);
+    assert!(
+        !slot.sample("run-1/a", None).stopped,
+        "stopped once, then unknown"
+    );
+    // The agent's graceful stop stops every server it keeps.
+    slot.shutdown();
+    assert!(marked(&mb).is_empty());
+    assert!(!journal.path().exists());
+}
+
+#[test]
+fn a_kept_server_that_died_is_reported_once_by_the_next_sample_with_its_stderr() {
+    let (slot, _state) = slot();
+    let marker = unique("kept-dies");
+    let started = slot
+        .start(&kept(&marker, "run-2/a"), vec![], &allowed())
+        .unwrap();
+    get(started.port);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(started.pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    until_waitable(&slot, "run-2/a");
+    assert!(marked(&marker).is_empty());
+    let report = slot.sample("run-2/a", Some(Duration::from_secs(60)));
+    assert!(report.stopped && report.exited_early, "{report:?}");
+    assert_eq!(report.ended, "killed by signal 9 (SIGKILL)");
+    assert!(report.stderr_tail.contains("GET / HTTP/1.1"), "{report:?}");
+    assert!(!slot.sample("run-2/a", None).stopped, "reported once");
+    assert!(!slot.stop("run-2/a").stopped);
+}
+
+#[test]
+fn a_sample_renews_a_kept_servers_max_life_and_the_watchdog_says_when_none_came() {
+    let (slot, _state) = slot();
+    let marker = unique("kept-life");
+    let mut req = kept(&marker, "run-3/a");
+    req.max_life = Duration::from_secs(2);
+    slot.start(&req, vec![], &allowed()).unwrap();
+    // Renewed every 0.2 s for 3 s: well past the 2 s it had from its start.
+    for _ in 0..15 {
+        std::thread::sleep(Duration::from_millis(200));
+        let sample = slot.sample("run-3/a", Some(Duration::from_secs(2)));
+        assert!(sample.stopped && sample.ended.is_empty(), "{sample:?}");
+    }
+    // No renewal: the watchdog stops it, and the next call hears why.
+    until_gone(&marker);
+    assert!(marked(&marker).is_empty(), "stopped by the watchdog");
+    let report = slot.sample("run-3/a", None);
+    assert!(report.stopped && !report.exited_early, "{report:?}");
+    assert!(
+        report.ended.ends_with(
+            "2 s after the last SampleServer (no SampleServer or StopServer came since)"
+        ),
+        "{}",
+        report.ended
+    );
+}
+
+#[test]
+fn an_agent_keeps_a_few_servers_at_once_and_refuses_one_more_by_name() {
+    let (slot, _state) = slot();
+    let marker = unique("kept-many");
+    for n in 0..MAX_KEPT {
+        slot.start(&kept(&marker, &format!("run-4/{n}")), vec![], &allowed())
+            .unwrap();
+    }
+    assert_eq!(marked(&marker).len(), MAX_KEPT);
+    let err = slot
+        .start(&kept(&marker, "run-4/one-more"), vec![], &allowed())
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::ResourceExhausted);
+    assert!(
+        err.message().contains("already keeps 8 servers") && err.message().contains("run-4/0"),
+        "{}",
+        err.message()
+    );
+    // The same name again replaces its server rather than counting twice.
+    let again = slot
+        .start(&kept(&marker, "run-4/0"), vec![], &allowed())
+        .unwrap();
+    assert_eq!(marked(&marker).len(), MAX_KEPT);
+    assert!(marked(&marker).contains(&(again.pid as i32)));
+    slot.shutdown();
+    assert!(marked(&marker).is_empty());
+}
+
+#[test]
+fn a_kept_servers_name_is_checked() {
+    for bad in ["", "a\nb", "é", &"x".repeat(129)] {
+        let err = check_keep_as(bad).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        assert!(err.message().starts_with("keep_as "), "{}", err.message());
+    }
+    assert!(check_keep_as("20261127-1218-ab12/host0/variant1").is_ok());
+    let req = pb::StartServerRequest {
+        keep_as: "bad\tname".into(),
+        ..request("sh {port}")
+    };
+    assert!(refusal(req).starts_with("keep_as "));
 }

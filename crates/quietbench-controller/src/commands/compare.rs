@@ -22,6 +22,8 @@ use crate::verdicts::compare::{
     other_figure_lines, other_figures, verdict_config,
 };
 
+pub use workload::{ServerProbe, Workload, refusal, server_params};
+
 /// Exit code when `--fail-if-slower` finds B slower beyond the given percentage.
 pub const EXIT_SLOWER: u8 = 3;
 
@@ -38,90 +40,6 @@ pub struct CompareOptions {
     pub cwd: Option<PathBuf>,
     /// ASLR on or off for the commands.
     pub aslr_off: bool,
-}
-
-/// What A and B are.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub enum Workload {
-    /// Two commands, timed per invocation (the exec probe).
-    #[default]
-    Commands,
-    /// Two builds of a server, each started for its trials on the measured host and sent
-    /// requests from a load agent (the http probe).
-    Servers {
-        /// The http probe's parameters both sides share (the load's, and the server's
-        /// environment and readiness), never `server` or `target`.
-        params: BTreeMap<String, String>,
-        /// The load agents (HOST:PORT): one for all hosts or one per host; none with --local.
-        load_from: Vec<String>,
-    },
-}
-
-impl Workload {
-    /// The probe that measures it.
-    pub fn probe(&self) -> &'static str {
-        match self {
-            Self::Commands => "exec",
-            Self::Servers { .. } => "http",
-        }
-    }
-}
-
-/// The http parameters of one side: its server command, how it runs, and the shared ones.
-pub fn server_params(
-    opts: &CompareOptions,
-    cmd: &str,
-    shared: &BTreeMap<String, String>,
-) -> BTreeMap<String, String> {
-    let mut params = shared.clone();
-    params.insert("server".to_string(), cmd.to_string());
-    params.insert("server_shell".to_string(), opts.shell.to_string());
-    params.insert(
-        "server_aslr".to_string(),
-        if opts.aslr_off { "off" } else { "on" }.to_string(),
-    );
-    if let Some(dir) = &opts.cwd {
-        params.insert("server_cwd".to_string(), dir.display().to_string());
-    }
-    params
-}
-
-/// Why this combination of workload, figure and interleave cannot be measured, or `None`.
-pub fn refusal(workload: &Workload, figure: TrialFigure, interleave: Interleave) -> Option<String> {
-    let probe = workload.probe();
-    if figure.probe() != probe {
-        return Some(match workload {
-            Workload::Commands => format!(
-                "--figure {} judges a server (--probe http); commands are judged on median, \
-                 mean, cpu or instructions",
-                figure.as_str()
-            ),
-            Workload::Servers { .. } => format!(
-                "--figure {} judges commands; servers (--probe http) are judged on p50, p99 or \
-                 server-cpu",
-                figure.as_str()
-            ),
-        });
-    }
-    let Workload::Servers { params, .. } = workload else {
-        return None;
-    };
-    if interleave != Interleave::Trials {
-        return Some(format!(
-            "--interleave {} times two commands within one trial; two servers take turns in \
-             separate trials (--interleave trials, the default with --probe http)",
-            interleave.as_str()
-        ));
-    }
-    for key in ["server", "target"] {
-        if params.contains_key(key) {
-            return Some(format!(
-                "--param {key}= is not for compare: the servers are --a and --b, and the load \
-                 goes to the one each trial starts on the measured host"
-            ));
-        }
-    }
-    None
 }
 
 /// The exec parameters of one side.
@@ -176,7 +94,7 @@ pub struct VerdictJson {
     pub figure: &'static str,
     /// How A and B took turns: "invocations" (pairs within every trial), "duet" or "trials".
     pub interleave: &'static str,
-    /// What A and B are: "exec" (two commands) or "http" (two servers under load).
+    /// What A and B are: "exec" (two commands), "http" or "tcp" (two servers under load).
     pub probe: &'static str,
     /// The sentence the terminal prints.
     pub sentence: String,
@@ -298,7 +216,7 @@ pub fn verdict_json(
     a: &str,
     b: &str,
     run_id: &str,
-    (figure, interleave): (TrialFigure, Interleave),
+    (figure, interleave, probe): (TrialFigure, Interleave, &'static str),
     stopped: Option<String>,
     by_model: Option<&ByModel>,
     others: &[OtherFigure],
@@ -314,7 +232,7 @@ pub fn verdict_json(
         method: v.method.clone(),
         figure: figure.as_str(),
         interleave: interleave.as_str(),
-        probe: figure.probe(),
+        probe,
         sentence: v.to_string(),
         warnings,
         other_figures: others
@@ -564,7 +482,7 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
             &req.options.a,
             &req.options.b,
             &run.run_id,
-            (req.figure, req.interleave),
+            (req.figure, req.interleave, probe),
             stopped.clone(),
             by_model.as_ref(),
             &others,
@@ -584,6 +502,8 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
     }
     Ok(std::process::ExitCode::SUCCESS)
 }
+
+mod workload;
 
 #[cfg(test)]
 mod tests;

@@ -73,7 +73,7 @@ pub fn run(context: CommandContext, req: RunRequest) -> anyhow::Result<ExitCode>
     add_figure_params(&mut settings.variants, settings.exec_figure);
     let wants_peer = settings.probes.iter().any(|p| needs_peer(p));
     let session = if let Some(mut spec) = req.ec2 {
-        spec.allow_exec = settings.probes.iter().any(|p| p == "exec");
+        spec.allow_exec = settings.probes.iter().any(|p| runs_command(p));
         if spec.dry_run {
             context.ec2()?.dry_run(&spec, wants_peer)?;
             return Ok(ExitCode::SUCCESS);
@@ -109,6 +109,12 @@ fn outputs(req: &RunRequest) -> anyhow::Result<Outputs> {
 /// The variant name of `run --control`: what `history` and `compare --runs` normalize by
 /// (`--normalize-by control`).
 pub const CONTROL_VARIANT: &str = "control";
+
+/// Whether a probe runs the user's program on the measured host (exec's command, a server's
+/// command), so an EC2 fleet's agents must allow it (`--allow-exec`).
+fn runs_command(probe: &str) -> bool {
+    probe == "exec" || crate::run::runs_server(probe)
+}
 
 /// Exec variants get what their figure needs measured (instructions counted).
 pub fn add_figure_params(variants: &mut [VariantSpec], figure: Option<TrialFigure>) {
@@ -170,7 +176,11 @@ fn run_plan(context: &CommandContext, req: RunRequest, path: &Path) -> anyhow::R
         reconnect_within: req.reconnect_within(),
     };
     if let Some(spec) = &mut plan.ec2 {
-        spec.allow_exec = plan.settings.variants.iter().any(|v| v.probe == "exec");
+        spec.allow_exec = plan
+            .settings
+            .variants
+            .iter()
+            .any(|v| runs_command(&v.probe));
     }
     let (session, host_count) = match plan.ec2.take() {
         Some(spec) if spec.dry_run => {

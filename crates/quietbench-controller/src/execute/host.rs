@@ -17,6 +17,7 @@ use crate::record::{
 };
 use crate::schedule::PlannedTrial;
 
+pub(super) mod servers;
 mod void;
 
 /// What a host tells the run's writer.
@@ -114,12 +115,18 @@ pub struct HostTask {
     pub reconnect_within: Option<std::time::Duration>,
     /// The bytes the run's trial records may hold, shared by every host of the run.
     pub budget: RunBudget,
+    /// Every restart=run server of the run, stopped by the session whatever ends the run.
+    pub kept_servers: servers::KeptServers,
+    /// This host's restart=run servers, by variant.
+    pub kept: BTreeMap<usize, servers::Kept>,
 }
 
 impl HostTask {
     /// Runs the host's schedule, then tells the writer it left (with the error if it failed).
     pub async fn run(mut self) {
         let outcome = self.schedule().await;
+        // restart=run servers live as long as the schedule, however it ended.
+        self.stop_kept().await;
         let error = outcome.err().map(|e| format!("{e:#}"));
         if let Some(e) = &error {
             self.progress.failed(e);
@@ -261,9 +268,17 @@ impl HostTask {
             "waiting for the other hosts to finish round {}",
             round - 1
         ));
-        tokio::select! {
-            released = self.released.wait_for(|r| *r >= round) => released.is_ok(),
-            _ = self.stop.wait_for(|s| *s) => false,
+        loop {
+            let renew = tokio::select! {
+                released = self.released.wait_for(|r| *r >= round) => return released.is_ok(),
+                _ = self.stop.wait_for(|s| *s) => return false,
+                _ = tokio::time::sleep(servers::RENEW_EVERY), if !self.kept.is_empty() => true,
+            };
+            // Kept servers must outlive the wait: their max life is renewed meanwhile (an agent
+            // lost now is the next trial's to find).
+            if renew {
+                let _ = self.renew_kept().await;
+            }
         }
     }
 
@@ -337,12 +352,12 @@ impl HostTask {
         let mut probe_cpus = settings.cpus.clone();
         let mut server_started = None;
         if let Some(split) = &server_split {
-            let started = self.start_server(split, &settings).await?;
-            peer_on_this_machine = started.same_machine;
-            probe_cpus = started.load_cpus;
-            params.insert("target".into(), started.target.to_string());
-            peer_address = Some(started.load_address);
-            server_started = Some(started.response);
+            let server = self.server_for_trial(number, planned, split).await?;
+            peer_on_this_machine = server.started.same_machine;
+            probe_cpus = server.started.load_cpus.clone();
+            params.insert("target".into(), server.started.target.to_string());
+            peer_address = Some(server.started.load_address.clone());
+            server_started = Some(server);
         }
         let request = pb::RunProbeRequest {
             probe: probe.clone(),
@@ -388,9 +403,10 @@ impl HostTask {
         if let Some(peer) = self.peer.as_mut().filter(|_| network && !serving) {
             peer_flow_cpus = peer.conn.stop_peer().await;
         }
-        // The server stops whatever the trial's outcome; what it cost is part of the trial.
+        // The server stops (or, kept, is sampled) whatever the trial's outcome; what it cost
+        // is part of the trial.
         let server_stopped = match &server_started {
-            Some(_) => Some(self.conn.stop_server().await),
+            Some(server) => Some(self.server_after_trial(server).await),
             None => None,
         };
         let mut completed = completed?;
@@ -464,7 +480,7 @@ impl HostTask {
                     )
                 })
                 .map(|placement| match &server_started {
-                    Some(started) => super::server::with_server_note(placement, started),
+                    Some(server) => server.note(placement),
                     None => placement,
                 }),
             intervals: completed.result.intervals,
@@ -473,60 +489,6 @@ impl HostTask {
             peer: peer_address,
             block_device: completed.result.block_device.clone(),
             interval_records,
-        })
-    }
-}
-
-/// A server started for a trial, and where its load goes.
-struct Started {
-    pub response: pb::StartServerResponse,
-    /// The server's address as the load agent reaches it.
-    pub target: std::net::SocketAddr,
-    /// The load's CPUs (empty: the load agent's own placement).
-    pub load_cpus: Vec<u32>,
-    /// The load agent shares the measured host's machine.
-    pub same_machine: bool,
-    pub load_address: String,
-}
-
-impl HostTask {
-    /// Starts the user's server on this host for one trial and says where the load goes.
-    async fn start_server(
-        &mut self,
-        split: &super::server::Split,
-        settings: &crate::record::RunSettings,
-    ) -> anyhow::Result<Started> {
-        let load = self
-            .peer
-            .as_ref()
-            .expect("checked by the trial: serving needs a peer");
-        // The load agent reaches the server at this host's address, as it reaches the agent.
-        let ip = host_ip(&self.target.address)?;
-        let same_machine = load
-            .hostname
-            .as_ref()
-            .is_some_and(|h| !h.is_empty() && *h == self.hostname);
-        let load_address = load.target.address.clone();
-        let mut start = split.start.clone();
-        start.bind_address = ip.to_string();
-        // --cpus pins the server, the thing measured; the load agent places its own threads.
-        start.cpus = settings.cpus.clone();
-        start.max_life_ms =
-            super::server::max_life_ms(settings.duration_ms, start.ready_timeout_ms);
-        self.progress
-            .status(format!("starting the server: {}", start.command));
-        let response = self.conn.start_server(start).await?;
-        let load_cpus = if same_machine {
-            super::server::load_cpus_beside(&response.cpus, &response.free_cpus)
-        } else {
-            Vec::new()
-        };
-        Ok(Started {
-            target: std::net::SocketAddr::new(ip, response.port as u16),
-            response,
-            load_cpus,
-            same_machine,
-            load_address,
         })
     }
 }

@@ -21,6 +21,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
 pub use host::headline;
+pub use host::servers::KeptServers;
 pub use peer::with_peer_flows;
 
 use crate::connection::AgentConnection;
@@ -175,6 +176,11 @@ fn unreachable_host(target: &Target) -> HostRecord {
 /// Returns an error when the run cannot go on: saving failed, no host could be reached, or a
 /// host failed under `--fail-fast`. A host that fails otherwise is recorded in
 /// `run.host_failures` and the others finish their schedules.
+///
+/// The servers `http` trials keep for the whole run (restart=run) are in `kept` until they are
+/// stopped: the caller stops what is left ([`KeptServers::stop_all`]) however this ends, as a
+/// host task aborted here (`--fail-fast`), or this future dropped (Ctrl-C), stops nothing.
+#[allow(clippy::too_many_arguments)]
 pub async fn execute(
     targets: &[Target],
     run: &mut RunRecord,
@@ -182,6 +188,7 @@ pub async fn execute(
     done: &[PlannedTrial],
     policy: FailurePolicy,
     context: &CommandContext,
+    kept: &KeptServers,
     on_trial: &mut dyn FnMut(&RunRecord, &PlannedTrial) -> anyhow::Result<Flow>,
 ) -> anyhow::Result<()> {
     // The trials' copy of the settings: `http` request files are read into it here, once for
@@ -189,6 +196,14 @@ pub async fn execute(
     // before anything starts); the run's record keeps the variants as given.
     let mut for_trials = run.settings.clone();
     requests_file::read_for_run(&mut for_trials.variants, for_trials.seed)?;
+    server::check_kept_servers(
+        for_trials
+            .variants
+            .iter()
+            .filter(|v| crate::run::runs_server(&v.probe))
+            .map(|v| (v.name.as_str(), v.params.get("restart").map(String::as_str))),
+    )
+    .map_err(anyhow::Error::msg)?;
     let settings = Arc::new(for_trials);
     progress.status(format!("connecting to {} host(s)", targets.len()));
     let mut connecting = JoinSet::new();
@@ -284,6 +299,8 @@ pub async fn execute(
             locks: locks.clone(),
             reconnect_within: policy.reconnect_within,
             budget: budget.clone(),
+            kept_servers: kept.clone(),
+            kept: Default::default(),
         };
         let handle = tasks.spawn(task.run());
         task_hosts.insert(handle.id(), index);

@@ -45,13 +45,20 @@ pub fn read_for_run(variants: &mut [VariantSpec], run_seed: u64) -> anyhow::Resu
         } else {
             format!("variant {} ({})", variant.name, variant.probe)
         };
-        prepare(&mut variant.params, run_seed).map_err(|why| anyhow::anyhow!("{who}: {why}"))?;
+        prepare(&variant.probe, &mut variant.params, run_seed)
+            .map_err(|why| anyhow::anyhow!("{who}: {why}"))?;
     }
     Ok(())
 }
 
-/// One variant's part of [`read_for_run`].
-fn prepare(params: &mut BTreeMap<String, String>, run_seed: u64) -> Result<(), String> {
+/// One variant's part of [`read_for_run`]. Request files are `http`'s: `tcp` sends the one
+/// request of its `request=`, and its server's parameters are checked here all the same, but
+/// `ready_path` (an HTTP GET, which a raw server would not answer).
+fn prepare(
+    probe: &str,
+    params: &mut BTreeMap<String, String>,
+    run_seed: u64,
+) -> Result<(), String> {
     if params.contains_key(REQUESTS_TEXT) {
         return Err(format!(
             "{REQUESTS_TEXT}= is not yours to set: give requests=FILE, and quietbench reads the \
@@ -60,6 +67,24 @@ fn prepare(params: &mut BTreeMap<String, String>, run_seed: u64) -> Result<(), S
     }
     let as_map: HashMap<String, String> = params.clone().into_iter().collect();
     super::server::split(&as_map)?;
+    if probe != "http" {
+        if let Some(key) = [REQUESTS, "requests_order", "requests_seed"]
+            .into_iter()
+            .find(|k| params.contains_key(*k))
+        {
+            return Err(format!(
+                "{key}= is http's: {probe} takes no request file; it sends the bytes of \
+                 request= (with escapes, e.g. request='GET k\\r\\n') every time"
+            ));
+        }
+        if params.contains_key("ready_path") {
+            return Err(format!(
+                "ready_path= is http's (a GET the server must answer): a {probe} server is \
+                 ready when its port accepts"
+            ));
+        }
+        return Ok(());
+    }
     let order = params.get("requests_order").map(String::as_str);
     if !matches!(order, None | Some("sequence" | "random")) {
         return Err(format!(
@@ -283,6 +308,36 @@ mod tests {
             }];
             let err = format!("{:#}", read_for_run(&mut variants, 1).unwrap_err());
             assert!(err.starts_with("variant A (http): "), "{err}");
+            assert!(err.contains(expected), "{pairs:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn tcp_takes_no_request_file_but_its_server_is_checked() {
+        let tcp = |pairs: &[(&str, &str)]| VariantSpec {
+            name: "tcp".into(),
+            probe: "tcp".into(),
+            ..variant(pairs)
+        };
+        let mut variants = vec![tcp(&[("server", "./s"), ("request", "GET k\\r\\n")])];
+        read_for_run(&mut variants, 1).unwrap();
+        assert!(!variants[0].params.contains_key(REQUESTS_TEXT));
+        for (pairs, expected) in [
+            (
+                &[("server", "./s"), ("requests", "lines.txt")][..],
+                "tcp: requests= is http's: tcp takes no request file",
+            ),
+            (
+                &[("server", "./s"), ("requests_order", "random")],
+                "requests_order= is http's",
+            ),
+            (&[("request", "x")], "needs the server to start"),
+            (
+                &[("server", "./s"), ("ready_path", "/health")],
+                "a tcp server is ready when its port accepts",
+            ),
+        ] {
+            let err = format!("{:#}", read_for_run(&mut [tcp(pairs)], 1).unwrap_err());
             assert!(err.contains(expected), "{pairs:?}: {err}");
         }
     }

@@ -26,6 +26,21 @@ const SERVER_KEYS: &[&str] = &[
 const SERVER_ENV: &str = "env.";
 /// Longest wait for a server to become ready that a user may ask for.
 const MAX_READY_MS: u64 = 120_000;
+/// Servers one agent keeps at once for restart=run (the agent's own bound, `MAX_KEPT` in
+/// quietbench-agent's user_server.rs): a run with more restart=run variants is refused before
+/// anything starts, rather than at its ninth variant's first trial.
+pub const MAX_KEPT_SERVERS: usize = 8;
+
+/// When the user's server is started (`restart=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Restart {
+    /// A fresh process for every trial (the default): process-level variance (memory layout,
+    /// allocator state, JIT) is sampled by the trials.
+    Trial,
+    /// One process per variant and host for the whole run, started at the variant's first
+    /// trial there: when the user knows the server's state between requests matters more.
+    Run,
+}
 
 /// A variant's parameters, split between the server's agent and the load agent.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,6 +53,8 @@ pub struct Split {
     pub load: HashMap<String, String>,
     /// The server's parameters as given, for the trial's record.
     pub server: BTreeMap<String, String>,
+    /// When the server is started.
+    pub restart: Restart,
 }
 
 /// Splits an `http` variant's parameters; an error says which one is wrong and why.
@@ -90,17 +107,16 @@ pub fn split(params: &HashMap<String, String>) -> Result<Split, String> {
             },
         }
     };
-    match server.get("restart").map(String::as_str) {
-        None | Some("trial") => {}
-        Some("run") => {
-            return Err(
-                "restart=run (one server process for the whole run) is not built yet: every \
-                 trial starts a fresh server (restart=trial)"
-                    .into(),
-            );
+    let restart = match server.get("restart").map(String::as_str) {
+        None | Some("trial") => Restart::Trial,
+        Some("run") => Restart::Run,
+        Some(other) => {
+            return Err(format!(
+                "restart='{other}': give trial (a fresh server for every trial) or run (one \
+                 for the whole run)"
+            ));
         }
-        Some(other) => return Err(format!("restart='{other}': give trial")),
-    }
+    };
     let ready_path = server.get("ready_path").cloned().unwrap_or_default();
     if !ready_path.is_empty() && !ready_path.starts_with('/') {
         return Err(format!(
@@ -133,12 +149,37 @@ pub fn split(params: &HashMap<String, String>) -> Result<Split, String> {
         ready_path,
         port: 0,
         max_life_ms: 0,
+        keep_as: String::new(),
     };
     Ok(Split {
         start,
         load,
         server,
+        restart,
     })
+}
+
+/// Refuses a run whose restart=run variants are more than an agent keeps servers at once
+/// ([`MAX_KEPT_SERVERS`]): each keeps a server on every measured host. Takes each `http`
+/// variant's name and `restart=` value.
+pub fn check_kept_servers<'a>(
+    variants: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
+) -> Result<(), String> {
+    let kept: Vec<&str> = variants
+        .into_iter()
+        .filter(|(_, restart)| *restart == Some("run"))
+        .map(|(name, _)| name)
+        .collect();
+    if kept.len() > MAX_KEPT_SERVERS {
+        return Err(format!(
+            "restart=run keeps one server per variant on each measured host, and an agent keeps \
+             at most {MAX_KEPT_SERVERS} at once: this run has {} such variants ({}); give some \
+             restart=trial",
+            kept.len(),
+            kept.join(", ")
+        ));
+    }
+    Ok(())
 }
 
 /// How long the server may live unstopped: the trial's length plus room for its set-up and
@@ -189,11 +230,22 @@ pub fn server_metrics(stopped: &pb::StopServerResponse, requests: Option<f64>) -
     figures
 }
 
+/// A restart=run server as a trial's placement note tells of it: kept for the run, started for
+/// trial `first_trial` (its number in the run's schedule, as in trial ids) of `first_round`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reuse {
+    pub first_trial: usize,
+    pub first_round: u32,
+    /// This trial is the one it was started for.
+    pub started_here: bool,
+}
+
 /// Says in a trial's placement (which is the load's: the probe's threads are the load
-/// agent's) where the server ran.
+/// agent's) where the server ran, and for restart=run that it was reused.
 pub fn with_server_note(
     mut placement: pb::Placement,
     started: &pb::StartServerResponse,
+    reuse: Option<Reuse>,
 ) -> pb::Placement {
     let cpus = if started.cpus.is_empty() {
         "unpinned (the measured host's placement found no CPU for it)".to_string()
@@ -208,13 +260,65 @@ pub fn with_server_note(
                 .join(",")
         )
     };
+    let kept = match reuse {
+        None => String::new(),
+        Some(Reuse {
+            first_trial,
+            started_here: true,
+            ..
+        }) => format!(
+            "; kept for the run (restart=run), started for this trial (trial {first_trial}), \
+             its CPU time here this trial's share"
+        ),
+        Some(Reuse {
+            first_trial,
+            first_round,
+            ..
+        }) => format!(
+            "; kept for the run (restart=run), reused: started for trial {first_trial} (round \
+             {first_round}), its CPU time here this trial's share and its peak RSS the most \
+             since its start"
+        ),
+    };
     placement.notes.push(format!(
         "these are the load's threads; the server (pid {}) ran {cpus} of the measured host, \
-         ready {:.1} ms after its start",
+         ready {:.1} ms after its start{kept}",
         started.pid,
         started.ready_ns as f64 / 1e6
     ));
     placement
+}
+
+/// One trial's share of a kept server's cost: the CPU time between the samples taken at the
+/// trial's start and end (saturating: a process of its group that ended unseen between them
+/// takes its time with it); peak RSS, run time and how it ended as of the end.
+pub fn trial_share(
+    before: &pb::StopServerResponse,
+    after: pb::StopServerResponse,
+) -> pb::StopServerResponse {
+    pb::StopServerResponse {
+        cpu_ns: after.cpu_ns.saturating_sub(before.cpu_ns),
+        ..after
+    }
+}
+
+/// Why a trial cannot run because its kept server ended since the variant's last trial (it
+/// exited, or its agent stopped it at its max life), in words with its stderr's tail.
+pub fn ended_between_trials(
+    pid: u32,
+    first_trial: usize,
+    sample: &pb::StopServerResponse,
+) -> String {
+    let tail = if sample.stderr_tail.trim().is_empty() {
+        "(nothing)".to_string()
+    } else {
+        sample.stderr_tail.trim().to_string()
+    };
+    format!(
+        "the server kept for the run (restart=run, pid {pid}, started for trial {first_trial}) \
+         {} between trials, before this one; its stderr ended with: {tail}",
+        sample.ended
+    )
 }
 
 /// An `http` trial's p99 request latency for its progress line ("p99 3.21 ms"); `None` for
@@ -275,111 +379,4 @@ pub(super) fn account(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn params(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn the_server_keys_go_to_the_server_and_the_rest_to_the_load() {
-        let s = split(&params(&[
-            ("server", "./srv --port {port}"),
-            ("env.RUST_LOG", "warn"),
-            ("server_aslr", "off"),
-            ("ready_path", "/health"),
-            ("rate", "500"),
-            ("path", "/search?q=1"),
-        ]))
-        .unwrap();
-        assert_eq!(s.start.command, "./srv --port {port}");
-        assert_eq!(
-            s.start.env.get("RUST_LOG").map(String::as_str),
-            Some("warn")
-        );
-        assert!(s.start.aslr_off && !s.start.shell);
-        assert_eq!(s.start.ready_path, "/health");
-        assert_eq!((s.start.threads, s.start.ready_timeout_ms), (1, 10_000));
-        assert_eq!(s.load, params(&[("rate", "500"), ("path", "/search?q=1")]));
-        assert_eq!(s.server.len(), 4);
-    }
-
-    #[test]
-    fn bad_server_parameters_say_which_and_why() {
-        let cases: &[(&[(&str, &str)], &str)] = &[
-            (&[("rate", "5")], "http needs the server to start"),
-            (&[("server", "  ")], "http needs the server to start"),
-            (
-                &[("server", "s"), ("target", "10.0.0.9:80")],
-                "not yours to set",
-            ),
-            (
-                &[("server", "s"), ("server_aslr", "maybe")],
-                "server_aslr='maybe'",
-            ),
-            (
-                &[("server", "s"), ("server_shell", "yes")],
-                "server_shell='yes'",
-            ),
-            (&[("server", "s"), ("server_threads", "0")], "from 1 to 64"),
-            (
-                &[("server", "s"), ("ready_timeout_ms", "999999")],
-                "from 1 to 120000",
-            ),
-            (
-                &[("server", "s"), ("ready_path", "health")],
-                "starts with /",
-            ),
-            (&[("server", "s"), ("restart", "run")], "not built yet"),
-            (&[("server", "s"), ("restart", "often")], "restart='often'"),
-            (&[("server", "s"), ("env.", "x")], "with a name"),
-        ];
-        for (given, expected) in cases {
-            let err = split(&params(given)).unwrap_err();
-            assert!(err.contains(expected), "{given:?}: {err}");
-        }
-    }
-
-    #[test]
-    fn the_load_takes_every_cpu_the_server_does_not() {
-        assert_eq!(load_cpus_beside(&[1], &[0, 1]), vec![0]);
-        assert_eq!(load_cpus_beside(&[2, 3], &[0, 1, 2, 3]), vec![0, 1]);
-        assert!(load_cpus_beside(&[], &[0, 1]).is_empty());
-    }
-
-    #[test]
-    fn cpu_per_request_needs_requests_and_an_early_exit_is_explained() {
-        let stopped = pb::StopServerResponse {
-            stopped: true,
-            cpu_ns: 2_000_000,
-            peak_rss_bytes: 4096,
-            exited_early: false,
-            ended: "stopped by SIGTERM".into(),
-            stderr_tail: String::new(),
-            ran_ns: 1,
-        };
-        let figures = server_metrics(&stopped, Some(1000.0));
-        let per = figures
-            .iter()
-            .find(|f| f.name == quietbench_vocab::metrics::SERVER_CPU_PER_REQUEST)
-            .unwrap();
-        assert_eq!(per.value, 2000.0);
-        assert_eq!(server_metrics(&stopped, Some(0.0)).len(), 2);
-        assert!(ended_early(&stopped).is_none());
-        let early = pb::StopServerResponse {
-            exited_early: true,
-            ended: "exited with status 3".into(),
-            stderr_tail: "out of memory\n".into(),
-            ..stopped
-        };
-        let why = ended_early(&early).unwrap();
-        assert!(
-            why.contains("exited with status 3") && why.contains("out of memory"),
-            "{why}"
-        );
-    }
-}
+mod tests;

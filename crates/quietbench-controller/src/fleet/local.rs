@@ -76,7 +76,7 @@ impl Fleet for LocalFleet {
         let mut line = "fleet: local (an agent started on this machine".to_string();
         if self.wants_peer {
             line.push_str(
-                ", and a peer agent: the other end of network probes, or the load of http",
+                ", and a peer agent: the other end of network probes, or the load of http and tcp",
             );
         }
         line.push(')');

@@ -48,6 +48,15 @@ impl RequestSet {
         }
     }
 
+    /// One raw request (`tcp`): its bytes as given, sent whole each time.
+    pub(crate) fn raw(bytes: &[u8]) -> Self {
+        Self {
+            bytes: bytes.into(),
+            starts: vec![0, bytes.len()].into_boxed_slice(),
+            head: vec![false].into_boxed_slice(),
+        }
+    }
+
     /// A file's requests, each with the shared host, headers and body; refused past
     /// [`MAX_FORMATTED_BYTES`].
     pub(crate) fn format(

@@ -29,6 +29,8 @@ pub(crate) enum Malformed {
     TrailingBytes,
     /// The stream ended before the response did.
     Eof,
+    /// A raw response (`tcp`) passed its bound without its terminator.
+    TooLarge,
 }
 
 /// How the body's end is found.

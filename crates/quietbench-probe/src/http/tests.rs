@@ -200,8 +200,20 @@ fn params(server: SocketAddr, pairs: &[(&str, &str)]) -> BTreeMap<String, String
 
 /// Runs a trial through the harness; a trial that does not end well after its duration fails
 /// the test instead of hanging it.
-fn try_run(params: &BTreeMap<String, String>, millis: u64) -> Result<TrialOutcome, RunError> {
-    let spec = resolve_probe(PROBE, params).unwrap();
+pub(crate) fn try_run(
+    params: &BTreeMap<String, String>,
+    millis: u64,
+) -> Result<TrialOutcome, RunError> {
+    try_run_probe(PROBE, params, millis)
+}
+
+/// [`try_run`] of any probe (`tcp` runs the same loop).
+pub(crate) fn try_run_probe(
+    probe: &str,
+    params: &BTreeMap<String, String>,
+    millis: u64,
+) -> Result<TrialOutcome, RunError> {
+    let spec = resolve_probe(probe, params).unwrap();
     let allowed = current_thread_affinity().unwrap();
     let settings = TrialSettings {
         duration: Duration::from_millis(millis),
@@ -219,11 +231,11 @@ fn try_run(params: &BTreeMap<String, String>, millis: u64) -> Result<TrialOutcom
         .expect("the trial did not end")
 }
 
-fn run(params: &BTreeMap<String, String>, millis: u64) -> TrialOutcome {
+pub(crate) fn run(params: &BTreeMap<String, String>, millis: u64) -> TrialOutcome {
     try_run(params, millis).unwrap()
 }
 
-fn counter(outcome: &TrialOutcome, name: &str) -> f64 {
+pub(crate) fn counter(outcome: &TrialOutcome, name: &str) -> f64 {
     assert_counters_registered(&outcome.counters);
     outcome
         .counters
@@ -233,15 +245,15 @@ fn counter(outcome: &TrialOutcome, name: &str) -> f64 {
         .value
 }
 
-fn has_counter(outcome: &TrialOutcome, name: &str) -> bool {
+pub(crate) fn has_counter(outcome: &TrialOutcome, name: &str) -> bool {
     outcome.counters.iter().any(|c| c.name == name)
 }
 
-fn latency(outcome: &TrialOutcome) -> &Histogram<u64> {
+pub(crate) fn latency(outcome: &TrialOutcome) -> &Histogram<u64> {
     &outcome.total.metric_sets[LATENCY].latency_ns
 }
 
-fn service(outcome: &TrialOutcome) -> &Histogram<u64> {
+pub(crate) fn service(outcome: &TrialOutcome) -> &Histogram<u64> {
     &outcome.total.metric_sets[SERVICE].latency_ns
 }
 
@@ -661,6 +673,8 @@ fn resolved_parameters_list_every_default() {
 #[test]
 fn connections_split_evenly_over_threads() {
     let config = HttpConfig {
+        probe: PROBE,
+        framing: Framing::Http,
         target: "127.0.0.1:1".parse().unwrap(),
         requests: Arc::new(RequestSet::one(request::Method::Get, "/", "h", &[], b"")),
         order: Order::Sequence,

@@ -20,13 +20,11 @@ use std::time::{Duration, Instant};
 
 use quietbench_vocab::metrics;
 
+use super::framing::{Framing, Reader, Verdict};
 use super::requests::{Picker, RequestSet};
-use super::response::ResponseReader;
 use super::schedule::{Schedule, backoff};
 use super::sys::{self, BROKEN, Epoll, Event, READABLE, WRITABLE};
-use super::{
-    CLOSED_LOOP_METRIC_SETS, HttpConfig, LAG, LATENCY, OPEN_LOOP_METRIC_SETS, PROBE, SERVICE,
-};
+use super::{CLOSED_LOOP_METRIC_SETS, HttpConfig, LAG, LATENCY, OPEN_LOOP_METRIC_SETS, SERVICE};
 use crate::{Counter, Merge, MetricSet, Samples, Step, Workload};
 
 /// Waits longer than this sleep; the rest is spun.
@@ -59,7 +57,7 @@ struct Conn {
     /// in the same batch is recognized and dropped.
     generation: u32,
     state: State,
-    reader: ResponseReader,
+    reader: Reader,
     /// The request in flight: its index in the request set.
     request: usize,
     /// Bytes of the request written.
@@ -79,13 +77,12 @@ struct Conn {
 }
 
 impl Conn {
-    fn new(now: Instant) -> Self {
+    fn new(now: Instant, framing: Framing) -> Self {
         Self {
             stream: None,
             generation: 0,
             state: State::Closed,
-            // Told at each send whether its request is a HEAD.
-            reader: ResponseReader::new(false),
+            reader: Reader::new(framing),
             request: 0,
             written: 0,
             watching_writes: false,
@@ -115,7 +112,7 @@ enum Failure {
     Io,
 }
 
-/// A complete 2xx/3xx response of a recorded request.
+/// A complete response of a recorded request (http: 2xx/3xx).
 struct Answer {
     latency_ns: u64,
     service_ns: u64,
@@ -142,8 +139,11 @@ fn token(index: usize, generation: u32) -> u64 {
     (u64::from(generation) << 32) | index as u64
 }
 
-/// The http workload of one probe thread.
+/// The load of one probe thread: `http`'s, or `tcp`'s with raw framing.
 pub struct HttpWorkload {
+    /// The probe's name, for messages.
+    probe: &'static str,
+    framing: Framing,
     target: SocketAddr,
     requests: Arc<RequestSet>,
     /// Which request goes next.
@@ -181,11 +181,14 @@ impl HttpWorkload {
     /// Runs on the pinned probe thread, before measuring. A server that refuses does not fail
     /// it: the failed attempts are counted, and retried during the trial.
     pub fn new(config: &HttpConfig, thread: usize) -> Result<Self, String> {
+        let probe = config.probe;
         sys::ensure_open_files(config.connections as u64)?;
-        let epoll = Epoll::new().map_err(|e| format!("{PROBE}: cannot create an epoll: {e}"))?;
+        let epoll = Epoll::new().map_err(|e| format!("{probe}: cannot create an epoll: {e}"))?;
         let now = Instant::now();
         let n = config.connections_of(thread);
         let mut workload = Self {
+            probe,
+            framing: config.framing,
             target: config.target,
             requests: Arc::clone(&config.requests),
             picker: Picker::new(config.order, config.requests.len(), config.threads, thread),
@@ -195,7 +198,7 @@ impl HttpWorkload {
             schedule: (config.rate > 0).then(|| Schedule::new(config.rate, config.threads, thread)),
             epoll,
             events: vec![Event::EMPTY; n.clamp(1, MAX_EVENTS)].into_boxed_slice(),
-            conns: (0..n).map(|_| Conn::new(now)).collect(),
+            conns: (0..n).map(|_| Conn::new(now, config.framing)).collect(),
             idle: VecDeque::with_capacity(n),
             start: None,
             warmup_end: None,
@@ -219,8 +222,9 @@ impl HttpWorkload {
                 && sys::out_of_descriptors(&e)
             {
                 return Err(format!(
-                    "{PROBE}: cannot open connection {} of {} to {}: {e}; raise the agent's \
+                    "{}: cannot open connection {} of {} to {}: {e}; raise the agent's \
                      open-file limit (LimitNOFILE=) or lower connections",
+                    self.probe,
                     i + 1,
                     self.conns.len(),
                     self.target
@@ -437,24 +441,24 @@ impl HttpWorkload {
         }
     }
 
-    /// `i`'s response is complete: recorded (2xx, 3xx) or counted, and the connection idle
+    /// `i`'s response is complete: recorded (http: 2xx, 3xx) or counted, and the connection idle
     /// again, or reopened if the server closes it.
     fn complete(&mut self, i: usize) -> Option<Answer> {
         let done = Instant::now();
         let c = &mut self.conns[i];
         let mut answer = None;
         if c.recorded {
-            match c.reader.status() {
-                200..=399 => {
+            match c.reader.verdict() {
+                Verdict::Answered => {
                     self.tally.answered += 1;
                     answer = Some(Answer {
                         latency_ns: ns(done.saturating_duration_since(c.due)),
                         service_ns: ns(done.saturating_duration_since(c.sent)),
                     });
                 }
-                400..=499 => self.tally.errors_4xx += 1,
-                500..=599 => self.tally.errors_5xx += 1,
-                _ => self.tally.errors_io += 1,
+                Verdict::ClientError => self.tally.errors_4xx += 1,
+                Verdict::ServerError => self.tally.errors_5xx += 1,
+                Verdict::Unexpected => self.tally.errors_io += 1,
             }
         }
         c.failures = 0;
@@ -716,13 +720,18 @@ impl Workload for HttpWorkload {
         let mut counters = vec![
             sum(metrics::ERRORS_CONNECT, "errors", t.errors_connect),
             sum(metrics::ERRORS_TIMEOUT, "errors", t.errors_timeout),
-            sum(metrics::ERRORS_4XX, "errors", t.errors_4xx),
-            sum(metrics::ERRORS_5XX, "errors", t.errors_5xx),
+        ];
+        // Raw responses have no status: no 4xx or 5xx to count, and none reported as zero.
+        if self.framing == Framing::Http {
+            counters.push(sum(metrics::ERRORS_4XX, "errors", t.errors_4xx));
+            counters.push(sum(metrics::ERRORS_5XX, "errors", t.errors_5xx));
+        }
+        counters.extend([
             sum(metrics::ERRORS_IO, "errors", t.errors_io),
             sum(metrics::RECONNECTS, "connections", t.reconnects),
             sum(metrics::REQUESTS_SENT, "requests", t.sent),
             sum(metrics::REQUESTS_ABANDONED, "requests", abandoned as u64),
-        ];
+        ]);
         if let (Some(schedule), Some(start)) = (self.schedule, self.start) {
             let due = schedule.due_by(ns(end.saturating_duration_since(start)));
             let unsent = due.saturating_sub(self.next.max(self.first_recorded));

@@ -107,7 +107,8 @@ impl TrialFigure {
         }
     }
 
-    /// The probe whose trials this figure reads: "exec" or "http".
+    /// The probe whose trials this figure reads: "exec" or "http" (whose figures `tcp` trials
+    /// give too: the same load loop, the same metrics).
     pub fn probe(self) -> &'static str {
         match self {
             Self::LatencyP50 | Self::LatencyP99 | Self::ServerCpu => "http",
@@ -116,10 +117,12 @@ impl TrialFigure {
     }
 
     /// The figure a trial of `probe` is judged on when this one is asked for: this one where it
-    /// is that probe's, else that probe's default (exec: the median wall time; http: the p50
-    /// latency), and `None` for a probe without figures of its own (its headline metric
-    /// counts). A plan that mixes exec and http variants thus judges each on its own kind.
+    /// is that probe's, else that probe's default (exec: the median wall time; http and tcp:
+    /// the p50 latency), and `None` for a probe without figures of its own (its headline metric
+    /// counts). A plan that mixes exec and http variants thus judges each on its own kind; tcp
+    /// trials are judged as http's, on the same latency and server-CPU figures.
     pub fn for_probe(self, probe: &str) -> Option<Self> {
+        let probe = if probe == "tcp" { "http" } else { probe };
         match probe {
             _ if probe == self.probe() => Some(self),
             "exec" => Some(Self::Median),

@@ -1,5 +1,6 @@
 //! The `http` section (`<section id="http">`): what a load test's user reads first, for the
-//! variants whose trials ran the `http` probe (docs/probes.md, "A server under load"):
+//! variants whose trials ran the `http` probe or `tcp`, the same load loop with raw framing
+//! and the same metrics but the status counts (docs/probes.md, "A server under load"):
 //!
 //! - the latency percentile curve of each variant's counted trials' `request_latency`
 //!   histograms, merged by adding counts (an average of percentiles is no percentile of
@@ -27,8 +28,11 @@ use super::svg::{Plot, Scale, value_label};
 use super::{Page, WIDTH, esc, mean, truncate};
 use crate::units::format_value;
 
-/// The probe whose trials this section reads.
-const PROBE: &str = "http";
+/// The probes whose trials this section reads: `tcp` reports what `http` does, less the
+/// status counts (shown as missing).
+fn is_load_probe(probe: &str) -> bool {
+    matches!(probe, "http" | "tcp")
+}
 
 /// The fill of the note that says a variant's load fell short: a pale red, read as a warning
 /// and distinct from every chart colour (the screenshot test looks for it).
@@ -104,8 +108,9 @@ fn merge(trials: &[&TrialRecord], metric: &str) -> Option<Histogram<u64>> {
 
 impl<'a> HttpVariant<'a> {
     fn new(trials: &'a [TrialRecord], name: &'a str) -> Self {
-        let trials: Vec<&TrialRecord> =
-            counted(trials, name).filter(|t| t.probe == PROBE).collect();
+        let trials: Vec<&TrialRecord> = counted(trials, name)
+            .filter(|t| is_load_probe(&t.probe))
+            .collect();
         Self {
             name,
             latency: merge(&trials, metrics::REQUEST_LATENCY),
@@ -196,7 +201,7 @@ pub(super) fn http_variants<'a>(page: &Page<'a>) -> Vec<HttpVariant<'a>> {
             let is_http = run
                 .trials
                 .iter()
-                .any(|t| t.variant == n && t.probe == PROBE);
+                .any(|t| t.variant == n && is_load_probe(&t.probe));
             if is_http && !names.contains(&n) {
                 names.push(n);
             }
@@ -547,7 +552,7 @@ fn table(page: &Page<'_>, variants: &[HttpVariant<'_>], out: &mut String) {
         out,
         r#"<p class="note">Percentiles and max from the merged histograms; errors, reconnects, unsent and abandoned summed over the measured trials; the worst send lag and peak RSS the largest of any trial.{}</p>"#,
         if any_missing {
-            " —: no measured trial of that variant recorded it (an older agent, or a trial that ended before it could report)."
+            " —: no measured trial of that variant recorded it (an older agent, a trial that ended before it could report, or tcp&#39;s raw responses, which have no status)."
         } else {
             ""
         }

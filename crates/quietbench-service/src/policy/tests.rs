@@ -51,6 +51,10 @@ fn the_built_in_policy_refuses_exec_and_ec2_and_makes_loopback_owners_admins() {
         .check("client ci", &uses(&["http"], true, &[]))
         .unwrap_err();
     assert!(matches!(http, Denied::Exec { .. }), "{http:?}");
+    let tcp = policy
+        .check("client ci", &uses(&["tcp"], true, &[]))
+        .unwrap_err();
+    assert!(matches!(tcp, Denied::Exec { .. }), "{tcp:?}");
     let said = exec.to_string();
     assert!(
         said.contains("exec = false in the built-in policy"),

@@ -50,6 +50,7 @@ fn two_servers_share_the_load_and_differ_only_in_their_command() {
 #[test]
 fn what_cannot_be_measured_is_refused_with_the_way_that_can() {
     let servers = |params: &[(&str, &str)]| Workload::Servers {
+        protocol: ServerProbe::Http,
         params: params
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -87,4 +88,17 @@ fn what_cannot_be_measured_is_refused_with_the_way_that_can() {
         .unwrap();
         assert!(why.contains(&format!("--param {key}=")), "{why}");
     }
+    // A raw TCP server is judged on the same figures as an HTTP one.
+    let tcp = Workload::Servers {
+        protocol: ServerProbe::Tcp,
+        params: BTreeMap::new(),
+        load_from: Vec::new(),
+    };
+    assert_eq!(tcp.probe(), "tcp");
+    assert_eq!(
+        refusal(&tcp, TrialFigure::ServerCpu, Interleave::Trials),
+        None
+    );
+    let why = refusal(&tcp, TrialFigure::Cpu, Interleave::Trials).unwrap();
+    assert!(why.contains("--probe tcp"), "{why}");
 }

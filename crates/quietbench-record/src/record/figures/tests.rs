@@ -128,6 +128,15 @@ fn an_http_trial_is_judged_on_its_latency_percentiles_or_its_server_cpu() {
         Some(TrialFigure::Median)
     );
     assert_eq!(TrialFigure::Cpu.for_probe("net.tcp"), None);
+    // tcp trials are judged on http's figures: the one asked for, else the p50.
+    assert_eq!(
+        TrialFigure::LatencyP99.for_probe("tcp"),
+        Some(TrialFigure::LatencyP99)
+    );
+    assert_eq!(
+        TrialFigure::Median.for_probe("tcp"),
+        Some(TrialFigure::LatencyP50)
+    );
     // A trial whose server never reported its CPU time has no server-cpu figure.
     let mut bare = http_trial("A", 1, (1, 1), 0.0);
     bare.metrics

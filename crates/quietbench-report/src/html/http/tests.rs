@@ -317,3 +317,24 @@ fn odd_trials_are_skipped_and_named_not_drawn_as_zero() {
     // C's server cell is missing too.
     assert!(s.contains(r#"<td class="wrap">—</td></tr>"#));
 }
+
+#[test]
+fn tcp_trials_are_in_the_section_with_no_status_counts_drawn_as_zero() {
+    let mut run = run_of(&["A"]);
+    for round in 1..=2 {
+        let mut t = flat("A", round, 2, 100);
+        t.probe = "tcp".into();
+        t.metrics
+            .retain(|m| m.name != metrics::ERRORS_4XX && m.name != metrics::ERRORS_5XX);
+        run.trials.push(t);
+    }
+    let html = render_html(&run);
+    let s = section(&html);
+    assert_eq!(row(s, "measured trials"), ["2"]);
+    assert!(row(s, "request latency p50")[0].starts_with("2.00"), "{s}");
+    assert_eq!(row(s, "errors: 4xx"), [MISSING]);
+    assert!(
+        s.contains("tcp&#39;s raw responses, which have no status"),
+        "{s}"
+    );
+}
