@@ -6,16 +6,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use common::servers::own_server;
+
+use std::path::Path;
 
 use serde_json::Value;
-
-/// A copy of the test server named for this test, in `dir`.
-fn own_server(dir: &Path, name: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::copy(env!("CARGO_BIN_EXE_testserver"), &path).unwrap();
-    path
-}
 
 fn metric<'a>(trial: &'a Value, name: &str) -> &'a Value {
     trial["metrics"]

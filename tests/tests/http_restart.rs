@@ -10,6 +10,8 @@
 
 mod common;
 
+use common::servers::{own_server, processes_of};
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,29 +19,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-
-/// A copy of the test server named for this test, in `dir`.
-fn own_server(dir: &Path, name: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::copy(env!("CARGO_BIN_EXE_testserver"), &path).unwrap();
-    path
-}
-
-/// Pids of live processes whose executable is `exe`.
-fn processes_of(exe: &Path) -> Vec<i32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|target| target == exe)
-                // Zombies have no exe link; a stopped or running process does.
-                && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                    .is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')))
-        })
-        .collect()
-}
 
 fn metric<'a>(trial: &'a Value, name: &str) -> &'a Value {
     trial["metrics"]

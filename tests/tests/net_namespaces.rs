@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::servers::processes_of;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
@@ -219,19 +221,6 @@ fn throughput_and_round_trips_cross_a_veth_pair() {
             "{trial}"
         );
     }
-}
-
-/// Pids of live processes whose executable is `exe`.
-fn processes_of(exe: &std::path::Path) -> Vec<i32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|target| target == exe)
-        })
-        .collect()
 }
 
 #[test]

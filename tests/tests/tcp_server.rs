@@ -9,34 +9,15 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use common::servers::{own_server, processes_of};
+
+/// One measuring test at a time: on a 2-CPU machine another test's load and servers in
+/// parallel move a server's latency by tens of percent.
+static MEASURING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+use std::path::Path;
 
 use serde_json::Value;
-
-/// A copy of the test server named for this test, in `dir`.
-fn own_server(dir: &Path, name: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::copy(env!("CARGO_BIN_EXE_testserver"), &path).unwrap();
-    path
-}
-
-/// Pids of live processes whose executable is `exe` (zombies, which have no exe link, aside).
-fn processes_of(exe: &Path) -> Vec<i32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|target| target == exe)
-                && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-                    s.rsplit(')')
-                        .next()
-                        .is_some_and(|r| r.trim_start().starts_with('Z'))
-                })
-        })
-        .collect()
-}
 
 fn metric<'a>(trial: &'a Value, name: &str) -> Option<&'a Value> {
     trial["metrics"]
@@ -74,6 +55,7 @@ fn run_tcp(server: &Path, extra: &[&str], json: &Path) -> std::process::Output {
 
 #[test]
 fn the_load_agent_times_a_raw_server_the_measured_host_started_and_stopped() {
+    let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let server = own_server(dir.path(), "qb-tcp-e2e-server");
     let json = dir.path().join("report.json");
@@ -135,6 +117,7 @@ fn the_load_agent_times_a_raw_server_the_measured_host_started_and_stopped() {
 
 #[test]
 fn a_fixed_length_answer_is_read_whole_and_bad_parameters_are_refused_plainly() {
+    let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let server = own_server(dir.path(), "qb-tcp-fixed-server");
     let json = dir.path().join("report.json");
@@ -186,11 +169,12 @@ fn a_fixed_length_answer_is_read_whole_and_bad_parameters_are_refused_plainly() 
     assert!(processes_of(&server).is_empty());
 }
 
-/// `compare --probe tcp`: two raw servers, B sleeping 300 µs more per request than A's 3 ms,
+/// `compare --probe tcp`: two raw servers, B sleeping 24 ms per request and A 20 ms,
 /// judged on the p50 latency like http's (the statistics are http's; this checks the wiring:
 /// the probe, its figures, both servers started and stopped).
 #[test]
 fn compare_judges_two_raw_servers_on_their_latency() {
+    let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let server = own_server(dir.path(), "qb-tcp-compare-server");
     let json = dir.path().join("verdict.json");
@@ -202,7 +186,7 @@ fn compare_judges_two_raw_servers_on_their_latency() {
     };
     let out = common::quietbench()
         .args(["compare", "--local", "--probe", "tcp", "--no-store"])
-        .args(["--param", "rate=200", "--param", "connections=4"])
+        .args(["--param", "rate=50", "--param", "connections=4"])
         // The generator's lag bound is the probe's own test, not this one's.
         .args(["--param", "max_lag_ms=1000"])
         .args([
@@ -216,9 +200,9 @@ fn compare_judges_two_raw_servers_on_their_latency() {
             "5",
         ])
         .arg("--a")
-        .arg(side(3000))
+        .arg(side(20000))
         .arg("--b")
-        .arg(side(3300))
+        .arg(side(24000))
         .arg("--json")
         .arg(&json)
         .output()
@@ -237,8 +221,8 @@ fn compare_judges_two_raw_servers_on_their_latency() {
     assert_eq!(v["probe"], "tcp", "{v:#}");
     assert_eq!(v["figure"], "p50", "{v:#}");
     assert_eq!(v["rounds"], 5, "{v:#}");
-    // 10% more sleep, less this machine's share of each request: B is slower, whatever the
+    // 20% more sleep, less this machine's share of each request: B is slower, whatever the
     // machine (the bound is as loose as http's test of the same pair).
     let ratio = v["ratio"].as_f64().unwrap();
-    assert!((1.03..=1.11).contains(&ratio), "B/A {ratio}: {v:#}");
+    assert!((1.05..=1.25).contains(&ratio), "B/A {ratio}: {v:#}");
 }

@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test file uses a different subset
 
 pub mod ec2;
+pub mod servers;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
