@@ -359,6 +359,47 @@ async fn bad_requests_are_refused_with_reasons() {
         .expect("the agent still answers");
 }
 
+/// `check_only` checks a request as a trial would be checked and runs nothing: the controller
+/// asks it of a load agent before it starts a server, so that a bad load parameter is refused
+/// before the server's start and readiness wait.
+#[tokio::test]
+async fn check_only_refuses_what_a_trial_would_and_runs_nothing() {
+    let agent = common::AgentProcess::start();
+    let mut c = client(&agent).await;
+    let http = |extra: &[(&str, &str)]| pb::RunProbeRequest {
+        params: [("target", "127.0.0.1:1"), ("rate", "100")]
+            .iter()
+            .chain(extra)
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        check_only: true,
+        ..request("http", 60_000)
+    };
+    let status = c
+        .run_probe(http(&[("http2", "maybe")]))
+        .await
+        .expect_err("refused");
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(status.message().contains("http2=maybe"), "{status:?}");
+    // A good request: a stream that ends with no event.
+    let mut events = c.run_probe(http(&[])).await.unwrap().into_inner();
+    assert!(events.next().await.is_none(), "check_only ran something");
+    // The slot was never taken: a real trial runs at once.
+    let mut stream = c
+        .run_probe(request("cpu.primes", 100))
+        .await
+        .expect("the slot is free")
+        .into_inner();
+    let mut result = false;
+    while let Some(event) = stream.next().await {
+        result |= matches!(
+            event.unwrap().event,
+            Some(pb::probe_event::Event::Result(_))
+        );
+    }
+    assert!(result, "the trial after the checks ran");
+}
+
 #[tokio::test]
 async fn one_probe_at_a_time_and_cancel_stops_it_promptly() {
     let agent = common::AgentProcess::start();

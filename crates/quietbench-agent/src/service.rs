@@ -279,6 +279,9 @@ impl AgentService for Agent {
         request: Request<pb::RunProbeRequest>,
     ) -> Result<Response<Self::RunProbeStream>, Status> {
         let job = self.validate(request.get_ref())?;
+        if request.get_ref().check_only {
+            return Ok(Response::new(Box::pin(tokio_stream::empty())));
+        }
         let owner = Owner::of(&request);
         let (guard, cancel) = self.slot.claim(&job.trial_id, job.spec.name, owner)?;
         let (tx, rx) = mpsc::channel(EVENT_BUFFER);

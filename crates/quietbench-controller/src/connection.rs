@@ -331,6 +331,20 @@ impl AgentConnection {
         let _ = tokio::time::timeout(Duration::from_secs(1), call).await;
     }
 
+    /// Has the agent check a trial's request (`check_only`) without running it: its refusal,
+    /// if any, is the error the trial itself would meet.
+    pub async fn check_probe(
+        &mut self,
+        mut request: pb::RunProbeRequest,
+    ) -> Result<(), AgentError> {
+        request.check_only = true;
+        match tokio::time::timeout(FIRST_EVENT_TIMEOUT, self.client.run_probe(request)).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(status)) => Err(self.status_error(status)),
+            Err(_) => Err(self.stalled(FIRST_EVENT_TIMEOUT)),
+        }
+    }
+
     /// Runs one trial to its end, calling `on_event` with each event as it arrives (once
     /// checked), within a budget of its own ([`RunBudget::default`]).
     pub async fn run_probe(

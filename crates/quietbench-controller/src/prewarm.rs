@@ -44,6 +44,7 @@ pub async fn prewarm_path(
             cpus: Vec::new(),
             unpinned: false,
             trial_id: format!("prewarm-{round}"),
+            check_only: false,
         };
         let before = bytes;
         let done = conn

@@ -1,6 +1,6 @@
-//! `http`: a load generator for a user's HTTP/1.1 server. A *load agent* runs it; the server
-//! runs on another host, started by someone else, and the controller fills in its address
-//! (`target`).
+//! `http`: a load generator for a user's HTTP/1.1 server, or with `http2=true` an HTTP/2 one
+//! over cleartext (`http/h2.rs`). A *load agent* runs it; the server runs on another host,
+//! started by someone else, and the controller fills in its address (`target`).
 //!
 //! Each probe thread owns a share of the connections (keep-alive, one request in flight on
 //! each: no pipelining) and a share of the schedule, and drives them from one non-blocking
@@ -50,6 +50,7 @@
 // `framing`, `request`, `requests` and `response` serve `tcp` too: the same loop with raw
 // framing (crate::tcp).
 pub(crate) mod framing;
+mod h2;
 pub(crate) mod request;
 pub(crate) mod requests;
 pub(crate) mod response;
@@ -210,6 +211,12 @@ const TEXT_PARAMS: &[TextParam] = &[
     ),
     ("host", None, "the Host header's value; default: the target"),
     (
+        "http2",
+        Some("false"),
+        "true: HTTP/2 over cleartext with prior knowledge (no TLS, no Upgrade), one stream in \
+         flight per connection; body= at most 16384 bytes",
+    ),
+    (
         "warmup",
         Some("0"),
         "seconds at the start of each trial whose requests are sent but not recorded",
@@ -277,8 +284,8 @@ pub fn buffers_per_thread(resolved: &BTreeMap<String, String>) -> (u64, String) 
 
 /// Resolves the `http` probe's parameters: `target` (required, IP:PORT), `path` (/), `method`
 /// (GET), `body` (empty), `host` (the target), `warmup` (0 s), `rate` (1000), `connections`
-/// (16), `threads` (1), `timeout_ms` (2000), `max_lag_ms` (10), and `header.NAME=VALUE` for
-/// each header to send; or, instead of `path` and `method`, a request file: `requests` (its
+/// (16), `threads` (1), `timeout_ms` (2000), `max_lag_ms` (10), `http2` (false), and
+/// `header.NAME=VALUE` for each header to send; or, instead of `path` and `method`, a request file: `requests` (its
 /// name, for the record) with `requests_text` (its text), `requests_order` (sequence) and
 /// `requests_seed` (0).
 pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamError> {
@@ -330,6 +337,29 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
             format!("at most {} bytes", request::MAX_BODY_BYTES),
         ));
     }
+    let http2_text = text("http2").unwrap_or_default();
+    let http2 = match http2_text.trim() {
+        "true" => true,
+        "false" => false,
+        _ => {
+            return Err(bad(
+                "http2",
+                &http2_text,
+                "true or false (HTTP/2 over cleartext, or HTTP/1.1)".into(),
+            ));
+        }
+    };
+    if http2 && body.len() > h2::MAX_BODY_BYTES {
+        return Err(bad(
+            "body",
+            &format!("({} bytes)", body.len()),
+            format!(
+                "with http2=true at most {} bytes (one DATA frame within the server's initial \
+                 window)",
+                h2::MAX_BODY_BYTES
+            ),
+        ));
+    }
     let host = params
         .get("host")
         .map(|h| h.trim().to_string())
@@ -344,6 +374,9 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
         };
         let value = value.trim();
         request::check_header(name, value).map_err(|why| bad(key, value, why))?;
+        if http2 {
+            h2::check_header(name).map_err(|why| bad(key, value, why))?;
+        }
         headers.push((name.to_string(), value.to_string()));
     }
 
@@ -353,8 +386,18 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
     let rate = values["rate"];
 
     let mut resolved = crate::spec::as_text(&values);
-    let (requests, order) =
-        resolve_requests(params, &host, &headers, body.as_bytes(), &mut resolved)?;
+    let (requests, order) = resolve_requests(
+        params,
+        http2,
+        &host,
+        &headers,
+        body.as_bytes(),
+        &mut resolved,
+    )?;
+    // Only when asked, so that the records of HTTP/1.1 runs stay as they were.
+    if http2 {
+        resolved.insert("http2".into(), "true".into());
+    }
     resolved.insert("target".into(), target.to_string());
     resolved.insert("body".into(), body);
     resolved.insert("host".into(), host);
@@ -365,7 +408,7 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
 
     let config = HttpConfig {
         probe: PROBE,
-        framing: Framing::Http,
+        framing: if http2 { Framing::Http2 } else { Framing::Http },
         target,
         requests: Arc::new(requests),
         order,
@@ -437,6 +480,7 @@ pub(crate) fn load_spec(config: HttpConfig, resolved: BTreeMap<String, String>) 
 /// and for random order `requests_seed`.
 fn resolve_requests(
     params: &BTreeMap<String, String>,
+    http2: bool,
     host: &str,
     headers: &[(String, String)],
     body: &[u8],
@@ -477,10 +521,9 @@ fn resolve_requests(
             request::Method::parse(method_text).map_err(|why| bad("method", method_text, why))?;
         resolved.insert("path".into(), path.clone());
         resolved.insert("method".into(), method.as_str().into());
-        return Ok((
-            RequestSet::one(method, &path, host, headers, body),
-            Order::Sequence,
-        ));
+        let set = RequestSet::one(http2, method, &path, host, headers, body)
+            .map_err(|why| bad("http2", "true", why))?;
+        return Ok((set, Order::Sequence));
     };
     let Some(name) = file else {
         return Err(bad(
@@ -511,7 +554,7 @@ fn resolve_requests(
         Order::parse(order_text, seed).map_err(|why| bad("requests_order", order_text, why))?;
     let parsed = quietbench_vocab::requests::parse_requests(text)
         .map_err(|why| bad("requests", name, why))?;
-    let set = RequestSet::format(&parsed, host, headers, body)
+    let set = RequestSet::format(http2, &parsed, host, headers, body)
         .map_err(|why| bad("requests", name, why))?;
     resolved.insert("requests".into(), name.clone());
     resolved.insert("requests_order".into(), order.as_str().into());

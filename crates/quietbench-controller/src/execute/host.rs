@@ -119,6 +119,8 @@ pub struct HostTask {
     pub kept_servers: servers::KeptServers,
     /// This host's restart=run servers, by variant.
     pub kept: BTreeMap<usize, servers::Kept>,
+    /// The variants whose load parameters the load agent has checked for this host.
+    pub load_checked: std::collections::BTreeSet<usize>,
 }
 
 impl HostTask {
@@ -352,6 +354,7 @@ impl HostTask {
         let mut probe_cpus = settings.cpus.clone();
         let mut server_started = None;
         if let Some(split) = &server_split {
+            self.check_load(planned.variant, probe, &params).await?;
             let server = self.server_for_trial(number, planned, split).await?;
             peer_on_this_machine = server.started.same_machine;
             probe_cpus = server.started.load_cpus.clone();
@@ -367,6 +370,7 @@ impl HostTask {
             cpus: probe_cpus,
             unpinned: settings.unpinned,
             trial_id: format!("{}-{}", self.run_id, number + 1),
+            check_only: false,
         };
         let total_rounds = settings.warmup + settings.rounds;
         let what = format!(

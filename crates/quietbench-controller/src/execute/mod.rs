@@ -301,6 +301,7 @@ pub async fn execute(
             budget: budget.clone(),
             kept_servers: kept.clone(),
             kept: Default::default(),
+            load_checked: Default::default(),
         };
         let handle = tasks.spawn(task.run());
         task_hosts.insert(handle.id(), index);

@@ -1,11 +1,13 @@
 //! What the load loop asks of a response, whatever the protocol: when it is complete, and how
-//! it ended. `http` reads HTTP/1.1 responses ([`ResponseReader`]); `tcp` reads raw ones framed
-//! by a terminator or a length ([`RawReader`]). The rest of the loop (connections, schedule,
-//! timeouts, errors, warm-up) is the same for both.
+//! it ended. `http` reads HTTP/1.1 responses ([`ResponseReader`]) or HTTP/2 frames
+//! ([`Http2Reader`], which also holds the connection's HTTP/2 state); `tcp` reads raw ones
+//! framed by a terminator or a length ([`RawReader`]). The rest of the loop (connections, schedule,
+//! timeouts, errors, warm-up) is the same for all.
 //!
 //! An enum rather than a trait object: each connection owns its reader inline, a call is a
 //! match the compiler sees through, and nothing is boxed or allocated per request.
 
+use super::h2::Http2Reader;
 use super::response::{BUFFER_BYTES, Malformed, ResponseReader};
 use crate::tcp::framing::{RawFraming, RawReader};
 
@@ -14,6 +16,8 @@ use crate::tcp::framing::{RawFraming, RawReader};
 pub enum Framing {
     /// HTTP/1.1: status line, headers, a body framed by its headers.
     Http,
+    /// HTTP/2 over cleartext, with prior knowledge (`http2=true`).
+    Http2,
     /// Raw bytes (`tcp`): up to a terminator, or a fixed length.
     Raw(RawFraming),
 }
@@ -34,6 +38,7 @@ pub(crate) enum Verdict {
 /// One connection's response reader.
 pub(crate) enum Reader {
     Http(ResponseReader),
+    Http2(Http2Reader),
     Raw(RawReader),
 }
 
@@ -42,15 +47,25 @@ impl Reader {
         match framing {
             // Told at each send whether its request is a HEAD.
             Framing::Http => Self::Http(ResponseReader::new(false)),
+            Framing::Http2 => Self::Http2(Http2Reader::new()),
             Framing::Raw(raw) => Self::Raw(RawReader::new(raw, BUFFER_BYTES)),
         }
     }
 
-    /// Ready for the next response, to a HEAD request or not (HTTP's concern alone).
+    /// A new connection (HTTP/2 starts its state over).
+    pub(crate) fn connected(&mut self) {
+        if let Self::Http2(r) = self {
+            r.connected();
+        }
+    }
+
+    /// Ready for the next response, to a HEAD request or not (HTTP/1.1's concern alone: HTTP/2
+    /// is readied by [`Http2Reader::prepare`], which also writes the request).
     #[inline]
     pub(crate) fn reset_for(&mut self, head_request: bool) {
         match self {
             Self::Http(r) => r.reset_for(head_request),
+            Self::Http2(_) => {}
             Self::Raw(r) => r.reset(),
         }
     }
@@ -60,6 +75,7 @@ impl Reader {
     pub(crate) fn spare(&mut self) -> &mut [u8] {
         match self {
             Self::Http(r) => r.spare(),
+            Self::Http2(r) => r.spare(),
             Self::Raw(r) => r.spare(),
         }
     }
@@ -69,6 +85,7 @@ impl Reader {
     pub(crate) fn advance(&mut self, n: usize) -> Result<bool, Malformed> {
         match self {
             Self::Http(r) => r.advance(n),
+            Self::Http2(r) => r.advance(n),
             Self::Raw(r) => r.advance(n),
         }
     }
@@ -77,27 +94,32 @@ impl Reader {
     pub(crate) fn eof(&mut self) -> Result<bool, Malformed> {
         match self {
             Self::Http(r) => r.eof(),
+            Self::Http2(r) => r.eof(),
             Self::Raw(r) => r.eof(),
         }
     }
 
     /// How the complete response ended.
     pub(crate) fn verdict(&self) -> Verdict {
-        match self {
-            Self::Http(r) => match r.status() {
-                200..=399 => Verdict::Answered,
-                400..=499 => Verdict::ClientError,
-                500..=599 => Verdict::ServerError,
-                _ => Verdict::Unexpected,
-            },
-            Self::Raw(_) => Verdict::Answered,
+        let status = match self {
+            Self::Http(r) => r.status(),
+            Self::Http2(r) => r.status(),
+            Self::Raw(_) => return Verdict::Answered,
+        };
+        match status {
+            200..=399 => Verdict::Answered,
+            400..=499 => Verdict::ClientError,
+            500..=599 => Verdict::ServerError,
+            _ => Verdict::Unexpected,
         }
     }
 
-    /// The server closes the connection after this response (HTTP says so; raw never does).
+    /// The connection closes after this response (HTTP/1.1's server says so; HTTP/2's sent
+    /// GOAWAY, or its stream ids ran out; raw never does).
     pub(crate) fn close(&self) -> bool {
         match self {
             Self::Http(r) => r.close(),
+            Self::Http2(r) => r.close(),
             Self::Raw(_) => false,
         }
     }

@@ -13,7 +13,7 @@
 
 use quietbench_vocab::requests::FileRequest;
 
-use super::request::{Method, append_request};
+use super::request::Method;
 use crate::rng::Rng;
 
 /// The most bytes of every request formatted, headers and body repeated in each: what one
@@ -31,21 +31,22 @@ pub struct RequestSet {
 }
 
 impl RequestSet {
-    /// The one request of `path=` and `method=`.
+    /// The one request of `path=` and `method=`, in HTTP/1.1 or (`http2`) HTTP/2 frames.
     pub(crate) fn one(
+        http2: bool,
         method: Method,
         path: &str,
         host: &str,
         headers: &[(String, String)],
         body: &[u8],
-    ) -> Self {
+    ) -> Result<Self, String> {
         let mut bytes = Vec::new();
-        append_request(&mut bytes, method, path, host, headers, body);
-        Self {
+        append(&mut bytes, http2, method, path, host, headers, body)?;
+        Ok(Self {
             starts: vec![0, bytes.len()].into_boxed_slice(),
             bytes: bytes.into_boxed_slice(),
             head: vec![method == Method::Head].into_boxed_slice(),
-        }
+        })
     }
 
     /// One raw request (`tcp`): its bytes as given, sent whole each time.
@@ -60,6 +61,7 @@ impl RequestSet {
     /// A file's requests, each with the shared host, headers and body; refused past
     /// [`MAX_FORMATTED_BYTES`].
     pub(crate) fn format(
+        http2: bool,
         requests: &[FileRequest<'_>],
         host: &str,
         headers: &[(String, String)],
@@ -69,7 +71,7 @@ impl RequestSet {
         let mut starts = Vec::with_capacity(requests.len() + 1);
         starts.push(0);
         for r in requests {
-            append_request(&mut bytes, r.method, r.path, host, headers, body);
+            append(&mut bytes, http2, r.method, r.path, host, headers, body)?;
             if bytes.len() > MAX_FORMATTED_BYTES {
                 return Err(format!(
                     "its {} requests with the shared host, headers and body come to over {} MiB \
@@ -87,6 +89,15 @@ impl RequestSet {
         })
     }
 
+    /// The longest request's bytes.
+    pub(crate) fn longest(&self) -> usize {
+        self.starts
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .max()
+            .unwrap_or(0)
+    }
+
     /// How many requests.
     pub(crate) fn len(&self) -> usize {
         self.head.len()
@@ -102,6 +113,24 @@ impl RequestSet {
     #[inline]
     pub(crate) fn is_head(&self, i: usize) -> bool {
         self.head[i]
+    }
+}
+
+/// Appends one request in HTTP/1.1's bytes, or HTTP/2's frames (refused if they would not fit).
+fn append(
+    out: &mut Vec<u8>,
+    http2: bool,
+    method: Method,
+    path: &str,
+    host: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> Result<(), String> {
+    if http2 {
+        super::h2::append_request(out, method, path, host, headers, body)
+    } else {
+        super::request::append_request(out, method, path, host, headers, body);
+        Ok(())
     }
 }
 
@@ -207,7 +236,7 @@ mod tests {
     fn requests_are_formatted_once_into_one_buffer() {
         let requests = parse_requests("/a\nHEAD /b\nPOST /c").unwrap();
         let headers = vec![("X-T".to_string(), "1".to_string())];
-        let set = RequestSet::format(&requests, "h", &headers, b"").unwrap();
+        let set = RequestSet::format(false, &requests, "h", &headers, b"").unwrap();
         assert_eq!(set.len(), 3);
         assert_eq!(
             set.bytes(0),
@@ -226,7 +255,7 @@ mod tests {
         let text = "/x\n".repeat(5000);
         let many = parse_requests(&text).unwrap();
         let body = vec![b'b'; 16 * 1024];
-        let err = RequestSet::format(&many, "h", &[], &body).unwrap_err();
+        let err = RequestSet::format(false, &many, "h", &[], &body).unwrap_err();
         assert!(err.contains("over 64 MiB"), "{err}");
     }
 

@@ -31,6 +31,8 @@ pub(crate) enum Malformed {
     Eof,
     /// A raw response (`tcp`) passed its bound without its terminator.
     TooLarge,
+    /// HTTP/2: what the server sent that the probe cannot take, and why.
+    Http2(&'static str),
 }
 
 /// How the body's end is found.

@@ -676,7 +676,9 @@ fn connections_split_evenly_over_threads() {
         probe: PROBE,
         framing: Framing::Http,
         target: "127.0.0.1:1".parse().unwrap(),
-        requests: Arc::new(RequestSet::one(request::Method::Get, "/", "h", &[], b"")),
+        requests: Arc::new(
+            RequestSet::one(false, request::Method::Get, "/", "h", &[], b"").unwrap(),
+        ),
         order: Order::Sequence,
         rate: 1,
         connections: 10,

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use quietbench_vocab::metrics;
 
 use super::framing::{Framing, Reader, Verdict};
+use super::h2;
 use super::requests::{Picker, RequestSet};
 use super::schedule::{Schedule, backoff};
 use super::sys::{self, BROKEN, Epoll, Event, READABLE, WRITABLE};
@@ -62,6 +63,10 @@ struct Conn {
     request: usize,
     /// Bytes of the request written.
     written: usize,
+    /// HTTP/2: what a send writes (the connection's opening, acknowledgements, the request's
+    /// frames with their stream id), made at the send in room reserved at the start. Empty
+    /// otherwise: HTTP/1.1 and raw requests are written from the request set itself.
+    out: Vec<u8>,
     /// EPOLLOUT is asked for (connecting, or a write that would block).
     watching_writes: bool,
     /// The request in flight: when it was due, when it was sent, whether it is recorded.
@@ -77,7 +82,8 @@ struct Conn {
 }
 
 impl Conn {
-    fn new(now: Instant, framing: Framing) -> Self {
+    /// `longest`: the longest request's bytes, for HTTP/2's room.
+    fn new(now: Instant, framing: Framing, longest: usize) -> Self {
         Self {
             stream: None,
             generation: 0,
@@ -85,6 +91,10 @@ impl Conn {
             reader: Reader::new(framing),
             request: 0,
             written: 0,
+            out: match framing {
+                Framing::Http2 => Vec::with_capacity(longest + h2::ROOM_BYTES),
+                _ => Vec::new(),
+            },
             watching_writes: false,
             due: now,
             sent: now,
@@ -198,7 +208,9 @@ impl HttpWorkload {
             schedule: (config.rate > 0).then(|| Schedule::new(config.rate, config.threads, thread)),
             epoll,
             events: vec![Event::EMPTY; n.clamp(1, MAX_EVENTS)].into_boxed_slice(),
-            conns: (0..n).map(|_| Conn::new(now, config.framing)).collect(),
+            conns: (0..n)
+                .map(|_| Conn::new(now, config.framing, config.requests.longest()))
+                .collect(),
             idle: VecDeque::with_capacity(n),
             start: None,
             warmup_end: None,
@@ -279,6 +291,7 @@ impl HttpWorkload {
             Ok(stream) => {
                 let c = &mut self.conns[i];
                 c.stream = Some(stream);
+                c.reader.connected();
                 c.state = State::Connecting;
                 c.watching_writes = true;
                 c.deadline = now + self.timeout;
@@ -359,6 +372,9 @@ impl HttpWorkload {
         c.sent = now;
         c.recorded = recorded;
         c.written = 0;
+        if let Reader::Http2(r) = &mut c.reader {
+            r.prepare(&mut c.out, self.requests.bytes(request));
+        }
         c.reader.reset_for(self.requests.is_head(request));
         c.state = State::Sending;
         c.deadline = now + self.timeout;
@@ -377,7 +393,10 @@ impl HttpWorkload {
             let Some(stream) = c.stream.as_ref() else {
                 return;
             };
-            let request = self.requests.bytes(c.request);
+            let request = match c.reader {
+                Reader::Http2(_) => &c.out[..],
+                _ => self.requests.bytes(c.request),
+            };
             let result = (&*stream).write(&request[c.written..]);
             match result {
                 Ok(0) => break,
@@ -432,7 +451,12 @@ impl HttpWorkload {
             };
             match step {
                 Ok(true) => return self.complete(i),
-                Ok(false) => {}
+                Ok(false) => {
+                    if self.conns[i].state == State::Awaiting && !self.write_control(i) {
+                        self.fail_request(i, Instant::now(), Failure::Io);
+                        return None;
+                    }
+                }
                 Err(_) => {
                     self.fail_request(i, Instant::now(), Failure::Io);
                     return None;
@@ -490,6 +514,9 @@ impl HttpWorkload {
     /// affected, so it is no error: the connection is reopened (a reconnect), after the backoff
     /// in case the server does so at once every time.
     fn idle_readable(&mut self, i: usize, now: Instant) {
+        if matches!(self.conns[i].reader, Reader::Http2(_)) {
+            return self.idle_readable_http2(i, now);
+        }
         let Conn { stream, reader, .. } = &mut self.conns[i];
         let Some(stream) = stream.as_ref() else {
             return;
@@ -502,6 +529,52 @@ impl HttpWorkload {
                 ) => {}
             _ => self.close(i, now, true),
         }
+    }
+
+    /// An idle HTTP/2 connection is readable: frames of the connection (SETTINGS, PING,
+    /// WINDOW_UPDATE, the end of a finished stream) are taken in and acknowledged, and it stays
+    /// open; it is reopened as an HTTP/1.1 one would be when the server closes it, sends
+    /// GOAWAY, or sends what cannot be read.
+    fn idle_readable_http2(&mut self, i: usize, now: Instant) {
+        loop {
+            let Conn { stream, reader, .. } = &mut self.conns[i];
+            let Some(stream) = stream.as_ref() else {
+                return;
+            };
+            let taken = match (&*stream).read(reader.spare()) {
+                Ok(0) => Err(()),
+                Ok(n) => reader.advance(n).map_err(drop),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => Err(()),
+            };
+            if taken.is_err() || reader.close() {
+                return self.close(i, now, true);
+            }
+        }
+        if !self.write_control(i) {
+            self.close(i, now, true);
+        }
+    }
+
+    /// Writes what an HTTP/2 connection owes the server (acknowledgements, window updates)
+    /// while no request is being written on it; false when the connection broke. What would
+    /// block waits for the next chance, or goes with the next request.
+    fn write_control(&mut self, i: usize) -> bool {
+        let Conn { stream, reader, .. } = &mut self.conns[i];
+        let (Some(stream), Reader::Http2(r)) = (stream.as_ref(), reader) else {
+            return true;
+        };
+        while !r.control().is_empty() {
+            match (&*stream).write(r.control()) {
+                Ok(0) => return false,
+                Ok(n) => r.control_written(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+        true
     }
 
     /// `i`'s connect finished (writable) or failed (error, hang-up).
@@ -722,7 +795,7 @@ impl Workload for HttpWorkload {
             sum(metrics::ERRORS_TIMEOUT, "errors", t.errors_timeout),
         ];
         // Raw responses have no status: no 4xx or 5xx to count, and none reported as zero.
-        if self.framing == Framing::Http {
+        if !matches!(self.framing, Framing::Raw(_)) {
             counters.push(sum(metrics::ERRORS_4XX, "errors", t.errors_4xx));
             counters.push(sum(metrics::ERRORS_5XX, "errors", t.errors_5xx));
         }

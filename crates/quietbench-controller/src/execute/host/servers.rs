@@ -351,6 +351,44 @@ impl HostTask {
 
     /// Starts the user's server on this host (kept under `keep_as` when not empty) and says
     /// where the load goes.
+    /// Has the load agent check a variant's load parameters before its first server starts
+    /// on this host, so that a bad one (`rate=abc`, `http2=maybe`) is refused at once rather
+    /// than after the server's start and readiness wait. The target is a stand-in on this
+    /// host's address; the trial's own is the started server's.
+    pub(super) async fn check_load(
+        &mut self,
+        variant: usize,
+        probe: &str,
+        params: &std::collections::HashMap<String, String>,
+    ) -> anyhow::Result<()> {
+        if self.load_checked.contains(&variant) {
+            return Ok(());
+        }
+        let ip = host_ip(&self.target.address)?;
+        let mut params = params.clone();
+        params.insert(
+            "target".into(),
+            std::net::SocketAddr::new(ip, 1).to_string(),
+        );
+        let request = pb::RunProbeRequest {
+            probe: probe.to_string(),
+            params,
+            duration_ms: self.settings.duration_ms,
+            interval_ms: self.settings.interval_ms,
+            cpus: Vec::new(),
+            unpinned: self.settings.unpinned,
+            trial_id: String::new(),
+            check_only: true,
+        };
+        let load = self
+            .peer
+            .as_mut()
+            .ok_or_else(|| anyhow::anyhow!("{probe} needs a load agent"))?;
+        load.conn.check_probe(request).await?;
+        self.load_checked.insert(variant);
+        Ok(())
+    }
+
     async fn start_server(&mut self, split: &Split, keep_as: &str) -> anyhow::Result<Started> {
         let load = self
             .peer
