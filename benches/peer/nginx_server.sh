@@ -1,7 +1,9 @@
-# Sourced by http_vs_wrk.sh and http_stall.sh: the nginx both serve, set up under $work.
-# One process (no master), no access log, a 13-byte file: the server's cost per request is
-# nginx's own. Defines nginx_cmd PORT, the shell command that starts it on 127.0.0.1:PORT
-# (PORT may be quietbench's `{port}`, filled in by the agent that starts it).
+# Sourced by http_vs_wrk.sh, http_stall.sh and http2_vs_h2load.sh: the nginx they serve, set
+# up under $work. One process (no master), no access log, a 13-byte file: the server's cost per
+# request is nginx's own. Defines nginx_cmd PORT [http2], the shell command that starts it on
+# 127.0.0.1:PORT (PORT may be quietbench's `{port}`, filled in by the agent that starts it);
+# with http2, the same nginx speaking HTTP/2 over cleartext with prior knowledge (h2c: nginx
+# 1.22's `listen ... http2` without ssl, which answers the HTTP/2 preface, not an Upgrade).
 mkdir -p "$work/www"
 printf 'hello, world\n' > "$work/www/index.html"
 cat > "$work/nginx.template" <<EOF_TEMPLATE
@@ -21,11 +23,16 @@ http {
   server { listen 127.0.0.1:@PORT@; root $work/www; keepalive_requests 1000000; }
 }
 EOF_TEMPLATE
+# The same server with only its listen line changed.
+sed 's/listen 127.0.0.1:@PORT@;/listen 127.0.0.1:@PORT@ http2;/' "$work/nginx.template" > "$work/nginx-h2.template"
 nginx_cmd() {
-  echo "sed 's/@PORT@/$1/g' $work/nginx.template > $work/nginx-$1.conf && exec nginx -p $work/ -c $work/nginx-$1.conf"
+  local name=nginx
+  [ "${2:-}" = http2 ] && name=nginx-h2
+  echo "sed 's/@PORT@/$1/g' $work/$name.template > $work/$name-$1.conf && exec nginx -p $work/ -c $work/$name-$1.conf"
 }
-# start_peer_nginx PORT CPU: nginx for the peer tools, pinned, waited for; its pid in pids.
+# start_peer_nginx PORT CPU [http2]: nginx for the peer tools, pinned, waited for; its pid in
+# pids.
 start_peer_nginx() {
-  taskset -c "$2" sh -c "$(nginx_cmd "$1")" & pids+=($!)
+  taskset -c "$2" sh -c "$(nginx_cmd "$1" "${3:-}")" & pids+=($!)
   for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && break; sleep 0.1; done
 }

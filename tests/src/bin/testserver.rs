@@ -12,23 +12,32 @@
 //! `--raw` speaks a line protocol instead, for the `tcp` probe (tests/tcp_server.rs): each
 //! request is a line, each answer the fixed-length line `+OK <the work's result in 16 hex
 //! digits>\n` (21 bytes), after the same work and delay.
+//! `--h2` speaks HTTP/2 over cleartext TCP with prior knowledge instead (the client sends the
+//! HTTP/2 preface at once: no TLS, no Upgrade), for the `http` probe's `http2=true`: every
+//! stream is answered as an HTTP/1.1 request is (the same work, delay, status, body, header
+//! and log line; HEAD gets no body; a request's body is read and dropped). Each connection's
+//! thread runs a current-thread tokio runtime, whose streams take turns on that thread: the
+//! work and the delay (std's sleep, which keeps its microseconds where tokio's timer rounds up
+//! to a millisecond) block it, so a connection's requests are served one at a time, as a
+//! keep-alive HTTP/1.1 connection's are, however many streams the client opens on it.
 //! SIGTERM ends it with status 0; "listening on ADDR" on stderr says it is ready.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::thread;
 use std::time::Duration;
 
 use anyhow::Context;
+use bytes::Bytes;
 use clap::Parser;
 use nix::sys::signal::{SigSet, Signal};
 
 #[derive(Debug, Parser)]
 #[command(
     name = "testserver",
-    about = "An HTTP/1.1 keep-alive server (or with --raw a line server) with a known \
-             per-request cost, for the end-to-end \
+    about = "An HTTP/1.1 keep-alive server (or with --raw a line server, with --h2 an HTTP/2 \
+             cleartext server) with a known per-request cost, for the end-to-end \
              tests of the http probe; exits 0 at SIGTERM"
 )]
 struct Args {
@@ -66,6 +75,10 @@ struct Args {
     /// "+OK <16 hex digits>\n"
     #[arg(long)]
     raw: bool,
+    /// Speak HTTP/2 over cleartext TCP with prior knowledge (h2c: no TLS, no Upgrade), each
+    /// stream answered as an HTTP/1.1 request is
+    #[arg(long, conflicts_with = "raw")]
+    h2: bool,
 }
 
 /// The longest request line or header accepted.
@@ -78,6 +91,9 @@ const MAX_BODY_BYTES: u64 = 64 << 20;
 const BODY: &[u8] = b"Hello, world\n";
 /// The status `--exit-after-ms` exits with.
 const EARLY_EXIT_STATUS: i32 = 3;
+/// `--h2`: the most body bytes asked of the flow-control window at a time, so that a large
+/// `--body-bytes` is sent as the client reads it, never buffered whole.
+const H2_CHUNK_BYTES: usize = 64 * 1024;
 
 /// The fixed per-request loop: `n` rounds of xorshift64, which no compiler folds into a
 /// formula, so its cost grows with `n`.
@@ -199,13 +215,14 @@ fn read_head(reader: &mut impl BufRead) -> Result<Head, Refusal> {
     Err(Refusal::Answer(431))
 }
 
-/// Writes one answer: `status`, `body_bytes` of body, and the work's result.
+/// Writes one answer: `status`, `body_bytes` of body (none to a HEAD), and the work's result.
 fn answer(
     out: &mut impl Write,
     status: u16,
     body_bytes: u64,
     work_result: u64,
     close: bool,
+    head_request: bool,
 ) -> std::io::Result<()> {
     let mut head = format!(
         "HTTP/1.1 {status} {}\r\nContent-Length: {body_bytes}\r\nContent-Type: text/plain\r\n\
@@ -217,7 +234,9 @@ fn answer(
     }
     head.push_str("\r\n");
     out.write_all(head.as_bytes())?;
-    let mut left = body_bytes;
+    // A HEAD's answer says the body's length and sends none (RFC 9110 9.3.2): a client reads
+    // no body after it, and bytes sent anyway would be read as the next answer.
+    let mut left = if head_request { 0 } else { body_bytes };
     while left > 0 {
         let chunk = left.min(BODY.len() as u64) as usize;
         out.write_all(&BODY[..chunk])?;
@@ -238,7 +257,7 @@ fn serve(stream: TcpStream, args: &Args, log: Option<&Mutex<std::fs::File>>) {
             Ok(head) => head,
             Err(Refusal::Gone) => return,
             Err(Refusal::Answer(status)) => {
-                let _ = answer(&mut writer, status, 0, 0, true);
+                let _ = answer(&mut writer, status, 0, 0, true, false);
                 return;
             }
         };
@@ -252,11 +271,11 @@ fn serve(stream: TcpStream, args: &Args, log: Option<&Mutex<std::fs::File>>) {
             }
         }
         if head.chunked {
-            let _ = answer(&mut writer, 501, 0, 0, true);
+            let _ = answer(&mut writer, 501, 0, 0, true, false);
             return;
         }
         if head.content_length > MAX_BODY_BYTES {
-            let _ = answer(&mut writer, 413, 0, 0, true);
+            let _ = answer(&mut writer, 413, 0, 0, true, false);
             return;
         }
         let copied = std::io::copy(
@@ -276,6 +295,7 @@ fn serve(stream: TcpStream, args: &Args, log: Option<&Mutex<std::fs::File>>) {
             args.body_bytes,
             result,
             head.close,
+            head.method == "HEAD",
         )
         .is_err()
             || head.close
@@ -312,6 +332,129 @@ fn serve_raw(stream: TcpStream, args: &Args, log: Option<&Mutex<std::fs::File>>)
             return;
         }
     }
+}
+
+/// `--h2`'s body source: BODY repeated past `H2_CHUNK_BYTES`, built once; each DATA write is
+/// a slice of it (shared, not copied).
+fn h2_body_pattern() -> &'static Bytes {
+    static PATTERN: OnceLock<Bytes> = OnceLock::new();
+    PATTERN.get_or_init(|| Bytes::from(BODY.repeat(H2_CHUNK_BYTES / BODY.len() + 2)))
+}
+
+/// Bytes `offset..offset + len` of a body of BODY repeated (what `answer` writes), `len` at
+/// most `H2_CHUNK_BYTES`.
+fn h2_body_chunk(pattern: &Bytes, offset: u64, len: usize) -> Bytes {
+    let start = (offset % BODY.len() as u64) as usize;
+    pattern.slice(start..start + len)
+}
+
+/// `--h2`'s response head: what `answer` says, as HTTP/2 headers (no reason phrase, no
+/// Connection).
+fn h2_head(status: u16, body_bytes: u64, work_result: u64) -> Option<http::Response<()>> {
+    http::Response::builder()
+        .status(status)
+        .header(http::header::CONTENT_LENGTH, body_bytes)
+        .header(http::header::CONTENT_TYPE, "text/plain")
+        .header("x-work", format!("{work_result:016x}"))
+        .body(())
+        .ok()
+}
+
+/// Sends `body_bytes` of body on `send` as the peer's flow-control window allows, ending the
+/// stream with the last byte.
+async fn h2_send_body(send: &mut h2::SendStream<Bytes>, body_bytes: u64) -> Result<(), h2::Error> {
+    let pattern = h2_body_pattern();
+    let mut sent = 0;
+    while sent < body_bytes {
+        let left = body_bytes - sent;
+        send.reserve_capacity(left.min(H2_CHUNK_BYTES as u64) as usize);
+        while send.capacity() == 0 {
+            match std::future::poll_fn(|cx| send.poll_capacity(cx)).await {
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e),
+                // The stream was reset: nobody reads the rest.
+                None => return Ok(()),
+            }
+        }
+        let len = send.capacity().min(H2_CHUNK_BYTES).min(left as usize);
+        let chunk = h2_body_chunk(pattern, sent, len);
+        sent += len as u64;
+        send.send_data(chunk, sent == body_bytes)?;
+    }
+    Ok(())
+}
+
+/// `--h2`: answers one stream as `serve` answers one request.
+async fn serve_h2_stream(
+    request: http::Request<h2::RecvStream>,
+    mut respond: h2::server::SendResponse<Bytes>,
+    args: &'static Args,
+    log: Option<&'static Mutex<std::fs::File>>,
+) {
+    let (head, mut body) = request.into_parts();
+    if let Some(log) = log {
+        let target = head.uri.path_and_query().map_or("/", |p| p.as_str());
+        let line = format!("{} {target}\n", head.method);
+        let mut file = log.lock().unwrap_or_else(|p| p.into_inner());
+        if file.write_all(line.as_bytes()).is_err() {
+            // Dropping `respond` unanswered resets the stream, as HTTP/1.1 mode closes.
+            return;
+        }
+    }
+    // Read to the end (the client's window is given back as it goes) and dropped.
+    let mut read = 0u64;
+    while let Some(data) = body.data().await {
+        let Ok(data) = data else { return };
+        read += data.len() as u64;
+        let _ = body.flow_control().release_capacity(data.len());
+        if read > MAX_BODY_BYTES {
+            if let Some(response) = h2_head(413, 0, 0) {
+                let _ = respond.send_response(response, true);
+            }
+            return;
+        }
+    }
+    let result = work(args.work);
+    if args.delay_us > 0 {
+        thread::sleep(Duration::from_micros(args.delay_us));
+    }
+    let Some(response) = h2_head(args.status, args.body_bytes, result) else {
+        return;
+    };
+    let end = head.method == http::Method::HEAD || args.body_bytes == 0;
+    if let Ok(mut send) = respond.send_response(response, end)
+        && !end
+    {
+        let _ = h2_send_body(&mut send, args.body_bytes).await;
+    }
+}
+
+/// `--h2`: serves one connection's streams until it closes, on a runtime of its own thread.
+fn serve_h2(stream: TcpStream, args: &'static Args, log: Option<&'static Mutex<std::fs::File>>) {
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+    else {
+        return;
+    };
+    runtime.block_on(async move {
+        if stream.set_nonblocking(true).is_err() {
+            return;
+        }
+        let Ok(stream) = tokio::net::TcpStream::from_std(stream) else {
+            return;
+        };
+        // A client without the preface (an HTTP/1.1 one) fails the handshake: closed.
+        let Ok(mut connection) = h2::server::handshake(stream).await else {
+            return;
+        };
+        // Each stream a task, so that the connection goes on reading and writing (window
+        // updates, the bodies' DATA) while a stream waits for its window; the tasks share
+        // this thread.
+        while let Some(Ok((request, respond))) = connection.accept().await {
+            tokio::spawn(serve_h2_stream(request, respond, args, log));
+        }
+    });
 }
 
 fn main() -> anyhow::Result<()> {
@@ -354,6 +497,8 @@ fn main() -> anyhow::Result<()> {
         let _ = stream.set_nodelay(true);
         if args.raw {
             thread::spawn(move || serve_raw(stream, args, log));
+        } else if args.h2 {
+            thread::spawn(move || serve_h2(stream, args, log));
         } else {
             thread::spawn(move || serve(stream, args, log));
         }
@@ -405,7 +550,7 @@ mod tests {
     #[test]
     fn answers_carry_their_length_and_the_works_result() {
         let mut out = Vec::new();
-        answer(&mut out, 503, 20, work(3), true).unwrap();
+        answer(&mut out, 503, 20, work(3), true, false).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(
             text.starts_with("HTTP/1.1 503 Service Unavailable\r\n"),
@@ -414,11 +559,51 @@ mod tests {
         assert!(text.contains("\r\nContent-Length: 20\r\n"), "{text}");
         assert!(text.contains("\r\nConnection: close\r\n"), "{text}");
         assert!(text.ends_with("\r\n\r\nHello, world\nHello, "), "{text}");
+        // A HEAD's answer: the same length said, no body sent.
+        let mut out = Vec::new();
+        answer(&mut out, 200, 20, work(3), false, true).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("\r\nContent-Length: 20\r\n"), "{text}");
+        assert!(text.ends_with("\r\n\r\n"), "{text}");
         assert_ne!(
             work(1000),
             work(1001),
             "the loop's result depends on its length"
         );
+    }
+
+    #[test]
+    fn h2_bodies_are_the_http1_body_whatever_the_chunks() {
+        let pattern = h2_body_pattern();
+        for (body_bytes, chunk) in [
+            (0u64, 1usize),
+            (30, 7),
+            (1000, 13),
+            (200_000, H2_CHUNK_BYTES),
+        ] {
+            let mut http1 = Vec::new();
+            answer(&mut http1, 200, body_bytes, 0, false, false).unwrap();
+            let expected = &http1[http1.len() - body_bytes as usize..];
+            let mut body = Vec::new();
+            while (body.len() as u64) < body_bytes {
+                let len = chunk.min(body_bytes as usize - body.len());
+                body.extend_from_slice(&h2_body_chunk(pattern, body.len() as u64, len));
+            }
+            assert_eq!(body, expected, "{body_bytes} bytes in chunks of {chunk}");
+        }
+        let head = h2_head(503, 20, work(3)).unwrap();
+        assert_eq!(head.status(), 503);
+        assert_eq!(head.headers()["content-length"], "20");
+        assert_eq!(
+            head.headers()["x-work"],
+            format!("{:016x}", work(3)).as_str()
+        );
+    }
+
+    #[test]
+    fn h2_and_raw_exclude_each_other() {
+        assert!(Args::try_parse_from(["testserver", "--port", "1", "--h2"]).is_ok_and(|a| a.h2));
+        assert!(Args::try_parse_from(["testserver", "--port", "1", "--h2", "--raw"]).is_err());
     }
 
     #[test]
