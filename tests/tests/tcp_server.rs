@@ -154,7 +154,7 @@ fn a_fixed_length_answer_is_read_whole_and_bad_parameters_are_refused_plainly() 
     for (param, said) in [
         ("request=PING\\q", "unknown escape \\q at byte 4"),
         ("response_bytes=0", "from 1 to 1073741824"),
-        ("requests=lines.txt", "tcp takes no request file"),
+        ("requests_order=random", "give requests=FILE too"),
         ("path=/x", "http's parameter"),
     ] {
         let out = run_tcp(

@@ -8,7 +8,7 @@ use quietbench_probe::http::{MAX_REQUESTS_TEXT_BYTES, REQUESTS_TEXT};
 use tonic::Status;
 
 /// Largest request message the transport decodes: requests are a probe name, a few parameters
-/// and CPU lists, far below 1 MiB, but an `http` trial may carry a request file's text
+/// and CPU lists, far below 1 MiB, but an `http` or `tcp` trial may carry a request file's text
 /// ([`MAX_REQUESTS_TEXT_BYTES`]) besides. Above it tonic answers OUT_OF_RANGE itself.
 pub const MAX_REQUEST_BYTES: usize = (1 << 20) + MAX_REQUESTS_TEXT_BYTES;
 /// Concurrent requests on one connection (a controller needs one trial stream and a call or two).
@@ -30,12 +30,12 @@ pub const MAX_CPUS: usize = 4096;
 pub const DEFAULT_MAX_TRIAL_SECS: u64 = 3600;
 
 /// The longest value of parameter `name`: [`MAX_PARAM_VALUE_BYTES`], and for the one
-/// exception, `http`'s `requests_text`, [`MAX_REQUESTS_TEXT_BYTES`]. That parameter is a
-/// request file's text, which the controller reads on its machine and sends whole (agents read
-/// no caller's files), and a file of queries that differ per request is rightly larger than
-/// any one value; the probe parses it under the same bound, and formats it under its own
-/// ([`quietbench_probe::http::MAX_REQUESTS`] requests, 64 MiB formatted). Named here, one
-/// name and no pattern, so that no other parameter grows with it.
+/// exception, `http`'s and `tcp`'s `requests_text`, [`MAX_REQUESTS_TEXT_BYTES`]. That
+/// parameter is a request file's text, which the controller reads on its machine and sends
+/// whole (agents read no caller's files), and a file of queries that differ per request is
+/// rightly larger than any one value; the probe parses it under the same bound, and formats it
+/// under its own ([`quietbench_probe::http::MAX_REQUESTS`] requests, 64 MiB formatted). Named
+/// here, one name and no pattern, so that no other parameter grows with it.
 pub fn max_value_bytes(name: &str) -> usize {
     if name == REQUESTS_TEXT {
         MAX_REQUESTS_TEXT_BYTES

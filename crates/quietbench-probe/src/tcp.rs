@@ -7,8 +7,12 @@
 //! at a constant rate timed from each request's intended send, closed loop at `rate=0`, send
 //! lag and void trials, warm-up, errors by kind) with raw framing instead of HTTP's: every
 //! request is the bytes of `request=` (escapes `\n`, `\r`, `\t`, `\0`, `\\`, `\xNN`; default
-//! `PING\n`, which a line server and Redis both answer), formatted once; a response ends at the
-//! first `response_terminator=` (default `\n`), or after exactly `response_bytes=N` bytes.
+//! `PING\n`, which a line server and Redis both answer), or one of a request file's
+//! (`requests=FILE`: a request per line in the same escapes, the format
+//! [`quietbench_vocab::raw_requests`], whose text the controller sends in `requests_text`),
+//! copied once into one buffer and picked in `requests_order` as `http`'s are; a response ends
+//! at the first `response_terminator=` (default `\n`), or after exactly `response_bytes=N`
+//! bytes.
 //! One request is in flight per connection, so bytes past a response's end answer nothing
 //! asked: an I/O error, as is a response past 1 MiB without its terminator (never a hang) and a
 //! stream that ends mid-response. A request not answered within `timeout_ms` is a timeout.
@@ -16,9 +20,6 @@
 //! The metrics are `http`'s, where they mean the same: `request_latency`, `service_time`,
 //! `send_lag`, `requests_per_sec`, the `errors_*` counters but `errors_4xx` and `errors_5xx`
 //! (a raw response has no status: every complete response is a sample).
-//!
-//! Not yet: request files (`requests=FILE`, whose format is HTTP's paths); every request is
-//! the one of `request=`.
 
 pub mod framing;
 #[cfg(test)]
@@ -30,7 +31,9 @@ use std::time::Duration;
 
 use framing::{MAX_FIXED_RESPONSE_BYTES, RawFraming, Terminator, parse_escaped};
 
-use crate::http::{self, Framing, HttpConfig, Order, RequestSet};
+use quietbench_vocab::raw_requests::{MAX_RAW_REQUEST_BYTES, parse_raw_requests};
+
+use crate::http::{self, Framing, HttpConfig, Order, REQUESTS_TEXT, RequestSet};
 use crate::spec::resolve_integers;
 use crate::{ParamError, ProbeSpec};
 
@@ -42,8 +45,8 @@ pub const PROBE: &str = "tcp";
 pub const DEFAULT_REQUEST: &str = "PING\\n";
 /// The response terminator when none is given.
 pub const DEFAULT_TERMINATOR: &str = "\\n";
-/// The largest request, decoded (as `http`'s body).
-pub const MAX_REQUEST_BYTES: usize = http::request::MAX_BODY_BYTES;
+/// The largest request, decoded, of `request=` or a file's line (as `http`'s body, 64 KiB).
+pub const MAX_REQUEST_BYTES: usize = MAX_RAW_REQUEST_BYTES;
 
 /// A text parameter: name, default (None: required or optional), meaning.
 type TextParam = (&'static str, Option<&'static str>, &'static str);
@@ -58,6 +61,31 @@ const TEXT_PARAMS: &[TextParam] = &[
         "request",
         Some(DEFAULT_REQUEST),
         "the bytes of every request, with escapes \\n \\r \\t \\0 \\\\ \\xNN; at most 64 KiB",
+    ),
+    (
+        "requests",
+        None,
+        "a file of requests to replay instead of request=, on the controller's machine (read \
+         once per run): one per line, its bytes with request='s escapes (the line's end is not \
+         sent: end it with \\n if the request needs one); blank lines and # comments skipped; \
+         at most 100000 requests and 1 MiB",
+    ),
+    (
+        "requests_order",
+        Some("sequence"),
+        "sequence: the file's lines in order, the threads together, wrapping at its end; \
+         random: uniform draws from requests_seed",
+    ),
+    (
+        "requests_seed",
+        None,
+        "the seed of requests_order=random; default: the run's --seed, so a rerun with it \
+         draws the same requests",
+    ),
+    (
+        REQUESTS_TEXT,
+        None,
+        "the text of the requests= file (set by the controller, which reads it)",
     ),
     (
         "response_terminator",
@@ -78,9 +106,11 @@ const TEXT_PARAMS: &[TextParam] = &[
     ),
 ];
 
-/// Resolves the `tcp` probe's parameters: `target` (required, IP:PORT), `request` (`PING\n`),
-/// `response_terminator` (`\n`) or `response_bytes` (none), `warmup` (0 s), and `http`'s
-/// `rate` (1000), `connections` (16), `threads` (1), `timeout_ms` (2000), `max_lag_ms` (10).
+/// Resolves the `tcp` probe's parameters: `target` (required, IP:PORT), `request` (`PING\n`)
+/// or a request file (`requests`, its name, for the record, with `requests_text`, its text,
+/// `requests_order` (sequence) and `requests_seed` (0)), `response_terminator` (`\n`) or
+/// `response_bytes` (none), `warmup` (0 s), and `http`'s `rate` (1000), `connections` (16),
+/// `threads` (1), `timeout_ms` (2000), `max_lag_ms` (10).
 pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamError> {
     let bad = |key: &str, value: &str, why: String| ParamError::BadValue {
         probe: PROBE,
@@ -98,14 +128,13 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
             .map(|(n, ..)| *n)
             .chain(http::INT_PARAMS.iter().map(|p| p.name))
             .collect();
-        if ["requests", "path", "method", "body", "host"].contains(&key.as_str())
-            || key.starts_with("header.")
+        if ["path", "method", "body", "host"].contains(&key.as_str()) || key.starts_with("header.")
         {
             return Err(bad(
                 key,
                 &params[key],
                 "that is http's parameter: tcp sends the bytes of request= (with escapes, \
-                 e.g. request='GET /x\\n'), the same every time"
+                 e.g. request='GET /x\\n'), or of each line of a file, requests=FILE"
                     .into(),
             ));
         }
@@ -135,22 +164,6 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
     let target_text = text("target");
     let target = http::request::parse_target(&target_text)
         .map_err(|why| bad("target", &target_text, why))?;
-    let request_text = text("request");
-    let request = parse_escaped(&request_text).map_err(|why| bad("request", &request_text, why))?;
-    if request.is_empty() {
-        return Err(bad(
-            "request",
-            &request_text,
-            "must not be empty: give the bytes to send, e.g. PING\\n".into(),
-        ));
-    }
-    if request.len() > MAX_REQUEST_BYTES {
-        return Err(bad(
-            "request",
-            &format!("({} bytes)", request.len()),
-            format!("at most {MAX_REQUEST_BYTES} bytes"),
-        ));
-    }
     let warmup_text = text("warmup");
     let warmup =
         http::parse_warmup(&warmup_text).map_err(|why| bad("warmup", &warmup_text, why))?;
@@ -200,16 +213,17 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
             RawFraming::Terminator(terminator)
         }
     };
+    let (requests, order) = resolve_requests(params, &mut resolved)?;
     resolved.insert("target".into(), target.to_string());
-    resolved.insert("request".into(), request_text);
     resolved.insert("warmup".into(), format!("{}", warmup.as_secs_f64()));
 
     let config = HttpConfig {
         probe: PROBE,
         framing: Framing::Raw(framing),
         target,
-        requests: Arc::new(RequestSet::raw(&request)),
-        order: Order::Sequence,
+        tls_host: None,
+        requests: Arc::new(requests),
+        order,
         rate: values["rate"],
         connections: connections as usize,
         threads: threads as usize,
@@ -218,4 +232,98 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
         max_lag: Duration::from_millis(values["max_lag_ms"]),
     };
     Ok(http::load_spec(config, resolved))
+}
+
+/// The requests to send, and in which order: the one of `request=`, or a file's (`requests=`
+/// with its `requests_text`, parsed again here: an agent trusts no caller), every one copied
+/// once into the set. Adds what the record keeps to `resolved`: `request`, or `requests` (the
+/// file's name as given, never its text), `requests_order`, and for random order
+/// `requests_seed`.
+fn resolve_requests(
+    params: &BTreeMap<String, String>,
+    resolved: &mut BTreeMap<String, String>,
+) -> Result<(RequestSet, Order), ParamError> {
+    let bad = |key: &str, value: &str, why: String| ParamError::BadValue {
+        probe: PROBE,
+        key: key.to_string(),
+        value: value.to_string(),
+        why,
+    };
+    let file = params.get("requests");
+    if let (Some(request), Some(_)) = (params.get("request"), file) {
+        return Err(bad(
+            "request",
+            request,
+            "requests= gives the bytes of each request, one per line: give request= or \
+             requests=, not both"
+                .into(),
+        ));
+    }
+    let Some(text) = params.get(REQUESTS_TEXT) else {
+        if let Some(name) = file {
+            return Err(bad(
+                "requests",
+                name,
+                "names a file on the controller's machine: the controller reads it and sends its \
+                 text (an agent reads no caller's files); run it through quietbench run or \
+                 compare"
+                    .into(),
+            ));
+        }
+        if let Some(key) = ["requests_order", "requests_seed"]
+            .into_iter()
+            .find(|k| params.contains_key(*k))
+        {
+            return Err(bad(
+                key,
+                &params[key],
+                "orders the requests of a file: give requests=FILE too".into(),
+            ));
+        }
+        let request_text = params
+            .get("request")
+            .map_or(DEFAULT_REQUEST, String::as_str);
+        let request =
+            parse_escaped(request_text).map_err(|why| bad("request", request_text, why))?;
+        if request.is_empty() {
+            return Err(bad(
+                "request",
+                request_text,
+                "must not be empty: give the bytes to send, e.g. PING\\n".into(),
+            ));
+        }
+        if request.len() > MAX_REQUEST_BYTES {
+            return Err(bad(
+                "request",
+                &format!("({} bytes)", request.len()),
+                format!("at most {MAX_REQUEST_BYTES} bytes"),
+            ));
+        }
+        resolved.insert("request".into(), request_text.to_string());
+        return Ok((RequestSet::raw(&request), Order::Sequence));
+    };
+    let Some(name) = file else {
+        return Err(bad(
+            REQUESTS_TEXT,
+            &format!("({} bytes)", text.len()),
+            "comes with requests=FILE, the file it was read from (the controller sets both)".into(),
+        ));
+    };
+    let seed_text = params.get("requests_seed").map_or("0", String::as_str);
+    let seed = seed_text
+        .trim()
+        .parse::<u64>()
+        .map_err(|_| bad("requests_seed", seed_text, "give a whole number".into()))?;
+    let order_text = params
+        .get("requests_order")
+        .map_or("sequence", String::as_str);
+    let order =
+        Order::parse(order_text, seed).map_err(|why| bad("requests_order", order_text, why))?;
+    let parsed = parse_raw_requests(text).map_err(|why| bad("requests", name, why))?;
+    resolved.insert("requests".into(), name.clone());
+    resolved.insert("requests_order".into(), order.as_str().into());
+    if let Order::Random { seed } = order {
+        resolved.insert("requests_seed".into(), seed.to_string());
+    }
+    Ok((RequestSet::raw_many(&parsed), order))
 }

@@ -14,6 +14,8 @@
 //! - [`requests`]: the `http` probe's request files, which the controller checks before a run
 //!   and the probe parses again on the agent: one parser, so a file one end takes the other
 //!   takes too.
+//! - [`raw_requests`]: the `tcp` probe's escapes (`request=`) and its request files of raw
+//!   requests, one per line in those escapes, checked and parsed the same way.
 //! - [`PROBE_FAILED`] and [`VOID`]: how a failed trial's message starts, and how a probe says
 //!   its trial is void (it measured itself, not the workload), so the controller runs it again.
 
@@ -27,4 +29,5 @@ pub const VOID: &str = "void: ";
 
 pub mod histogram;
 pub mod metrics;
+pub mod raw_requests;
 pub mod requests;

@@ -7,6 +7,8 @@
 //! (an agent trusts no caller) and formats every request once. The rules live here, once, so
 //! the two checks cannot drift apart: a file the controller passes is one the probe takes.
 //! (They were two copies while the controller reached the probe only over the wire.)
+//! `tcp`'s files, a raw request per line, are [`crate::raw_requests`]: their lines differ, the
+//! rules of the file around them ([`for_each_request_line`]) are these.
 //!
 //! # The format
 //!
@@ -108,16 +110,24 @@ pub struct FileRequest<'a> {
 }
 
 /// A line's text for a message: at most 60 characters.
-fn shown(text: &str) -> String {
+pub(crate) fn shown(text: &str) -> String {
     match text.char_indices().nth(60) {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text.to_string(),
     }
 }
 
-/// Parses a request file's text (see the module's doc) into its requests, in the file's order;
-/// an error says what is wrong and names the line.
-pub fn parse_requests(text: &str) -> Result<Vec<FileRequest<'_>>, String> {
+/// The rules every request file shares, whatever its lines hold (`http`'s here, `tcp`'s in
+/// [`crate::raw_requests`]): at most [`MAX_REQUESTS_TEXT_BYTES`] of text; lines split at LF, a
+/// CR before it dropped; no control character but a tab; blank lines and `#` comments skipped;
+/// 1 to [`MAX_REQUESTS`] requests. Calls `take` with each request's line (its end removed,
+/// nothing trimmed) in the file's order, and prefixes its error with the line's number.
+/// `a_line_is` ends the refusal of a file without requests, e.g. "PATH or METHOD PATH".
+pub(crate) fn for_each_request_line<'a>(
+    text: &'a str,
+    a_line_is: &str,
+    mut take: impl FnMut(&'a str) -> Result<(), String>,
+) -> Result<(), String> {
     if text.len() > MAX_REQUESTS_TEXT_BYTES {
         return Err(format!(
             "{} bytes, at most {MAX_REQUESTS_TEXT_BYTES} (1 MiB): replay a sample of the \
@@ -125,7 +135,7 @@ pub fn parse_requests(text: &str) -> Result<Vec<FileRequest<'_>>, String> {
             text.len()
         ));
     }
-    let mut requests = Vec::new();
+    let mut requests = 0usize;
     for (index, raw) in text.split('\n').enumerate() {
         let at = |why: String| format!("line {}: {why}", index + 1);
         let line = raw.strip_suffix('\r').unwrap_or(raw);
@@ -137,40 +147,52 @@ pub fn parse_requests(text: &str) -> Result<Vec<FileRequest<'_>>, String> {
                 "control character {b:#04x} is not allowed in a request file"
             )));
         }
-        let line = line.trim_matches([' ', '\t']);
-        if line.is_empty() || line.starts_with('#') {
+        let trimmed = line.trim_matches([' ', '\t']);
+        if trimmed.is_empty() || trimmed.starts_with('#') {
             continue;
         }
-        let mut fields = line.split([' ', '\t']).filter(|f| !f.is_empty());
-        let (method, path) = match (fields.next(), fields.next(), fields.next()) {
-            (Some(path), None, _) => (Method::Get, path),
-            (Some(method), Some(path), None) => (
-                Method::parse(method).map_err(|why| at(format!("'{}': {why}", shown(method))))?,
-                path,
-            ),
-            _ => {
-                return Err(at(format!(
-                    "'{}': expected PATH or METHOD PATH, e.g. /search?q=1 or POST /orders \
-                     (percent-encode a space in a path as %20)",
-                    shown(line)
-                )));
-            }
-        };
-        check_path(path).map_err(|why| at(format!("'{}' {why}", shown(path))))?;
-        if requests.len() == MAX_REQUESTS {
+        if requests == MAX_REQUESTS {
             return Err(at(format!(
                 "more than {MAX_REQUESTS} requests: replay a sample of them"
             )));
         }
-        requests.push(FileRequest { method, path });
+        take(line).map_err(at)?;
+        requests += 1;
     }
-    if requests.is_empty() {
-        return Err(
+    if requests == 0 {
+        return Err(format!(
             "no requests: every line is blank or a # comment; give one request per line, \
-             PATH or METHOD PATH"
-                .into(),
-        );
+             {a_line_is}"
+        ));
     }
+    Ok(())
+}
+
+/// Parses a request file's text (see the module's doc) into its requests, in the file's order;
+/// an error says what is wrong and names the line.
+pub fn parse_requests(text: &str) -> Result<Vec<FileRequest<'_>>, String> {
+    let mut requests = Vec::new();
+    for_each_request_line(text, "PATH or METHOD PATH", |line| {
+        let line = line.trim_matches([' ', '\t']);
+        let mut fields = line.split([' ', '\t']).filter(|f| !f.is_empty());
+        let (method, path) = match (fields.next(), fields.next(), fields.next()) {
+            (Some(path), None, _) => (Method::Get, path),
+            (Some(method), Some(path), None) => (
+                Method::parse(method).map_err(|why| format!("'{}': {why}", shown(method)))?,
+                path,
+            ),
+            _ => {
+                return Err(format!(
+                    "'{}': expected PATH or METHOD PATH, e.g. /search?q=1 or POST /orders \
+                     (percent-encode a space in a path as %20)",
+                    shown(line)
+                ));
+            }
+        };
+        check_path(path).map_err(|why| format!("'{}' {why}", shown(path)))?;
+        requests.push(FileRequest { method, path });
+        Ok(())
+    })?;
     Ok(requests)
 }
 

@@ -191,9 +191,9 @@ pub async fn execute(
     kept: &KeptServers,
     on_trial: &mut dyn FnMut(&RunRecord, &PlannedTrial) -> anyhow::Result<Flow>,
 ) -> anyhow::Result<()> {
-    // The trials' copy of the settings: `http` request files are read into it here, once for
-    // the run and before any host is reached (a bad file or server parameter stops the run
-    // before anything starts); the run's record keeps the variants as given.
+    // The trials' copy of the settings: `http` and `tcp` request files are read into it here,
+    // once for the run and before any host is reached (a bad file or server parameter stops
+    // the run before anything starts); the run's record keeps the variants as given.
     let mut for_trials = run.settings.clone();
     requests_file::read_for_run(&mut for_trials.variants, for_trials.seed)?;
     server::check_kept_servers(

@@ -1,5 +1,6 @@
-//! `http`'s request files on the controller's side. `requests=FILE` names a file on this
-//! machine (relative to the directory quietbench runs in); the load agent replays its requests.
+//! Request files on the controller's side, `http`'s and `tcp`'s. `requests=FILE` names a file
+//! on this machine (relative to the directory quietbench runs in); the load agent replays its
+//! requests.
 //! Agents read no caller's files, so the controller reads it and sends its text in the
 //! internal `requests_text` parameter, beside `requests=FILE` itself, which the trial's record
 //! keeps as given (the probe resolves it to the name, never the text).
@@ -10,9 +11,11 @@
 //! before any server starts, with the line at fault. (Once per trial would have re-read and
 //! re-checked it for every trial, after the fleet was up, and let the trials disagree.)
 //!
-//! The format is [`quietbench_vocab::requests`]: the probe parses the text by the same parser
-//! on the agent, so a file this check passes is one the probe takes. Here is only what is the
-//! controller's: reading the file (bounded, UTF-8), and the `requests=` parameters around it.
+//! The formats are the vocabulary's, [`quietbench_vocab::requests`] for `http` (a path per
+//! line) and [`quietbench_vocab::raw_requests`] for `tcp` (a request's bytes per line, in
+//! `request=`'s escapes): the probe parses the text by the same parser on the agent, so a file
+//! this check passes is one the probe takes. Here is only what is the controller's: reading the
+//! file (bounded, UTF-8), and the `requests=` parameters around it.
 //!
 //! `requests_order=random` draws from `requests_seed`; when the user gave none, the run's seed
 //! goes in, so every trial of the run (and both servers of a compare) get the same draw, and a
@@ -21,6 +24,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 
+use quietbench_vocab::raw_requests::parse_raw_requests;
 pub use quietbench_vocab::requests::REQUESTS_TEXT;
 use quietbench_vocab::requests::{MAX_REQUESTS_TEXT_BYTES, parse_requests};
 
@@ -29,11 +33,11 @@ use crate::schedule::VariantSpec;
 /// The parameter naming the file.
 pub const REQUESTS: &str = "requests";
 
-/// Reads and checks the request file of every `http` variant that names one, and puts its
-/// text (and for random order without a seed of the user's, `run_seed`) in the variant's
+/// Reads and checks the request file of every `http` or `tcp` variant that names one, and puts
+/// its text (and for random order without a seed of the user's, `run_seed`) in the variant's
 /// parameters, which the trials send. Called once per run on the trials' copy of the
 /// variants; the run's record keeps the variants as given. Also checks, before any host is
-/// reached, everything else of an `http` variant that the controller can: the server's
+/// reached, everything else of such a variant that the controller can: the server's
 /// parameters ([`super::server::split`]) and how the request parameters go together.
 pub fn read_for_run(variants: &mut [VariantSpec], run_seed: u64) -> anyhow::Result<()> {
     for variant in variants
@@ -51,9 +55,36 @@ pub fn read_for_run(variants: &mut [VariantSpec], run_seed: u64) -> anyhow::Resu
     Ok(())
 }
 
-/// One variant's part of [`read_for_run`]. Request files are `http`'s: `tcp` sends the one
-/// request of its `request=`, and its server's parameters are checked here all the same, but
-/// `ready_path` (an HTTP GET, which a raw server would not answer).
+/// How a probe's request file is read: what its lines replace, and its parser.
+struct FileFormat {
+    /// The parameters that give the one request a file's lines replace.
+    replaces: &'static [&'static str],
+    /// What one line of the file is, for the refusal of both.
+    a_line_is: &'static str,
+    /// The vocabulary's parser, the one the probe parses the text with again on the agent.
+    check: fn(&str) -> Result<(), String>,
+}
+
+/// The request file format of a probe that starts a server: `http`'s paths, `tcp`'s raw
+/// requests; None for a probe that takes no file.
+fn file_format(probe: &str) -> Option<FileFormat> {
+    match probe {
+        "http" => Some(FileFormat {
+            replaces: &["path", "method"],
+            a_line_is: "PATH or METHOD PATH",
+            check: |text| parse_requests(text).map(drop),
+        }),
+        "tcp" => Some(FileFormat {
+            replaces: &["request"],
+            a_line_is: "the bytes of one request, in request='s escapes",
+            check: |text| parse_raw_requests(text).map(drop),
+        }),
+        _ => None,
+    }
+}
+
+/// One variant's part of [`read_for_run`]. `ready_path` is `http`'s alone (an HTTP GET, which
+/// a raw server would not answer).
 fn prepare(
     probe: &str,
     params: &mut BTreeMap<String, String>,
@@ -67,24 +98,23 @@ fn prepare(
     }
     let as_map: HashMap<String, String> = params.clone().into_iter().collect();
     super::server::split(&as_map)?;
-    if probe != "http" {
+    if probe != "http" && params.contains_key("ready_path") {
+        return Err(format!(
+            "ready_path= is http's (a GET the server must answer): a {probe} server is ready \
+             when its port accepts"
+        ));
+    }
+    let Some(format) = file_format(probe) else {
         if let Some(key) = [REQUESTS, "requests_order", "requests_seed"]
             .into_iter()
             .find(|k| params.contains_key(*k))
         {
             return Err(format!(
-                "{key}= is http's: {probe} takes no request file; it sends the bytes of \
-                 request= (with escapes, e.g. request='GET k\\r\\n') every time"
-            ));
-        }
-        if params.contains_key("ready_path") {
-            return Err(format!(
-                "ready_path= is http's (a GET the server must answer): a {probe} server is \
-                 ready when its port accepts"
+                "{key}= is for http and tcp: {probe} takes no request file"
             ));
         }
         return Ok(());
-    }
+    };
     let order = params.get("requests_order").map(String::as_str);
     if !matches!(order, None | Some("sequence" | "random")) {
         return Err(format!(
@@ -108,16 +138,15 @@ fn prepare(
         }
         return Ok(());
     };
-    if let Some(key) = ["path", "method"]
-        .into_iter()
-        .find(|k| params.contains_key(*k))
-    {
+    if let Some(key) = format.replaces.iter().find(|k| params.contains_key(**k)) {
         return Err(format!(
             "{key}= and requests= both say what to send: give one or the other (a file's line \
-             is PATH or METHOD PATH)"
+             is {})",
+            format.a_line_is
         ));
     }
-    let text = read_requests(&path).map_err(|why| format!("requests={path}: {why}"))?;
+    let text =
+        read_requests(&path, format.check).map_err(|why| format!("requests={path}: {why}"))?;
     let random = order == Some("random");
     params.insert(REQUESTS_TEXT.into(), text);
     if random && !params.contains_key("requests_seed") {
@@ -126,8 +155,9 @@ fn prepare(
     Ok(())
 }
 
-/// Reads a request file and checks it; an error says what is wrong, with the line.
-pub fn read_requests(path: &str) -> Result<String, String> {
+/// Reads a request file and checks it with the probe's parser; an error says what is wrong,
+/// with the line.
+fn read_requests(path: &str, check: fn(&str) -> Result<(), String>) -> Result<String, String> {
     let file = std::fs::File::open(path).map_err(|e| {
         format!("cannot read it: {e} (a file on this machine, relative to where quietbench runs)")
     })?;
@@ -146,7 +176,7 @@ pub fn read_requests(path: &str) -> Result<String, String> {
         let line = good.iter().filter(|&&b| b == b'\n').count() + 1;
         format!("line {line}: not UTF-8 text")
     })?;
-    parse_requests(&text)?;
+    check(&text)?;
     Ok(text)
 }
 
@@ -246,7 +276,7 @@ mod tests {
             "/x\n".repeat(MAX_REQUESTS_TEXT_BYTES / 3 + 1).as_bytes(),
         );
         assert!(
-            read_requests(&large)
+            read_requests(&large, file_format("http").unwrap().check)
                 .unwrap_err()
                 .contains("over 1048576 bytes")
         );
@@ -256,14 +286,17 @@ mod tests {
             .to_string_lossy()
             .into_owned();
         assert!(
-            read_requests(&missing)
+            read_requests(&missing, file_format("http").unwrap().check)
                 .unwrap_err()
                 .starts_with("cannot read it: No such file")
         );
         assert!(
-            read_requests(&dir.path().to_string_lossy())
-                .unwrap_err()
-                .starts_with("cannot read it")
+            read_requests(
+                &dir.path().to_string_lossy(),
+                file_format("http").unwrap().check
+            )
+            .unwrap_err()
+            .starts_with("cannot read it")
         );
 
         let good = file(&dir, "good.txt", b"/a\n");
@@ -313,23 +346,42 @@ mod tests {
     }
 
     #[test]
-    fn tcp_takes_no_request_file_but_its_server_is_checked() {
+    fn a_tcp_file_is_read_by_its_own_format_and_its_server_is_checked() {
+        let dir = tempfile::tempdir().unwrap();
         let tcp = |pairs: &[(&str, &str)]| VariantSpec {
             name: "tcp".into(),
             probe: "tcp".into(),
             ..variant(pairs)
         };
-        let mut variants = vec![tcp(&[("server", "./s"), ("request", "GET k\\r\\n")])];
-        read_for_run(&mut variants, 1).unwrap();
+        // A line of raw bytes in escapes: not a path, which http's format would refuse.
+        let text = "# keys\nGET user:42\\r\\n\r\nSET k \\x01\\n\n";
+        let keys = file(&dir, "keys.txt", text.as_bytes());
+        let mut variants = vec![
+            tcp(&[("server", "./s"), ("request", "GET k\\r\\n")]),
+            tcp(&[
+                ("server", "./s"),
+                ("requests", &keys),
+                ("requests_order", "random"),
+            ]),
+        ];
+        read_for_run(&mut variants, 5).unwrap();
         assert!(!variants[0].params.contains_key(REQUESTS_TEXT));
+        assert_eq!(variants[1].params[REQUESTS_TEXT], text);
+        assert_eq!(variants[1].params["requests_seed"], "5");
+
+        let bad = file(&dir, "bad.txt", b"PING\\n\n\n# ok\nGET \\q\\n\n");
+        let paths = file(&dir, "paths.txt", b"/a\n");
+        let bad_said =
+            format!("tcp: requests={bad}: line 4: 'GET \\q\\n': unknown escape \\q at byte 4");
         for (pairs, expected) in [
+            (&[("server", "./s"), ("requests", &bad)][..], &bad_said[..]),
             (
-                &[("server", "./s"), ("requests", "lines.txt")][..],
-                "tcp: requests= is http's: tcp takes no request file",
+                &[("server", "./s"), ("requests", &paths), ("request", "x")],
+                "request= and requests= both say what to send",
             ),
             (
                 &[("server", "./s"), ("requests_order", "random")],
-                "requests_order= is http's",
+                "requests_order= orders the requests of a file: give requests=FILE too",
             ),
             (&[("request", "x")], "needs the server to start"),
             (
@@ -340,5 +392,16 @@ mod tests {
             let err = format!("{:#}", read_for_run(&mut [tcp(pairs)], 1).unwrap_err());
             assert!(err.contains(expected), "{pairs:?}: {err}");
         }
+        // Each probe's file by its own format: a path is a raw request's bytes too, but a raw
+        // request is no path.
+        read_for_run(&mut [tcp(&[("server", "./s"), ("requests", &paths)])], 1).unwrap();
+        let err = format!(
+            "{:#}",
+            read_for_run(&mut [variant(&[("server", "./s"), ("requests", &keys)])], 1).unwrap_err()
+        );
+        assert!(
+            err.contains("line 2: 'user:42\\r\\n' must start with '/'"),
+            "{err}"
+        );
     }
 }

@@ -58,6 +58,23 @@ impl RequestSet {
         }
     }
 
+    /// A file's raw requests (`tcp`), each sent whole as given: copied once into one buffer,
+    /// so a send only picks an index.
+    pub(crate) fn raw_many(requests: &[Vec<u8>]) -> Self {
+        let mut bytes = Vec::with_capacity(requests.iter().map(Vec::len).sum());
+        let mut starts = Vec::with_capacity(requests.len() + 1);
+        starts.push(0);
+        for request in requests {
+            bytes.extend_from_slice(request);
+            starts.push(bytes.len());
+        }
+        Self {
+            bytes: bytes.into_boxed_slice(),
+            starts: starts.into_boxed_slice(),
+            head: vec![false; requests.len()].into_boxed_slice(),
+        }
+    }
+
     /// A file's requests, each with the shared host, headers and body; refused past
     /// [`MAX_FORMATTED_BYTES`].
     pub(crate) fn format(

@@ -1,12 +1,16 @@
 //! Raw TCP on the wire: the bytes a parameter writes with escapes (`request=`,
-//! `response_terminator=`), and reading one response at a time, framed by a terminator or by
-//! a fixed length, in a fixed buffer of its own. Nothing allocates after the buffer is made.
+//! `response_terminator=`, a request file's lines: [`parse_escaped`], the vocabulary's, by
+//! which the controller checks a request file too), and reading one response at a time,
+//! framed by a terminator or by a fixed length, in a fixed buffer of its own. Nothing
+//! allocates after the buffer is made.
 //!
 //! The terminator is matched as the bytes arrive (Knuth–Morris–Pratt over the terminator, its
 //! table built once), so a terminator split across reads is found, and nothing of the
 //! response is kept: a response passes through the buffer in pieces, counted, and only a
 //! count bounds it ([`MAX_RESPONSE_BYTES`]). Keeping the last bytes of each read to search
 //! again would copy them per read; searching the whole response would keep it.
+
+pub use quietbench_vocab::raw_requests::parse_escaped;
 
 use crate::http::response::Malformed;
 
@@ -17,59 +21,6 @@ pub const MAX_TERMINATOR_BYTES: usize = 64;
 pub const MAX_RESPONSE_BYTES: u64 = 1 << 20;
 /// The longest response of `response_bytes=`.
 pub const MAX_FIXED_RESPONSE_BYTES: u64 = 1 << 30;
-
-/// Decodes a parameter's bytes: the text as UTF-8, with `\n`, `\r`, `\t`, `\\`, `\0` and
-/// `\xNN` (two hexadecimal digits) for the bytes a command line cannot carry. Any other
-/// backslash is refused, saying where, so that a typo is not sent as written.
-pub fn parse_escaped(text: &str) -> Result<Vec<u8>, String> {
-    let mut out = Vec::with_capacity(text.len());
-    let bytes = text.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        let b = bytes[i];
-        i += 1;
-        if b != b'\\' {
-            out.push(b);
-            continue;
-        }
-        let at = i - 1;
-        let Some(&e) = bytes.get(i) else {
-            return Err(format!(
-                "ends in a lone \\ (at byte {at}): write \\\\ for a backslash"
-            ));
-        };
-        i += 1;
-        out.push(match e {
-            b'n' => b'\n',
-            b'r' => b'\r',
-            b't' => b'\t',
-            b'0' => 0,
-            b'\\' => b'\\',
-            b'x' => {
-                let hex = bytes.get(i..i + 2).and_then(|h| {
-                    std::str::from_utf8(h)
-                        .ok()
-                        .and_then(|h| u8::from_str_radix(h, 16).ok())
-                });
-                let Some(value) = hex.filter(|_| bytes[i..i + 2].iter().all(u8::is_ascii_hexdigit))
-                else {
-                    return Err(format!(
-                        "\\x at byte {at} needs two hexadecimal digits, e.g. \\x0a"
-                    ));
-                };
-                i += 2;
-                value
-            }
-            _ => {
-                let shown = text[at..].chars().take(2).collect::<String>();
-                return Err(format!(
-                    "unknown escape {shown} at byte {at}: use \\n, \\r, \\t, \\0, \\\\ or \\xNN"
-                ));
-            }
-        });
-    }
-    Ok(out)
-}
 
 /// A response terminator and its matching table, both fixed arrays: a copy per connection
 /// allocates nothing.
@@ -286,28 +237,12 @@ mod tests {
         Ok(None)
     }
 
+    /// The escapes' own cases are the vocabulary's (quietbench_vocab::raw_requests).
     #[test]
-    fn escapes_give_the_bytes_and_bad_ones_are_refused_saying_where() {
-        assert_eq!(parse_escaped("PING\\n").unwrap(), b"PING\n");
-        assert_eq!(
-            parse_escaped("a\\r\\n\\t\\0\\\\\\x7F\\xfe").unwrap(),
-            b"a\r\n\t\0\\\x7f\xfe"
-        );
-        assert_eq!(parse_escaped("é").unwrap(), "é".as_bytes());
-        let cases = [
-            ("PING\\", "lone \\ (at byte 4)"),
-            ("a\\q", "unknown escape \\q at byte 1"),
-            ("\\x4", "\\x at byte 0 needs two hexadecimal digits"),
-            ("\\xg0", "two hexadecimal digits"),
-            ("\\x+1", "two hexadecimal digits"),
-            ("\\é", "unknown escape \\é"),
-        ];
-        for (text, want) in cases {
-            let err = parse_escaped(text).unwrap_err();
-            assert!(err.contains(want), "{text}: {err}");
-        }
+    fn a_terminator_is_one_to_64_bytes() {
         assert!(Terminator::new(b"").unwrap_err().contains("empty"));
         assert!(Terminator::new(&[b'x'; 65]).unwrap_err().contains("64"));
+        assert!(Terminator::new(&[b'x'; 64]).is_ok());
     }
 
     #[test]

@@ -35,7 +35,8 @@ struct Server {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
     requests: Arc<AtomicU64>,
-    first: Arc<Mutex<Option<Vec<u8>>>>,
+    /// Every request, in the order they arrived.
+    seen: Arc<Mutex<Vec<Vec<u8>>>>,
     accept: Option<JoinHandle<()>>,
 }
 
@@ -46,8 +47,8 @@ impl Server {
         let addr = listener.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let requests = Arc::new(AtomicU64::new(0));
-        let first = Arc::new(Mutex::new(None));
-        let (s, r, f) = (Arc::clone(&stop), Arc::clone(&requests), Arc::clone(&first));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (s, r, f) = (Arc::clone(&stop), Arc::clone(&requests), Arc::clone(&seen));
         let accept = std::thread::spawn(move || {
             while !s.load(Ordering::Relaxed) {
                 match listener.accept() {
@@ -63,9 +64,13 @@ impl Server {
             addr,
             stop,
             requests,
-            first,
+            seen,
             accept: Some(accept),
         }
+    }
+
+    fn first(&self) -> Option<Vec<u8>> {
+        self.seen.lock().unwrap().first().cloned()
     }
 }
 
@@ -83,7 +88,7 @@ fn serve(
     mode: Mode,
     stop: &AtomicBool,
     requests: &AtomicU64,
-    first: &Mutex<Option<Vec<u8>>>,
+    seen: &Mutex<Vec<Vec<u8>>>,
 ) {
     stream.set_nodelay(true).unwrap();
     stream
@@ -103,7 +108,7 @@ fn serve(
         };
         let request: Vec<u8> = pending.drain(..=end).collect();
         requests.fetch_add(1, Ordering::Relaxed);
-        first.lock().unwrap().get_or_insert(request);
+        seen.lock().unwrap().push(request);
         let pieces: &[&[u8]] = match mode {
             Mode::Line => &[b"+PONG\r", b"\n"],
             Mode::Fixed => &[b"ab\ncd", b"\n\nxyz"],
@@ -181,10 +186,7 @@ fn open_loop_sends_the_request_and_reads_line_answers() {
     assert_eq!(counter(&outcome, metrics::ERRORS_IO), 0.0);
     assert_eq!(counter(&outcome, metrics::ERRORS_TIMEOUT), 0.0);
     assert!(server.requests.load(Ordering::Relaxed) >= recorded);
-    assert_eq!(
-        server.first.lock().unwrap().as_deref(),
-        Some(&b"PING 1\r\n"[..])
-    );
+    assert_eq!(server.first().as_deref(), Some(&b"PING 1\r\n"[..]));
     for q in [0.5, 0.99] {
         assert!(latency(&outcome).value_at_quantile(q) >= service(&outcome).value_at_quantile(q));
     }
@@ -209,7 +211,7 @@ fn closed_loop_reads_fixed_length_answers_whatever_they_hold() {
     assert!(!latency(&outcome).is_empty());
     assert_eq!(counter(&outcome, metrics::ERRORS_IO), 0.0);
     assert_eq!(
-        server.first.lock().unwrap().as_deref(),
+        server.first().as_deref(),
         Some(&b"PING\n"[..]),
         "the default request"
     );
@@ -278,6 +280,47 @@ fn bad_parameters_say_what_is_wrong() {
             "not both",
         ),
         (&[("path", "/x")], "http's parameter"),
+        (
+            &[("request", "PING\\n"), ("requests", "keys.txt")],
+            "give request= or requests=, not both",
+        ),
+        (
+            &[("requests", "keys.txt")],
+            "names a file on the controller's machine",
+        ),
+        (&[("requests_order", "random")], "give requests=FILE too"),
+        (&[("requests_seed", "3")], "give requests=FILE too"),
+        (
+            &[(REQUESTS_TEXT, "PING\\n")],
+            "comes with requests=FILE, the file it was read from",
+        ),
+        (
+            &[
+                ("requests", "keys.txt"),
+                (REQUESTS_TEXT, "A\\n\n# c\nB\\q\n"),
+            ],
+            "requests=keys.txt is invalid: line 3: 'B\\q': unknown escape \\q at byte 1",
+        ),
+        (
+            &[("requests", "keys.txt"), (REQUESTS_TEXT, "# none\n")],
+            "no requests",
+        ),
+        (
+            &[
+                ("requests", "keys.txt"),
+                (REQUESTS_TEXT, "A\\n"),
+                ("requests_order", "shuffled"),
+            ],
+            "give sequence (the file's order) or random",
+        ),
+        (
+            &[
+                ("requests", "keys.txt"),
+                (REQUESTS_TEXT, "A\\n"),
+                ("requests_seed", "x"),
+            ],
+            "give a whole number",
+        ),
         (&[("header.X", "1")], "http's parameter"),
         (&[("colour", "red")], "no parameter 'colour'"),
         (
@@ -328,4 +371,65 @@ fn resolved_parameters_list_every_default_and_the_framing_given() {
     assert_eq!(fixed.resolved_params["response_bytes"], "4096");
     assert!(!fixed.resolved_params.contains_key("response_terminator"));
     assert_eq!(fixed.name, "tcp");
+}
+
+/// A request file's parameters as the controller sends them: the name and its text.
+fn with_file(server: SocketAddr, text: &str, pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    let mut params = roomy(server, pairs);
+    params.insert("requests".into(), "keys.txt".into());
+    params.insert(REQUESTS_TEXT.into(), text.into());
+    params
+}
+
+#[test]
+fn a_request_file_is_sent_line_by_line_in_its_order_and_recorded_by_name() {
+    let server = Server::start(Mode::Line);
+    let text = "# keys\nGET a\\r\\n\n\nSET b 1\\n\r\n  \nGET \\x63\\n";
+    let want: [&[u8]; 3] = [b"GET a\r\n", b"SET b 1\n", b"GET c\n"];
+    let params = with_file(
+        server.addr,
+        text,
+        &[("rate", "200"), ("connections", "1"), ("threads", "1")],
+    );
+    let spec = resolve_probe(PROBE, &params).unwrap();
+    let resolved = &spec.resolved_params;
+    assert_eq!(resolved["requests"], "keys.txt", "the name, for the record");
+    assert_eq!(resolved["requests_order"], "sequence");
+    for absent in [REQUESTS_TEXT, "request", "requests_seed"] {
+        assert!(!resolved.contains_key(absent), "{absent}: {resolved:?}");
+    }
+
+    let outcome = run(&params, 400);
+    assert_accounted(&outcome);
+    assert_eq!(counter(&outcome, metrics::ERRORS_IO), 0.0);
+    // One connection of one thread: the server gets the file's lines in order, wrapping.
+    let seen = server.seen.lock().unwrap().clone();
+    assert!(seen.len() > want.len(), "{seen:?}");
+    for (k, request) in seen.iter().enumerate() {
+        assert_eq!(request.as_slice(), want[k % want.len()], "request {k}");
+    }
+}
+
+#[test]
+fn random_order_keeps_its_seed_in_the_record() {
+    let params = with_file(
+        "127.0.0.1:9".parse().unwrap(),
+        "A\\n\nB\\n\n",
+        &[("requests_order", "random"), ("requests_seed", "42")],
+    );
+    let spec = resolve_probe(PROBE, &params).unwrap();
+    assert_eq!(spec.resolved_params["requests_order"], "random");
+    assert_eq!(spec.resolved_params["requests_seed"], "42");
+}
+
+#[test]
+fn raw_requests_are_copied_once_into_one_buffer() {
+    let requests = vec![b"GET a\r\n".to_vec(), b"x".to_vec(), b"SET bb 1\n".to_vec()];
+    let set = RequestSet::raw_many(&requests);
+    assert_eq!(set.len(), 3);
+    for (i, request) in requests.iter().enumerate() {
+        assert_eq!(set.bytes(i), request.as_slice());
+        assert!(!set.is_head(i));
+    }
+    assert_eq!(set.longest(), 9);
 }
