@@ -21,7 +21,8 @@
 # h2load gets a separately started nginx, pinned with taskset.
 #
 # Usage: benches/peer/http2_vs_h2load.sh [SECONDS=10] [PAIRS=3] [CONNECTIONS=16]
-# Environment: SERVER_CPU (1), LOAD_CPU (0), QUIETBENCH (a quietbench binary; default: a release
+# Environment: TLS=1 (HTTP/2 over TLS with ALPN h2 on both sides; needs openssl for the server's
+# certificate), SERVER_CPU (1), LOAD_CPU (0), QUIETBENCH (a quietbench binary; default: a release
 # build made first), PEER_ONLY=1 (only h2load against nginx: checks this script's peer half on a
 # machine without quietbench's http2).
 # Needs: nginx (Debian: nginx-light, 1.22 or later, with the http_v2 module), h2load (Debian:
@@ -58,19 +59,27 @@ trap cleanup EXIT
 trap "exit 130" INT
 trap "exit 143" TERM
 
+# TLS=1: HTTP/2 over TLS (ALPN h2) on both sides, instead of cleartext.
+tls=${TLS:-0}
+mode=http2; scheme=http; protocol="HTTP/2 cleartext"
+if [ "$tls" = 1 ]; then
+  command -v openssl >/dev/null || { echo "error: TLS=1 needs openssl (to make the server's certificate)" >&2; exit 1; }
+  mode=h2tls; scheme=https; protocol="HTTP/2 over TLS"
+fi
+NGINX_TLS=$tls
 . "$(dirname "$0")/nginx_server.sh"
 
 # The peer's nginx, pinned like ours.
 port=18090
-start_peer_nginx "$port" "$server_cpu" http2
-url="http://127.0.0.1:$port/index.html"
+start_peer_nginx "$port" "$server_cpu" "$mode"
+url="$scheme://127.0.0.1:$port/index.html"
 
 # ours RATE: one trial; prints "REQUESTS_PER_SEC P50_US P99_US LAG_MAX_US load-cpus=[...]".
 ours() {
   if [ -z "$qb" ]; then echo "- - - - -"; return; fi
   "$qb" run --local --probe http --no-store --cpus "$server_cpu" \
-    --param server_shell=true --param "server=$(nginx_cmd '{port}' http2)" \
-    --param http2=true \
+    --param server_shell=true --param "server=$(nginx_cmd '{port}' "$mode")" \
+    --param http2=true --param "tls=$([ "$tls" = 1 ] && echo true || echo false)" \
     --param path=/index.html --param "rate=$1" --param "connections=$connections" \
     --param threads=1 --param max_lag_ms=1000 \
     --rounds 1 --warmup 0 --duration "$seconds" --json "$work/qb.json" >"$work/qb.log" 2>&1 ||
@@ -110,7 +119,7 @@ PY
 
 median() { python3 -c 'import sys, statistics; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
 
-echo "closed loop, HTTP/2 cleartext, $connections connections x 1 stream, 1 thread, ${seconds}s x $pairs, nginx on CPU $server_cpu, load on CPU $load_cpu"
+echo "closed loop, $protocol, $connections connections x 1 stream, 1 thread, ${seconds}s x $pairs, nginx on CPU $server_cpu, load on CPU $load_cpu"
 [ -z "$qb" ] && echo "  PEER_ONLY=1: h2load only"
 q_rates=(); h_rates=()
 for i in $(seq "$pairs"); do

@@ -12,7 +12,8 @@
 # wrk and oha get a separately started nginx, pinned with taskset.
 #
 # Usage: benches/peer/http_vs_wrk.sh [SECONDS=10] [PAIRS=3] [CONNECTIONS=16]
-# Environment: SERVER_CPU (1), LOAD_CPU (0), QUIETBENCH (a quietbench binary; default: a release
+# Environment: TLS=1 (HTTP/1.1 over TLS on every side; needs openssl for the server's
+# certificate), SERVER_CPU (1), LOAD_CPU (0), QUIETBENCH (a quietbench binary; default: a release
 # build made first), OHA (an oha binary; default: oha on PATH; without one the open-loop
 # comparison is skipped, and says so).
 # Needs: nginx (Debian: nginx-light), wrk, taskset, python3; this script installs nothing.
@@ -46,17 +47,25 @@ trap cleanup EXIT
 trap "exit 130" INT
 trap "exit 143" TERM
 
+# TLS=1: HTTP/1.1 over TLS on every side, instead of cleartext.
+tls=${TLS:-0}
+mode=; scheme=http; tls_flag=false; insecure=()
+if [ "$tls" = 1 ]; then
+  command -v openssl >/dev/null || { echo "error: TLS=1 needs openssl (to make the server's certificate)" >&2; exit 1; }
+  mode=tls; scheme=https; tls_flag=true; insecure=(--insecure)
+fi
+NGINX_TLS=$tls
 . "$(dirname "$0")/nginx_server.sh"
 
 # The peers' nginx, pinned like ours.
 port=18089
-start_peer_nginx "$port" "$server_cpu"
-url="http://127.0.0.1:$port/index.html"
+start_peer_nginx "$port" "$server_cpu" "$mode"
+url="$scheme://127.0.0.1:$port/index.html"
 
 # ours RATE: one trial; prints "REQUESTS_PER_SEC P50_US P99_US LAG_MAX_US".
 ours() {
   "$qb" run --local --probe http --no-store --cpus "$server_cpu" \
-    --param server_shell=true --param "server=$(nginx_cmd '{port}')" \
+    --param server_shell=true --param "server=$(nginx_cmd '{port}' "$mode")" --param "tls=$tls_flag" \
     --param path=/index.html --param "rate=$1" --param "connections=$connections" \
     --param threads=1 --param max_lag_ms=1000 \
     --rounds 1 --warmup 0 --duration "$seconds" --json "$work/qb.json" >"$work/qb.log" 2>&1 ||
@@ -80,7 +89,7 @@ wrk_rate() {
 oha_run() {
   local q=()
   [ "$1" != 0 ] && q=(-q "$1" --latency-correction)
-  taskset -c "$load_cpu" "$oha" -z "${seconds}s" -c "$connections" "${q[@]}" --no-tui \
+  taskset -c "$load_cpu" "$oha" -z "${seconds}s" -c "$connections" "${q[@]}" "${insecure[@]}" --no-tui \
     --output-format json "$url" > "$work/oha.json"
   python3 - "$work/oha.json" <<'PY'
 import json, sys

@@ -58,6 +58,7 @@ mod schedule;
 mod sys;
 #[cfg(test)]
 pub(crate) mod tests;
+mod tls;
 mod workload;
 
 use std::collections::BTreeMap;
@@ -211,6 +212,12 @@ const TEXT_PARAMS: &[TextParam] = &[
     ),
     ("host", None, "the Host header's value; default: the target"),
     (
+        "tls",
+        Some("false"),
+        "true: over TLS (the server's certificate is not verified; SNI from host= when it is a \
+         name), offering ALPN h2 with http2=true, else http/1.1",
+    ),
+    (
         "http2",
         Some("false"),
         "true: HTTP/2 over cleartext with prior knowledge (no TLS, no Upgrade), one stream in \
@@ -236,6 +243,8 @@ pub struct HttpConfig {
     pub framing: Framing,
     /// The server.
     pub target: SocketAddr,
+    /// `tls=true`: TLS to the server, with this Host's name for SNI when it is one.
+    pub tls_host: Option<String>,
     /// The requests, formatted once: the one of `path=`, or a file's.
     pub requests: Arc<RequestSet>,
     /// The order a thread sends them in.
@@ -337,18 +346,16 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
             format!("at most {} bytes", request::MAX_BODY_BYTES),
         ));
     }
-    let http2_text = text("http2").unwrap_or_default();
-    let http2 = match http2_text.trim() {
-        "true" => true,
-        "false" => false,
-        _ => {
-            return Err(bad(
-                "http2",
-                &http2_text,
-                "true or false (HTTP/2 over cleartext, or HTTP/1.1)".into(),
-            ));
+    let flag = |key: &str, what: &str| -> Result<bool, ParamError> {
+        let value = text(key).unwrap_or_default();
+        match value.trim() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            _ => Err(bad(key, &value, format!("true or false ({what})"))),
         }
     };
+    let http2 = flag("http2", "HTTP/2, or HTTP/1.1")?;
+    let tls = flag("tls", "over TLS, or cleartext")?;
     if http2 && body.len() > h2::MAX_BODY_BYTES {
         return Err(bad(
             "body",
@@ -398,6 +405,9 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
     if http2 {
         resolved.insert("http2".into(), "true".into());
     }
+    if tls {
+        resolved.insert("tls".into(), "true".into());
+    }
     resolved.insert("target".into(), target.to_string());
     resolved.insert("body".into(), body);
     resolved.insert("host".into(), host);
@@ -410,6 +420,7 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
         probe: PROBE,
         framing: if http2 { Framing::Http2 } else { Framing::Http },
         target,
+        tls_host: tls.then(|| resolved["host"].clone()),
         requests: Arc::new(requests),
         order,
         rate,

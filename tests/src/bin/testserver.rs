@@ -20,11 +20,17 @@
 //! work and the delay (std's sleep, which keeps its microseconds where tokio's timer rounds up
 //! to a millisecond) block it, so a connection's requests are served one at a time, as a
 //! keep-alive HTTP/1.1 connection's are, however many streams the client opens on it.
+//! `--tls` speaks TLS, for the `http` probe's `tls=true`: at start the server makes a
+//! self-signed certificate for "localhost" and the `--bind` address (rcgen; rustls on aws-lc-rs,
+//! the binary's one provider). Alone it serves HTTP/1.1 over TLS (ALPN `http/1.1`; a client
+//! that offers no ALPN is served too), with the same request handling, a std thread per
+//! connection; with `--h2` it serves HTTP/2 over TLS (ALPN `h2` only), tokio-rustls under the
+//! same h2 server. A client offering only the other protocol fails the handshake.
 //! SIGTERM ends it with status 0; "listening on ADDR" on stderr says it is ready.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::Duration;
 
@@ -32,13 +38,17 @@ use anyhow::Context;
 use bytes::Bytes;
 use clap::Parser;
 use nix::sys::signal::{SigSet, Signal};
+use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::{ServerConfig, ServerConnection, StreamOwned};
+use tokio::io::{AsyncRead, AsyncWrite};
 
 #[derive(Debug, Parser)]
 #[command(
     name = "testserver",
     about = "An HTTP/1.1 keep-alive server (or with --raw a line server, with --h2 an HTTP/2 \
-             cleartext server) with a known per-request cost, for the end-to-end \
-             tests of the http probe; exits 0 at SIGTERM"
+             cleartext server, with --tls either HTTP over TLS with a self-signed certificate) \
+             with a known per-request cost, for the end-to-end tests of the http probe; exits \
+             0 at SIGTERM"
 )]
 struct Args {
     /// The TCP port to listen on
@@ -75,10 +85,15 @@ struct Args {
     /// "+OK <16 hex digits>\n"
     #[arg(long)]
     raw: bool,
-    /// Speak HTTP/2 over cleartext TCP with prior knowledge (h2c: no TLS, no Upgrade), each
-    /// stream answered as an HTTP/1.1 request is
+    /// Speak HTTP/2 over cleartext TCP with prior knowledge (h2c: no TLS, no Upgrade; with
+    /// --tls over TLS, ALPN h2), each stream answered as an HTTP/1.1 request is
     #[arg(long, conflicts_with = "raw")]
     h2: bool,
+    /// Speak TLS with a self-signed certificate for "localhost" and the --bind address, made at
+    /// start (no CA: a client skips verification or trusts the certificate it is shown):
+    /// HTTP/1.1 over TLS (ALPN http/1.1), or with --h2 HTTP/2 over TLS (ALPN h2)
+    #[arg(long, conflicts_with = "raw")]
+    tls: bool,
 }
 
 /// The longest request line or header accepted.
@@ -245,19 +260,36 @@ fn answer(
     out.flush()
 }
 
+/// A stream whose writes are buffered (flushed at each answer's end) and whose reads go to it
+/// directly: under `serve`'s one BufReader, one stream (a TcpStream, or TLS over one) carries
+/// both directions.
+struct WriteBuffered<S: Write>(std::io::BufWriter<S>);
+
+impl<S: Read + Write> Read for WriteBuffered<S> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.get_mut().read(buf)
+    }
+}
+
+impl<S: Write> Write for WriteBuffered<S> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
 /// Serves one connection until it closes or asks to; logs each request's line to `log`.
-fn serve(stream: TcpStream, args: &Args, log: Option<&Mutex<std::fs::File>>) {
-    let Ok(write_half) = stream.try_clone() else {
-        return;
-    };
-    let mut reader = BufReader::new(stream);
-    let mut writer = std::io::BufWriter::new(write_half);
+fn serve(stream: impl Read + Write, args: &Args, log: Option<&Mutex<std::fs::File>>) {
+    let mut reader = BufReader::new(WriteBuffered(std::io::BufWriter::new(stream)));
     loop {
         let head = match read_head(&mut reader) {
             Ok(head) => head,
             Err(Refusal::Gone) => return,
             Err(Refusal::Answer(status)) => {
-                let _ = answer(&mut writer, status, 0, 0, true, false);
+                let _ = answer(reader.get_mut(), status, 0, 0, true, false);
                 return;
             }
         };
@@ -271,11 +303,11 @@ fn serve(stream: TcpStream, args: &Args, log: Option<&Mutex<std::fs::File>>) {
             }
         }
         if head.chunked {
-            let _ = answer(&mut writer, 501, 0, 0, true, false);
+            let _ = answer(reader.get_mut(), 501, 0, 0, true, false);
             return;
         }
         if head.content_length > MAX_BODY_BYTES {
-            let _ = answer(&mut writer, 413, 0, 0, true, false);
+            let _ = answer(reader.get_mut(), 413, 0, 0, true, false);
             return;
         }
         let copied = std::io::copy(
@@ -290,7 +322,7 @@ fn serve(stream: TcpStream, args: &Args, log: Option<&Mutex<std::fs::File>>) {
             thread::sleep(Duration::from_micros(args.delay_us));
         }
         if answer(
-            &mut writer,
+            reader.get_mut(),
             args.status,
             args.body_bytes,
             result,
@@ -303,6 +335,53 @@ fn serve(stream: TcpStream, args: &Args, log: Option<&Mutex<std::fs::File>>) {
             return;
         }
     }
+}
+
+/// `--tls`'s ALPN protocols: `h2` alone with `--h2`, else `http/1.1` alone.
+fn tls_alpn(h2: bool) -> Vec<Vec<u8>> {
+    vec![if h2 {
+        b"h2".to_vec()
+    } else {
+        b"http/1.1".to_vec()
+    }]
+}
+
+/// `--tls`: the server's settings, with a new self-signed certificate for "localhost" and
+/// `bind`, on the aws-lc-rs provider (named, not the process default: no other may be linked).
+fn tls_config(bind: IpAddr, h2: bool) -> anyhow::Result<Arc<ServerConfig>> {
+    let rcgen::CertifiedKey { cert, signing_key } =
+        rcgen::generate_simple_self_signed(["localhost".to_string(), bind.to_string()])
+            .context("cannot make the self-signed certificate")?;
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(signing_key.serialize_der()));
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("cannot set up TLS")?
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.der().clone()], key)
+        .context("cannot use the self-signed certificate")?;
+    config.alpn_protocols = tls_alpn(h2);
+    Ok(Arc::new(config))
+}
+
+/// `--tls` without `--h2`: serves one connection as `serve` does, over TLS (the handshake is
+/// done at the first read), then says close_notify if the handshake was done.
+fn serve_tls(
+    stream: TcpStream,
+    config: Arc<ServerConfig>,
+    args: &Args,
+    log: Option<&Mutex<std::fs::File>>,
+) {
+    let Ok(conn) = ServerConnection::new(config) else {
+        return;
+    };
+    let mut tls = StreamOwned::new(conn, stream);
+    serve(&mut tls, args, log);
+    if !tls.conn.is_handshaking() {
+        tls.conn.send_close_notify();
+    }
+    // What is queued (close_notify, or the alert of a failed handshake) goes out; no reading.
+    while tls.conn.wants_write() && matches!(tls.conn.write_tls(&mut tls.sock), Ok(n) if n > 0) {}
 }
 
 /// `--raw`'s answer: fixed length (21 bytes), carrying the work's result.
@@ -429,8 +508,14 @@ async fn serve_h2_stream(
     }
 }
 
-/// `--h2`: serves one connection's streams until it closes, on a runtime of its own thread.
-fn serve_h2(stream: TcpStream, args: &'static Args, log: Option<&'static Mutex<std::fs::File>>) {
+/// `--h2`: serves one connection's streams until it closes (over TLS first when `tls` is
+/// given), on a runtime of its own thread.
+fn serve_h2(
+    stream: TcpStream,
+    tls: Option<Arc<ServerConfig>>,
+    args: &'static Args,
+    log: Option<&'static Mutex<std::fs::File>>,
+) {
     let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .build()
@@ -444,17 +529,37 @@ fn serve_h2(stream: TcpStream, args: &'static Args, log: Option<&'static Mutex<s
         let Ok(stream) = tokio::net::TcpStream::from_std(stream) else {
             return;
         };
-        // A client without the preface (an HTTP/1.1 one) fails the handshake: closed.
-        let Ok(mut connection) = h2::server::handshake(stream).await else {
-            return;
-        };
-        // Each stream a task, so that the connection goes on reading and writing (window
-        // updates, the bodies' DATA) while a stream waits for its window; the tasks share
-        // this thread.
-        while let Some(Ok((request, respond))) = connection.accept().await {
-            tokio::spawn(serve_h2_stream(request, respond, args, log));
+        match tls {
+            None => serve_h2_connection(stream, args, log).await,
+            Some(config) => {
+                // A client offering only http/1.1 fails here (no_application_protocol).
+                let Ok(stream) = tokio_rustls::TlsAcceptor::from(config).accept(stream).await
+                else {
+                    return;
+                };
+                serve_h2_connection(stream, args, log).await;
+            }
         }
     });
+}
+
+/// `--h2`: the HTTP/2 connection on `io` (TCP, or TLS over it), its streams served until it
+/// closes.
+async fn serve_h2_connection(
+    io: impl AsyncRead + AsyncWrite + Unpin,
+    args: &'static Args,
+    log: Option<&'static Mutex<std::fs::File>>,
+) {
+    // A client without the preface (an HTTP/1.1 one) fails the handshake: closed.
+    let Ok(mut connection) = h2::server::handshake(io).await else {
+        return;
+    };
+    // Each stream a task, so that the connection goes on reading and writing (window
+    // updates, the bodies' DATA) while a stream waits for its window; the tasks share
+    // this thread.
+    while let Some(Ok((request, respond))) = connection.accept().await {
+        tokio::spawn(serve_h2_stream(request, respond, args, log));
+    }
 }
 
 fn main() -> anyhow::Result<()> {
@@ -488,6 +593,11 @@ fn main() -> anyhow::Result<()> {
         }
         None => None,
     };
+    let tls = if args.tls {
+        Some(tls_config(args.bind, args.h2)?)
+    } else {
+        None
+    };
     thread::sleep(Duration::from_millis(args.ready_after_ms));
     let addr = SocketAddr::new(args.bind, args.port);
     let listener = TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
@@ -498,7 +608,11 @@ fn main() -> anyhow::Result<()> {
         if args.raw {
             thread::spawn(move || serve_raw(stream, args, log));
         } else if args.h2 {
-            thread::spawn(move || serve_h2(stream, args, log));
+            let tls = tls.clone();
+            thread::spawn(move || serve_h2(stream, tls, args, log));
+        } else if let Some(config) = &tls {
+            let config = Arc::clone(config);
+            thread::spawn(move || serve_tls(stream, config, args, log));
         } else {
             thread::spawn(move || serve(stream, args, log));
         }
@@ -604,6 +718,60 @@ mod tests {
     fn h2_and_raw_exclude_each_other() {
         assert!(Args::try_parse_from(["testserver", "--port", "1", "--h2"]).is_ok_and(|a| a.h2));
         assert!(Args::try_parse_from(["testserver", "--port", "1", "--h2", "--raw"]).is_err());
+    }
+
+    #[test]
+    fn tls_goes_with_h2_or_alone_never_with_raw() {
+        let parse = |extra: &[&str]| {
+            Args::try_parse_from(["testserver", "--port", "1"].iter().chain(extra))
+        };
+        assert!(parse(&["--tls"]).is_ok_and(|a| a.tls && !a.h2));
+        assert!(parse(&["--tls", "--h2"]).is_ok_and(|a| a.tls && a.h2));
+        assert!(parse(&["--tls", "--raw"]).is_err());
+    }
+
+    #[test]
+    fn tls_offers_one_protocol_for_the_mode() {
+        assert_eq!(tls_alpn(false), [b"http/1.1".to_vec()]);
+        assert_eq!(tls_alpn(true), [b"h2".to_vec()]);
+        let config = tls_config("127.0.0.1".parse().unwrap(), true).unwrap();
+        assert_eq!(config.alpn_protocols, [b"h2".to_vec()]);
+    }
+
+    #[test]
+    fn serve_answers_on_one_read_write_stream() {
+        // Two keep-alive requests, the second asking to close, on one in-memory stream.
+        struct Duplex {
+            input: std::io::Cursor<Vec<u8>>,
+            output: Vec<u8>,
+        }
+        impl Read for Duplex {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                self.input.read(buf)
+            }
+        }
+        impl Write for Duplex {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.output.write(buf)
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let args =
+            Args::try_parse_from(["testserver", "--port", "1", "--body-bytes", "5"]).unwrap();
+        let mut stream = Duplex {
+            input: std::io::Cursor::new(
+                b"POST /a HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET /b HTTP/1.1\r\n\
+                  Connection: close\r\n\r\nGET /never HTTP/1.1\r\n\r\n"
+                    .to_vec(),
+            ),
+            output: Vec::new(),
+        };
+        serve(&mut stream, &args, None);
+        let text = String::from_utf8(stream.output).unwrap();
+        assert_eq!(text.matches("HTTP/1.1 200 OK\r\n").count(), 2, "{text}");
+        assert!(text.ends_with("Connection: close\r\n\r\nHello"), "{text}");
     }
 
     #[test]

@@ -22,6 +22,16 @@ pub enum Framing {
     Raw(RawFraming),
 }
 
+impl Framing {
+    /// The protocol offered by TLS's ALPN.
+    pub(crate) fn alpn(self) -> &'static [u8] {
+        match self {
+            Self::Http2 => b"h2",
+            _ => b"http/1.1",
+        }
+    }
+}
+
 /// How a complete response ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Verdict {

@@ -33,6 +33,8 @@ pub(crate) enum Malformed {
     TooLarge,
     /// HTTP/2: what the server sent that the probe cannot take, and why.
     Http2(&'static str),
+    /// TLS (`tls=true`): a record that could not be read or a request that could not be sent.
+    Tls(&'static str),
 }
 
 /// How the body's end is found.

@@ -676,6 +676,7 @@ fn connections_split_evenly_over_threads() {
         probe: PROBE,
         framing: Framing::Http,
         target: "127.0.0.1:1".parse().unwrap(),
+        tls_host: None,
         requests: Arc::new(
             RequestSet::one(false, request::Method::Get, "/", "h", &[], b"").unwrap(),
         ),

@@ -22,6 +22,10 @@ use quietbench_vocab::metrics;
 
 use super::framing::{Framing, Reader, Verdict};
 use super::h2;
+use super::tls::{TlsClient, TlsConn};
+
+// TLS's part of the loop (tls=true): the handshake, and sending and reading through TlsConn.
+mod secure;
 use super::requests::{Picker, RequestSet};
 use super::schedule::{Schedule, backoff};
 use super::sys::{self, BROKEN, Epoll, Event, READABLE, WRITABLE};
@@ -44,6 +48,8 @@ enum State {
     Closed,
     /// Connect in progress; failed if not done by `deadline`.
     Connecting,
+    /// TLS handshake in progress (`tls=true`); failed, as a connect, if not done by `deadline`.
+    Handshaking,
     /// Open, nothing in flight: in the idle queue.
     Idle,
     /// A request partly written; timed out at `deadline`.
@@ -63,6 +69,9 @@ struct Conn {
     request: usize,
     /// Bytes of the request written.
     written: usize,
+    /// `tls=true`: the connection's TLS, made at each connect (an allocation per connection,
+    /// none per request).
+    tls: Option<Box<TlsConn>>,
     /// HTTP/2: what a send writes (the connection's opening, acknowledgements, the request's
     /// frames with their stream id), made at the send in room reserved at the start. Empty
     /// otherwise: HTTP/1.1 and raw requests are written from the request set itself.
@@ -91,6 +100,7 @@ impl Conn {
             reader: Reader::new(framing),
             request: 0,
             written: 0,
+            tls: None,
             out: match framing {
                 Framing::Http2 => Vec::with_capacity(longest + h2::ROOM_BYTES),
                 _ => Vec::new(),
@@ -155,6 +165,10 @@ pub struct HttpWorkload {
     probe: &'static str,
     framing: Framing,
     target: SocketAddr,
+    /// `tls=true`: the settings every connection's TLS is made from.
+    tls: Option<TlsClient>,
+    /// A TLS handshake's failure, kept to say why when no connection could be made.
+    tls_failure: Option<String>,
     requests: Arc<RequestSet>,
     /// Which request goes next.
     picker: Picker,
@@ -200,6 +214,18 @@ impl HttpWorkload {
             probe,
             framing: config.framing,
             target: config.target,
+            tls: match &config.tls_host {
+                Some(host) => Some(
+                    TlsClient::new(
+                        config.framing.alpn(),
+                        host,
+                        config.requests.longest() + h2::ROOM_BYTES,
+                    )
+                    .map_err(|e| format!("{probe}: {e}"))?,
+                ),
+                None => None,
+            },
+            tls_failure: None,
             requests: Arc::clone(&config.requests),
             picker: Picker::new(config.order, config.requests.len(), config.threads, thread),
             timeout: config.timeout,
@@ -244,13 +270,27 @@ impl HttpWorkload {
             }
         }
         let deadline = now + self.timeout;
-        while self.conns.iter().any(|c| c.state == State::Connecting) {
+        while self
+            .conns
+            .iter()
+            .any(|c| matches!(c.state, State::Connecting | State::Handshaking))
+        {
             let now = Instant::now();
             if now >= deadline {
                 break;
             }
             self.epoll.wait(deadline - now);
             self.poll_events(None);
+        }
+        // A server that does not speak TLS (or not HTTP/2 over it) fails every handshake: said
+        // now, with the reason, rather than as a trial of connect errors.
+        if let Some(why) = &self.tls_failure
+            && self.conns.iter().all(|c| c.state != State::Idle)
+        {
+            return Err(format!(
+                "{}: no TLS connection to {} could be made: {why}",
+                self.probe, self.target
+            ));
         }
         Ok(())
     }
@@ -291,6 +331,7 @@ impl HttpWorkload {
             Ok(stream) => {
                 let c = &mut self.conns[i];
                 c.stream = Some(stream);
+                c.tls = None;
                 c.reader.connected();
                 c.state = State::Connecting;
                 c.watching_writes = true;
@@ -314,6 +355,7 @@ impl HttpWorkload {
         }
         let c = &mut self.conns[i];
         c.stream = None;
+        c.tls = None;
         c.generation = c.generation.wrapping_add(1);
         c.state = State::Closed;
         c.watching_writes = false;
@@ -334,6 +376,7 @@ impl HttpWorkload {
             self.idle.remove(at);
         }
         c.stream = None;
+        c.tls = None;
         c.generation = c.generation.wrapping_add(1);
         c.state = State::Closed;
         c.watching_writes = false;
@@ -376,6 +419,19 @@ impl HttpWorkload {
             r.prepare(&mut c.out, self.requests.bytes(request));
         }
         c.reader.reset_for(self.requests.is_head(request));
+        if let Some(tls) = c.tls.as_mut() {
+            let plaintext = match c.reader {
+                Reader::Http2(_) => &c.out[..],
+                _ => self.requests.bytes(request),
+            };
+            if tls.seal(plaintext).is_err() {
+                c.state = State::Sending;
+                if recorded {
+                    self.tally.sent += 1;
+                }
+                return self.fail_request(i, now, Failure::Io);
+            }
+        }
         c.state = State::Sending;
         c.deadline = now + self.timeout;
         let at = c.deadline;
@@ -388,6 +444,9 @@ impl HttpWorkload {
 
     /// Writes what is left of the request on `i`.
     fn write_more(&mut self, i: usize, now: Instant) {
+        if self.conns[i].tls.is_some() {
+            return self.write_more_tls(i, now);
+        }
         loop {
             let c = &mut self.conns[i];
             let Some(stream) = c.stream.as_ref() else {
@@ -439,6 +498,9 @@ impl HttpWorkload {
 
     /// Reads what has arrived of `i`'s response.
     fn read_response(&mut self, i: usize) -> Option<Answer> {
+        if self.conns[i].tls.is_some() {
+            return self.read_response_tls(i);
+        }
         loop {
             let Conn { stream, reader, .. } = &mut self.conns[i];
             let stream = stream.as_ref()?;
@@ -514,6 +576,9 @@ impl HttpWorkload {
     /// affected, so it is no error: the connection is reopened (a reconnect), after the backoff
     /// in case the server does so at once every time.
     fn idle_readable(&mut self, i: usize, now: Instant) {
+        if self.conns[i].tls.is_some() {
+            return self.idle_readable_tls(i, now);
+        }
         if matches!(self.conns[i].reader, Reader::Http2(_)) {
             return self.idle_readable_http2(i, now);
         }
@@ -561,6 +626,9 @@ impl HttpWorkload {
     /// while no request is being written on it; false when the connection broke. What would
     /// block waits for the next chance, or goes with the next request.
     fn write_control(&mut self, i: usize) -> bool {
+        if self.conns[i].tls.is_some() {
+            return self.write_control_tls(i);
+        }
         let Conn { stream, reader, .. } = &mut self.conns[i];
         let (Some(stream), Reader::Http2(r)) = (stream.as_ref(), reader) else {
             return true;
@@ -600,6 +668,9 @@ impl HttpWorkload {
             return;
         }
         c.watching_writes = false;
+        if self.tls.is_some() {
+            return self.start_handshake(i, now);
+        }
         c.state = State::Idle;
         c.idle_since = now;
         self.idle.push_back(i);
@@ -611,6 +682,10 @@ impl HttpWorkload {
             State::Closed => None,
             State::Connecting => {
                 self.finish_connect(i, flags, now);
+                None
+            }
+            State::Handshaking => {
+                self.continue_handshake(i, flags, now);
                 None
             }
             State::Idle => {
@@ -659,7 +734,7 @@ impl HttpWorkload {
             let c = &self.conns[i];
             if c.timed() && c.deadline <= now {
                 match c.state {
-                    State::Connecting => self.connect_failed(i, now),
+                    State::Connecting | State::Handshaking => self.connect_failed(i, now),
                     State::Sending | State::Awaiting => self.fail_request(i, now, Failure::Timeout),
                     State::Closed => {
                         let _ = self.start_connect(i, now);

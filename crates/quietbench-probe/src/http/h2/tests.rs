@@ -75,6 +75,28 @@ fn nginx_responses_are_read_one_stream_at_a_time() {
     }
 }
 
+/// The h2 crate's server (0.4.20) answering 503 twice, its status Huffman-coded.
+const H2_CRATE_503: &[u8] = include_bytes!("fixtures/h2-0.4.20-503-huffman.bin");
+
+#[test]
+fn the_h2_crates_huffman_coded_statuses_are_read() {
+    let ends = frame_ends(H2_CRATE_503);
+    // SETTINGS, SETTINGS ACK, then HEADERS and DATA for each of two streams.
+    assert_eq!(ends.len(), 6);
+    let mut reader = Http2Reader::new();
+    let mut request = Vec::new();
+    append_request(&mut request, Method::Get, "/", "h", &[], b"").unwrap();
+    let mut from = 0;
+    for k in 0..2 {
+        reader.prepare(&mut Vec::new(), &request);
+        let to = ends[3 + 2 * k];
+        let results = feed(&mut reader, &H2_CRATE_503[from..to], 5);
+        assert_eq!(results.last(), Some(&Ok(true)));
+        assert_eq!(reader.status(), 503);
+        from = to;
+    }
+}
+
 #[test]
 fn the_opening_and_the_request_frames() {
     let mut reader = Http2Reader::new();
