@@ -102,7 +102,7 @@ async fn dry_run(spec: &Ec2Spec, wants_peer: bool) -> anyhow::Result<()> {
     );
     if per_host == 2 {
         println!(
-            "  and {} peer instance(s) for the network probes",
+            "  and {} peer instance(s) for the network, http or tcp probes (no CPU-model policy)",
             spec.count
         );
     }

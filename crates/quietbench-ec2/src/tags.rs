@@ -14,6 +14,9 @@ pub const OWNER: &str = "quietbench:owner";
 pub const EXPIRES_AT: &str = "quietbench:expires-at";
 /// The console's name column.
 pub const NAME: &str = "Name";
+/// An instance's part in the run: `host` (launched to be measured on, whatever the CPU-model
+/// policy then decides) or `peer` (a network probe's other end, `http`'s or `tcp`'s load).
+pub const ROLE: &str = "quietbench:role";
 
 /// How far ahead each renewal moves the expiry: a controller killed without cleaning up leaves
 /// resources that `gc` may delete at most this long after its last renewal.

@@ -46,7 +46,27 @@ pub fn any_ami(moto: &Moto) -> String {
 
 /// moto's answer to DescribeImages, read to its end.
 fn describe_images(port: u16) -> std::io::Result<String> {
-    let body = "Action=DescribeImages&Owner.1=amazon&Version=2016-11-15";
+    query(
+        port,
+        "Action=DescribeImages&Owner.1=amazon&Version=2016-11-15",
+    )
+}
+
+/// moto's answer to DescribeInstances for one run's instances (its `quietbench:run` tag),
+/// terminated ones included: moto keeps them listed.
+pub fn describe_run_instances(moto: &Moto, run: &str) -> String {
+    query(
+        moto.port,
+        &format!(
+            "Action=DescribeInstances&Filter.1.Name=tag%3Aquietbench%3Arun&Filter.1.Value.1={run}\
+             &Version=2016-11-15"
+        ),
+    )
+    .expect("DescribeInstances on moto")
+}
+
+/// An EC2 query API call to moto over plain HTTP, its answer read to its end.
+fn query(port: u16, body: &str) -> std::io::Result<String> {
     let mut stream = TcpStream::connect(("127.0.0.1", port))?;
     write!(
         stream,
@@ -81,7 +101,15 @@ pub fn fixture(path: &str) -> PathBuf {
 /// `count` TLS agents, the even ones describing the captured EC2 8259CL and the odd ones the
 /// captured KVM Xeon.
 pub fn agents_on_two_models(dir: &Path, ca: &Path, count: usize) -> Vec<AgentProcess> {
-    let roots: Vec<PathBuf> = [
+    let roots = two_model_roots(dir);
+    (0..count)
+        .map(|i| tls_agent(dir, ca, &roots[i % 2], &i.to_string(), true))
+        .collect()
+}
+
+/// Host roots whose /proc/cpuinfo is captured: [the EC2 8259CL, the KVM Xeon], in `dir`.
+pub fn two_model_roots(dir: &Path) -> Vec<PathBuf> {
+    [
         ("ec2-8259cl", "public/ec2-8259cl-2vcpu/proc/cpuinfo"),
         ("kvm-xeon", "kvm-2vcpu-xeon/proc/cpuinfo"),
     ]
@@ -92,24 +120,25 @@ pub fn agents_on_two_models(dir: &Path, ca: &Path, count: usize) -> Vec<AgentPro
         std::fs::copy(fixture(capture), root.join("proc/cpuinfo")).unwrap();
         root
     })
-    .collect();
-    (0..count)
-        .map(|i| {
-            let mut command = agent_command();
-            command
-                .arg("--host-root")
-                .arg(&roots[i % 2])
-                .arg("--tls-cert")
-                .arg(ca.join("agent-quietbench-agent.pem"))
-                .arg("--tls-key")
-                .arg(ca.join("agent-quietbench-agent.key"))
-                .arg("--client-ca")
-                .arg(ca.join("ca.pem"))
-                .arg("--state-dir")
-                .arg(dir.join(format!("agent-state-{i}")));
-            AgentProcess::start_with(command)
-        })
-        .collect()
+    .collect()
+}
+
+/// A TLS agent with the fleet's agent certificate from `ca`, the host root `root` and a state
+/// folder `agent-state-NAME` in `dir`; `allow_exec`: it runs exec probes and servers.
+pub fn tls_agent(dir: &Path, ca: &Path, root: &Path, name: &str, allow_exec: bool) -> AgentProcess {
+    let mut command = agent_command();
+    command
+        .arg("--host-root")
+        .arg(root)
+        .arg("--tls-cert")
+        .arg(ca.join("agent-quietbench-agent.pem"))
+        .arg("--tls-key")
+        .arg(ca.join("agent-quietbench-agent.key"))
+        .arg("--client-ca")
+        .arg(ca.join("ca.pem"))
+        .arg("--state-dir")
+        .arg(dir.join(format!("agent-state-{name}")));
+    AgentProcess::start_allowing(command, allow_exec)
 }
 
 /// Points `command`'s AWS settings at moto, with test credentials, by the environment (as an

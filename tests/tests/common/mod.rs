@@ -160,10 +160,19 @@ impl AgentProcess {
 
     /// An agent started from `command` (a `quietbench` command with its environment and any
     /// flags before `agent`'s own set by the caller, e.g. `--host-root`).
-    pub fn start_with(mut command: Command) -> Self {
+    pub fn start_with(command: Command) -> Self {
+        Self::start_allowing(command, true)
+    }
+
+    /// As [`AgentProcess::start_with`]; `allow_exec` false: an agent that refuses exec probes
+    /// and servers, as an agent configured by default (an EC2 fleet's load instances).
+    pub fn start_allowing(mut command: Command, allow_exec: bool) -> Self {
+        command.args(["--listen", "127.0.0.1:0"]);
+        // The tests run exec probes: allowed here, refused by default (see security.rs).
+        if allow_exec {
+            command.arg("--allow-exec");
+        }
         let mut child = command
-            // The tests run exec probes: allowed here, refused by default (see security.rs).
-            .args(["--listen", "127.0.0.1:0", "--allow-exec"])
             .env("QUIETBENCH_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

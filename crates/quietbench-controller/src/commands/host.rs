@@ -36,6 +36,7 @@ pub fn host(
             instance_id: None,
             access: context.fleet_access(),
             peer: None,
+            inner_ip: None,
         },
         (None, None) => anyhow::bail!("give --local or --agent HOST:PORT"),
     };

@@ -95,6 +95,7 @@ pub fn release(
                         instance_id: h.instance_id.clone(),
                         access: context.fleet_access(),
                         peer: None,
+                        inner_ip: None,
                     })
                     .collect();
                 println!(

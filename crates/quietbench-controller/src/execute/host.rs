@@ -7,7 +7,7 @@ use std::sync::Arc;
 use quietbench_proto::v1 as pb;
 use tokio::sync::{Mutex, OwnedMutexGuard, mpsc, watch};
 
-use super::peer::{host_ip, with_peer_flows};
+use super::peer::{inner_ip, with_peer_flows};
 use crate::connection::intake::RunBudget;
 use crate::connection::{AgentAccess, AgentConnection, AgentError};
 use crate::fleet::Target;
@@ -327,7 +327,7 @@ impl HostTask {
         let mut peer_address = None;
         let mut peer_on_this_machine = false;
         if let Some(peer) = self.peer.as_mut().filter(|_| network && !serving) {
-            let ip = host_ip(&peer.target.address)?;
+            let ip = inner_ip(&peer.target)?;
             // Same host name: two agents on one machine (namespaces share the UTS name).
             let same_machine = peer
                 .hostname

@@ -47,6 +47,15 @@ pub(super) fn host_ip(address: &str) -> Result<std::net::IpAddr, AgentError> {
         })
 }
 
+/// The IP a host's peer (or, for `http`, its load agent) reaches it at: the fleet's inner
+/// address when it has one (an EC2 instance's private IP), else the agent address's.
+pub(super) fn inner_ip(target: &crate::fleet::Target) -> Result<std::net::IpAddr, AgentError> {
+    match target.inner_ip {
+        Some(ip) => Ok(ip),
+        None => host_ip(&target.address),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -153,6 +153,7 @@ mod tests {
             instance_id: None,
             access: crate::connection::AgentAccess::Fleet(None),
             peer: None,
+            inner_ip: None,
         }
     }
 

@@ -38,6 +38,7 @@ pub fn local_target(agent: &LocalAgent, role: &str) -> Target {
             secret: agent.secret().to_string(),
         },
         peer: None,
+        inner_ip: None,
     }
 }
 

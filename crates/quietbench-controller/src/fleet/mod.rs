@@ -42,6 +42,11 @@ pub struct Target {
     pub access: crate::connection::AgentAccess,
     /// The agent that serves the other end of network probes for this one.
     pub peer: Option<Box<Target>>,
+    /// The IP the other hosts of the fleet reach it at (where its peer's or its own server
+    /// listens), when that is not `address`'s: an EC2 instance's private IP, since its public
+    /// one belongs to the internet gateway and nothing on the instance can listen there.
+    /// `None`: `address`'s host.
+    pub inner_ip: Option<std::net::IpAddr>,
 }
 
 /// A future a fleet returns; boxed so fleets can be chosen at run time (`dyn Fleet`).

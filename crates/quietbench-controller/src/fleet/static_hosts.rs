@@ -87,8 +87,10 @@ impl Fleet for StaticFleet {
                             instance_id: None,
                             access: self.access.clone(),
                             peer: None,
+                            inner_ip: None,
                         })
                     }),
+                    inner_ip: None,
                 })
                 .collect())
         })

@@ -62,6 +62,17 @@ impl Addresses {
         Ok(Self { map, taken: 0 })
     }
 
+    /// Where the fleet's other instances reach an instance (a peer's or load agent's
+    /// connections, the server's listening address): its private IP, whatever address the
+    /// controller dials (a public IPv4 is the internet gateway's, not on the instance). `None`
+    /// with a map: the agents standing in for instances are reached at their map address.
+    pub fn inner(&self, private_ip: Option<&str>) -> Option<std::net::IpAddr> {
+        if self.map.is_some() {
+            return None;
+        }
+        private_ip.and_then(|ip| ip.parse().ok())
+    }
+
     /// The agent address of an instance's new boot, from its IPs as EC2 reports them.
     pub fn next(
         &mut self,
@@ -126,5 +137,13 @@ mod tests {
             "10.0.0.2:7700"
         );
         assert!(a.next("i-3", None, None).is_err());
+        assert_eq!(a.inner(Some("10.0.0.2")), Some([10, 0, 0, 2].into()));
+        assert_eq!(a.inner(None), None);
+        let mapped = Addresses::new(Some("127.0.0.1:1"), true).unwrap();
+        assert_eq!(
+            mapped.inner(Some("10.0.0.2")),
+            None,
+            "moto's IPs are never used"
+        );
     }
 }

@@ -27,7 +27,7 @@ use quietbench_controller::record::HostKind;
 use crate::client::{Ec2, Ec2Options};
 use crate::gc::{Selection, collect_kinds};
 use crate::inventory::Kind;
-use crate::tags::{EXPIRES_AT, NAME, OWNER, RUN, expiry, format_expiry};
+use crate::tags::{EXPIRES_AT, NAME, OWNER, ROLE, RUN, expiry, format_expiry};
 use address::Addresses;
 use launch::{Pacing, Template, launch};
 use run_tls::RunTls;
@@ -39,7 +39,7 @@ enum Fate {
     Candidate,
     /// Measured on.
     Kept,
-    /// Serves the other end of a kept host's network probes.
+    /// Serves the other end of a kept host's network probes, or sends its `http`/`tcp` load.
     Peer,
     /// Terminated by the CPU-model policy (why).
     Rejected(String),
@@ -57,6 +57,8 @@ struct Launched {
     tenancy: String,
     host_id: Option<String>,
     address: Option<String>,
+    /// Where the fleet's other instances reach it (its private IP), when known.
+    inner_ip: Option<std::net::IpAddr>,
     model: Option<String>,
     rerolls: u32,
     fate: Fate,
@@ -85,6 +87,7 @@ impl Launched {
                 .map_or("default".into(), |t| t.as_str().to_string()),
             host_id: placement.and_then(|p| p.host_id()).map(str::to_string),
             address: None,
+            inner_ip: None,
             model: None,
             rerolls: 0,
             fate: Fate::Candidate,
@@ -174,8 +177,12 @@ impl Ec2Fleet {
     }
 
     /// Everything before the first launch: clients, identity, certificates, the resources the
-    /// instances need, the launch template, the lease.
-    async fn prepare(&mut self, progress: &Progress) -> anyhow::Result<(Template, Addresses)> {
+    /// instances need, the launch templates (the hosts', and the peers': no exec, another
+    /// role tag), the lease.
+    async fn prepare(
+        &mut self,
+        progress: &Progress,
+    ) -> anyhow::Result<(Template, Template, Addresses)> {
         let spec = self.spec.clone();
         // Before anything is made: the id that names (tags) all of it.
         progress.line(&format!(
@@ -199,12 +206,17 @@ impl Ec2Fleet {
         let ca_dir = run_tls::ca_dir_or_env(spec.ca_dir.as_deref());
         let tls = RunTls::make(&tls_dir, ca_dir.as_deref(), run_tls::days_for(spec.ttl))?;
         self.access = AgentAccess::Fleet(Some(std::sync::Arc::new(tls.for_agents()?)));
-        let user_data = userdata::encode(&userdata::render(
-            &tls.ca_pem,
-            &tls.agent_pem,
-            &tls.agent_key,
-            spec.allow_exec,
-        )?);
+        let user_data = |allow_exec| -> anyhow::Result<String> {
+            Ok(userdata::encode(&userdata::render(
+                &tls.ca_pem,
+                &tls.agent_pem,
+                &tls.agent_key,
+                allow_exec,
+            )?))
+        };
+        // A peer (a network probe's other end, `http`'s or `tcp`'s load) runs no command of
+        // the user's: its agent refuses exec and servers whatever the run's probes are.
+        let (host_data, peer_data) = (user_data(spec.allow_exec)?, user_data(false)?);
         let tags = self.tags(&owner);
         let mut security_groups = spec.security_groups.clone();
         if !spec.allow_from.is_empty() {
@@ -234,21 +246,25 @@ impl Ec2Fleet {
                 .collect(),
             self.deadline,
         ));
-        Ok((
-            Template {
-                ami: spec.ami.clone(),
-                instance_type: spec.instance_type.clone(),
-                user_data,
-                key_name: spec.key_name.clone(),
-                security_groups,
-                placement_group,
-                tenancy: spec.tenancy,
-                host_zone,
-                cpu_options,
-                tags,
-            },
-            addresses,
-        ))
+        let role = |value: &str| Tag::builder().key(ROLE).value(value).build();
+        let hosts = Template {
+            ami: spec.ami.clone(),
+            instance_type: spec.instance_type.clone(),
+            user_data: host_data,
+            key_name: spec.key_name.clone(),
+            security_groups,
+            placement_group,
+            tenancy: spec.tenancy,
+            host_zone,
+            cpu_options,
+            tags: [tags.clone(), vec![role("host")]].concat(),
+        };
+        let peers = Template {
+            user_data: peer_data,
+            tags: [tags, vec![role("peer")]].concat(),
+            ..hosts.clone()
+        };
+        Ok((hosts, peers, addresses))
     }
 
     /// Launches `count`, waits for them to run, reaches each agent and reads its CPU model.
@@ -319,6 +335,7 @@ impl Ec2Fleet {
                 state.private_ip.as_deref(),
             )?;
             i.address = Some(address.clone());
+            i.inner_ip = addresses.inner(state.private_ip.as_deref());
             to_reach.push((i.id.clone(), address));
         }
         progress.status(format!("waiting for {} agent(s) to answer", to_reach.len()));
@@ -346,24 +363,26 @@ impl Ec2Fleet {
             instance_id: Some(i.id.clone()),
             access: self.access.clone(),
             peer: None,
+            inner_ip: i.inner_ip,
         }
     }
 
     async fn acquire_inner(&mut self, progress: &Progress) -> anyhow::Result<Vec<Target>> {
-        let (template, mut addresses) = self.prepare(progress).await?;
+        let (template, peer_template, mut addresses) = self.prepare(progress).await?;
         self.choose_hosts(&template, &mut addresses, progress)
             .await?;
         self.terminate_rejected(progress).await?;
         if self.wants_peer {
-            // Network probes: one peer instance per host, launched like the hosts (same
-            // placement group), with no CPU-model policy.
+            // Network probes' other ends, `http`'s and `tcp`'s load: one peer instance per
+            // host, launched like the hosts (same placement group, security group, tenancy),
+            // with no CPU-model policy; never a measured host.
             let kept = self.spec.count;
-            self.launch_batch(&template, &mut addresses, kept, progress)
+            self.launch_batch(&peer_template, &mut addresses, kept, progress)
                 .await?;
             let (indexes, _) = self.candidates();
             if indexes.len() < kept as usize {
                 anyhow::bail!(
-                    "{} of {kept} peer instance(s) came up for the network probes",
+                    "{} of {kept} peer instance(s) came up for the network, http or tcp probes",
                     indexes.len()
                 );
             }

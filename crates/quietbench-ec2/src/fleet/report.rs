@@ -47,17 +47,19 @@ pub(super) fn lines(fleet: &Ec2Fleet) -> Vec<String> {
             n => format!(", {n} peer(s)"),
         }
     ));
-    let models: Vec<String> = fleet
-        .instances
-        .iter()
-        .filter_map(|i| i.model.clone())
-        .collect();
-    let kept_models: Vec<String> = fleet
-        .instances
-        .iter()
-        .filter(|i| i.fate == Fate::Kept)
-        .filter_map(|i| i.model.clone())
-        .collect();
+    // The CPU-model policy's census: the host candidates'. Peers are matched to nothing; their
+    // models are listed apart.
+    let models_of = |f: &dyn Fn(&Fate) -> bool| -> Vec<String> {
+        fleet
+            .instances
+            .iter()
+            .filter(|i| f(&i.fate))
+            .filter_map(|i| i.model.clone())
+            .collect()
+    };
+    let models = models_of(&|f| *f != Fate::Peer);
+    let kept_models = models_of(&|f| *f == Fate::Kept);
+    let peer_models = models_of(&|f| *f == Fate::Peer);
     let census = |m: &[String]| {
         policy::census(m)
             .iter()
@@ -66,7 +68,7 @@ pub(super) fn lines(fleet: &Ec2Fleet) -> Vec<String> {
             .join(", ")
     };
     lines.push(format!(
-        "fleet: CPU models that came up: {}; kept: {}{}",
+        "fleet: CPU models that came up: {}; kept: {}{}{}",
         census(&models),
         census(&kept_models),
         match (&spec.cpu_model, spec.stratify) {
@@ -76,6 +78,11 @@ pub(super) fn lines(fleet: &Ec2Fleet) -> Vec<String> {
             ),
             (None, true) => " (--stratify)".into(),
             (None, false) => String::new(),
+        },
+        if peer_models.is_empty() {
+            String::new()
+        } else {
+            format!("; peers (not matched): {}", census(&peer_models))
         }
     ));
     for i in &fleet.instances {

@@ -4,7 +4,7 @@
 
 use aws_sdk_ec2::types::{
     AutoPlacement, InstanceType, IpPermission, IpRange, PlacementStrategy as Ec2Strategy,
-    ResourceType, Tag,
+    ResourceType, Tag, UserIdGroupPair,
 };
 use quietbench_controller::fleet::ec2::{AGENT_PORT, PlacementStrategy};
 
@@ -46,7 +46,8 @@ impl Ec2Fleet {
                     .build()
             })
             .collect();
-        ec2.ec2
+        let mut ingress = ec2
+            .ec2
             .authorize_security_group_ingress()
             .group_id(&id)
             .ip_permissions(
@@ -56,7 +57,23 @@ impl Ec2Fleet {
                     .to_port(i32::from(AGENT_PORT))
                     .set_ip_ranges(Some(ranges))
                     .build(),
-            )
+            );
+        if self.wants_peer {
+            // A host and its peer talk on ports picked per trial (the peer server's, the
+            // user's server's): anything from the group's own members, at their private IPs.
+            ingress = ingress.ip_permissions(
+                IpPermission::builder()
+                    .ip_protocol("-1")
+                    .user_id_group_pairs(
+                        UserIdGroupPair::builder()
+                            .group_id(&id)
+                            .description("quietbench hosts and their peers (load)")
+                            .build(),
+                    )
+                    .build(),
+            );
+        }
+        ingress
             .send()
             .await
             .map_err(|e| explain("ec2:AuthorizeSecurityGroupIngress", e))?;

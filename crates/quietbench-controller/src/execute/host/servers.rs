@@ -24,7 +24,7 @@ use tokio::task::JoinSet;
 
 use super::HostTask;
 use crate::connection::{AgentAccess, AgentConnection};
-use crate::execute::peer::host_ip;
+use crate::execute::peer::inner_ip;
 use crate::execute::server::{self, Restart, Reuse, Split};
 use crate::progress::Progress;
 use crate::schedule::PlannedTrial;
@@ -364,7 +364,7 @@ impl HostTask {
         if self.load_checked.contains(&variant) {
             return Ok(());
         }
-        let ip = host_ip(&self.target.address)?;
+        let ip = inner_ip(&self.target)?;
         let mut params = params.clone();
         params.insert(
             "target".into(),
@@ -394,8 +394,9 @@ impl HostTask {
             .peer
             .as_ref()
             .ok_or_else(|| anyhow::anyhow!("http needs a load agent"))?;
-        // The load agent reaches the server at this host's address, as it reaches the agent.
-        let ip = host_ip(&self.target.address)?;
+        // The load agent reaches the server at this host's address, as it reaches the agent
+        // (an EC2 instance's private IP: its public one is not on the instance).
+        let ip = inner_ip(&self.target)?;
         let same_machine = load
             .hostname
             .as_ref()
