@@ -175,6 +175,25 @@ impl<'a> HttpVariant<'a> {
         })
     }
 
+    /// The distinct protocols the load spoke (`http2=`, `tls=`; `tcp`'s raw framing).
+    fn protocols(&self) -> Vec<&'static str> {
+        let mut p: Vec<&'static str> = Vec::new();
+        for t in &self.trials {
+            let on = |key: &str| t.params.get(key).is_some_and(|v| v == "true");
+            let protocol = match (t.probe.as_str(), on("http2"), on("tls")) {
+                ("tcp", ..) => "raw TCP",
+                (_, false, false) => "HTTP/1.1",
+                (_, true, false) => "HTTP/2 (cleartext)",
+                (_, false, true) => "HTTP/1.1 over TLS",
+                (_, true, true) => "HTTP/2 over TLS",
+            };
+            if !p.contains(&protocol) {
+                p.push(protocol);
+            }
+        }
+        p
+    }
+
     /// The distinct server commands, as given.
     fn servers(&self) -> Vec<&'a str> {
         let mut s: Vec<&str> = Vec::new();
@@ -536,6 +555,10 @@ fn table(page: &Page<'_>, variants: &[HttpVariant<'_>], out: &mut String) {
             servers.join("<br>")
         };
         let _ = write!(out, r#"<td class="wrap">{cell}</td>"#);
+    }
+    out.push_str("</tr><tr><th scope=\"row\">protocol</th>");
+    for v in variants {
+        let _ = write!(out, r#"<td>{}</td>"#, v.protocols().join(", "));
     }
     out.push_str("</tr>");
     let mut any_missing = false;

@@ -241,6 +241,27 @@ fn a_load_that_fell_short_of_the_offered_rate_is_noted() {
 }
 
 #[test]
+fn the_protocol_of_each_variant_is_named() {
+    let mut run = run_of(&["A", "B"]);
+    let mut a1 = flat("A", 1, 2, 100);
+    a1.params.insert("http2".into(), "true".into());
+    let mut a2 = flat("A", 2, 2, 100);
+    a2.params.insert("http2".into(), "true".into());
+    a2.params.insert("tls".into(), "true".into());
+    let mut b = flat("B", 1, 2, 100);
+    b.params.insert("tls".into(), "true".into());
+    run.trials.extend([a1, a2, b, flat("B", 2, 2, 100)]);
+    let html = render_html(&run);
+    assert_eq!(
+        row(section(&html), "protocol"),
+        [
+            "HTTP/2 (cleartext), HTTP/2 over TLS",
+            "HTTP/1.1 over TLS, HTTP/1.1"
+        ]
+    );
+}
+
+#[test]
 fn server_commands_are_escaped() {
     let html = render_html(&sample_http_run());
     let s = section(&html);
@@ -331,6 +352,7 @@ fn tcp_trials_are_in_the_section_with_no_status_counts_drawn_as_zero() {
     let html = render_html(&run);
     let s = section(&html);
     assert_eq!(row(s, "measured trials"), ["2"]);
+    assert_eq!(row(s, "protocol"), ["raw TCP"]);
     assert!(row(s, "request latency p50")[0].starts_with("2.00"), "{s}");
     assert_eq!(row(s, "errors: 4xx"), [MISSING]);
     assert!(
