@@ -74,7 +74,9 @@ port=18090
 start_peer_nginx "$port" "$server_cpu" "$mode"
 url="$scheme://127.0.0.1:$port/index.html"
 
-# ours RATE: one trial; prints "REQUESTS_PER_SEC P50_US P99_US LAG_MAX_US load-cpus=[...]".
+# ours RATE: one trial; prints "REQUESTS_PER_SEC P50_US P99_US LAG_MAX_US SERVICE_P50/P99_US
+# load-cpus=[...]" (latency from the intended send; the service time from the actual send, which
+# is what h2load's open loop times).
 ours() {
   if [ -z "$qb" ]; then echo "- - - - -"; return; fi
   "$qb" run --local --probe http --no-store --cpus "$server_cpu" \
@@ -90,7 +92,8 @@ t = json.load(open(sys.argv[1]))["trials"][0]
 m = {x["name"]: x for x in t["metrics"]}
 lat = m["request_latency"]
 cpus = [th["planned_cpu"] for th in t["placement"]["threads"]]
-print(f'{m["requests_per_sec"]["value"]:.0f} {lat["p50"]/1e3:.1f} {lat["p99"]/1e3:.1f} {m.get("send_lag_max_us", {}).get("value", 0):.0f} load-cpus={cpus}')
+svc = m["service_time"]
+print(f'{m["requests_per_sec"]["value"]:.0f} {lat["p50"]/1e3:.1f} {lat["p99"]/1e3:.1f} {m.get("send_lag_max_us", {}).get("value", 0):.0f} {svc["p50"]/1e3:.1f}/{svc["p99"]/1e3:.1f} load-cpus={cpus}')
 PY
 }
 
@@ -123,7 +126,7 @@ echo "closed loop, $protocol, $connections connections x 1 stream, 1 thread, ${s
 [ -z "$qb" ] && echo "  PEER_ONLY=1: h2load only"
 q_rates=(); h_rates=()
 for i in $(seq "$pairs"); do
-  read -r r p50 p99 lag cpus <<<"$(ours 0)"
+  read -r r p50 p99 lag _ cpus <<<"$(ours 0)"
   read -r h _ _ hfailed <<<"$(h2load_run 0)"; h_rates+=("$h")
   msg="  run $i:"
   if [ -n "$qb" ]; then q_rates+=("$r"); msg+=" quietbench $r req/s (p50 $p50 us, p99 $p99 us, $cpus) |"; fi
@@ -143,14 +146,14 @@ per_client=$(python3 -c "print(max(1, int($hm / 2 / $connections)))")
 rate=$((per_client * connections))
 echo
 echo "open loop at $rate requests/s (half of h2load's; $per_client per connection), $connections connections: p50 / p99 in us"
-q50=(); q99=(); h50=(); h99=()
+q50=(); q99=(); s99=(); h50=(); h99=()
 for i in $(seq "$pairs"); do
-  read -r r p50 p99 lag cpus <<<"$(ours "$rate")"
+  read -r r p50 p99 lag svc cpus <<<"$(ours "$rate")"
   read -r hrate hp50 hp99 hfailed <<<"$(h2load_run "$per_client")"; h50+=("$hp50"); h99+=("$hp99")
   msg="  run $i:"
   if [ -n "$qb" ]; then
-    q50+=("$p50"); q99+=("$p99")
-    msg+=" quietbench $r req/s p50 $p50 p99 $p99 (lag max $lag us) |"
+    q50+=("$p50"); q99+=("$p99"); s99+=("${svc#*/}")
+    msg+=" quietbench $r req/s p50 $p50 p99 $p99, service p50/p99 $svc (lag max $lag us) |"
   fi
   echo "$msg h2load $hrate req/s p50 $hp50 p99 $hp99 ($hfailed failed)"
 done
@@ -159,6 +162,8 @@ if [ -n "$qb" ]; then
   a=$(median "${q50[@]}"); c=$(median "${q99[@]}")
   echo "median p50: quietbench $a us, h2load $b us, ratio $(python3 -c "print(f'{$a/$b:.3f}')") (lower is better)"
   echo "median p99: quietbench $c us, h2load $d us, ratio $(python3 -c "print(f'{$c/$d:.3f}')")"
+  e=$(median "${s99[@]}")
+  echo "median service-time p99 (from the actual send, as h2load times): quietbench $e us, ratio $(python3 -c "print(f'{$e/$d:.3f}')")"
 else
   echo "median p50: h2load $b us; median p99: h2load $d us"
 fi

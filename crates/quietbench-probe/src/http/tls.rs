@@ -215,9 +215,9 @@ impl TlsConn {
                 ConnectionState::TransmitTlsData(transmit) => transmit.done(),
                 ConnectionState::BlockedHandshake => need_read = true,
                 ConnectionState::WriteTraffic(_) => ready = true,
-                ConnectionState::ReadTraffic(_) => {
-                    return Err(failed("the server sent data before any request"));
-                }
+                // The server spoke first, right after the handshake (HTTP/2's SETTINGS): done,
+                // its records left for the next `read` ([`Self::buffered`]).
+                ConnectionState::ReadTraffic(_) => ready = true,
                 ConnectionState::PeerClosed | ConnectionState::Closed => {
                     return Err(failed("the server closed the connection in the handshake"));
                 }
@@ -275,6 +275,12 @@ impl TlsConn {
                 return Ok(());
             }
         }
+    }
+
+    /// Whether the server's bytes wait in our buffer, unread: after a handshake the server
+    /// spoke right after, a [`Self::read`] is due whether or not the socket says so.
+    pub(crate) fn buffered(&self) -> bool {
+        self.incoming_used > 0
     }
 
     /// Whether ciphertext waits to be written.

@@ -14,6 +14,16 @@ use super::*;
 /// A rustls server on a thread: one connection, answering each `ping\n` with `pong\n`, with
 /// ALPN `alpn`. Its port.
 fn ping_server(alpn: &'static [u8]) -> u16 {
+    server(alpn, b"", &rustls::version::TLS13)
+}
+
+/// As [`ping_server`], sending `greeting` first, as soon as the handshake is done (as an
+/// HTTP/2 server sends its SETTINGS).
+fn server(
+    alpn: &'static [u8],
+    greeting: &'static [u8],
+    version: &'static rustls::SupportedProtocolVersion,
+) -> u16 {
     let key = rcgen::KeyPair::generate().unwrap();
     let cert = rcgen::CertificateParams::new(vec!["localhost".into()])
         .unwrap()
@@ -21,7 +31,7 @@ fn ping_server(alpn: &'static [u8]) -> u16 {
         .unwrap();
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
+        .with_protocol_versions(&[version])
         .unwrap()
         .with_no_client_auth()
         .with_single_cert(
@@ -36,6 +46,9 @@ fn ping_server(alpn: &'static [u8]) -> u16 {
         let (socket, _) = listener.accept().unwrap();
         let conn = rustls::ServerConnection::new(Arc::new(config)).unwrap();
         let mut tls = rustls::StreamOwned::new(conn, socket);
+        if !greeting.is_empty() && tls.write_all(greeting).is_err() {
+            return;
+        }
         let mut line = Vec::new();
         let mut byte = [0u8; 1];
         while let Ok(1) = tls.read(&mut byte) {
@@ -106,6 +119,38 @@ fn a_handshake_alpn_and_requests_both_ways() {
             ping(&mut tls, &socket);
         }
     }
+}
+
+/// In TLS 1.2 the server's Finished comes last, and what it sends next (an HTTP/2 server's
+/// SETTINGS) can arrive with it, inside the handshake's last read.
+#[test]
+fn a_server_that_speaks_first_is_heard() {
+    for version in [&rustls::version::TLS12, &rustls::version::TLS13] {
+        greeted(version);
+    }
+}
+
+fn greeted(version: &'static rustls::SupportedProtocolVersion) {
+    let port = server(b"h2", b"hello\n", version);
+    let client = TlsClient::new(b"h2", "localhost", 64).unwrap();
+    let socket = connect(port);
+    let mut tls = TlsConn::new(&client).unwrap();
+    handshake(&mut tls, &socket).unwrap();
+    // The greeting may have come with the handshake's last flight (then it is buffered, and
+    // no readiness would announce it) or after: either way a read hands it over.
+    let mut got = Vec::new();
+    let until = Instant::now() + Duration::from_secs(30);
+    while !got.ends_with(b"hello\n") {
+        let outcome = tls.read(&socket, |bytes| {
+            got.extend_from_slice(bytes);
+            Ok(false)
+        });
+        assert_eq!(outcome.unwrap(), Received::Done(false));
+        assert!(Instant::now() < until, "no greeting; got {got:?}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(!tls.buffered());
+    ping(&mut tls, &socket);
 }
 
 #[test]

@@ -91,7 +91,13 @@ impl HttpWorkload {
         if step.is_ok_and(|h| h == Handshake::Ready) {
             c.state = State::Idle;
             c.idle_since = now;
+            let unread = tls.buffered();
             self.idle.push_back(i);
+            // What the server sent with its last handshake message is in our buffer already:
+            // the socket will not say so again.
+            if unread {
+                self.idle_readable_tls(i, now);
+            }
         }
     }
 
