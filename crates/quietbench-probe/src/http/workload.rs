@@ -613,8 +613,12 @@ impl HttpWorkload {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => Err(()),
             };
-            if taken.is_err() || reader.close() {
+            if taken.is_err() {
                 return self.close(i, now, true);
+            }
+            // A GOAWAY between requests: the server's graceful close, reopened at once.
+            if reader.close() {
+                return self.close(i, now, false);
             }
         }
         if !self.write_control(i) {

@@ -177,8 +177,12 @@ impl HttpWorkload {
             Reader::Http2(_) => feed(reader, bytes),
             _ => Err(Malformed::TrailingBytes),
         });
-        let keep = matches!(outcome, Ok(Received::Done(_))) && !reader.close();
-        if !keep || !self.write_control_tls(i) {
+        let read = matches!(outcome, Ok(Received::Done(_)));
+        // A GOAWAY between requests is the server's graceful close: reopened at once.
+        let graceful = read && reader.close();
+        if graceful {
+            self.close(i, now, false);
+        } else if !read || !self.write_control_tls(i) {
             self.close(i, now, true);
         }
     }
