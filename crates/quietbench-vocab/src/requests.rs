@@ -8,7 +8,7 @@
 //! the two checks cannot drift apart: a file the controller passes is one the probe takes.
 //! (They were two copies while the controller reached the probe only over the wire.)
 //! `tcp`'s files, a raw request per line, are [`crate::raw_requests`]: their lines differ, the
-//! rules of the file around them ([`for_each_request_line`]) are these.
+//! rules of the file around them (`for_each_request_line`, private to this crate) are these.
 //!
 //! # The format
 //!
