@@ -38,12 +38,6 @@ pub struct HistoryArgs {
     /// test
     #[arg(long)]
     change_points: bool,
-    /// The p-value a change point must reach (with --change-points)
-    #[arg(long, value_name = "P", default_value_t = 0.01, value_parser = parse_significance)]
-    significance: f64,
-    /// Shuffles of the permutation test; the smallest p-value is 1/(N+1) (with --change-points)
-    #[arg(long, value_name = "N", default_value_t = 199, value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    permutations: u32,
     /// Exit with code 3 when the newest run brings a regression to light (implies
     /// --change-points): for CI after each nightly run
     #[arg(long)]
@@ -57,19 +51,9 @@ pub struct HistoryArgs {
     html: Option<PathBuf>,
     #[command(flatten)]
     remote: super::RemoteArgs,
-}
-
-fn parse_significance(s: &str) -> Result<f64, String> {
-    let p: f64 = s
-        .parse()
-        .map_err(|_| format!("'{s}' is not a number; write a p-value such as 0.01"))?;
-    if p > 0.0 && p < 1.0 {
-        Ok(p)
-    } else {
-        Err(format!(
-            "{p} is not a p-value in (0, 1); 0.01 is the default"
-        ))
-    }
+    // Last: its help heading holds for the flags after it.
+    #[command(flatten)]
+    detector: super::changes::ChangePointArgs,
 }
 
 /// Runs `history`: its change points (with any of the flags that imply them), the normalized
@@ -86,14 +70,23 @@ pub(super) fn history_command(args: &HistoryArgs) -> anyhow::Result<ExitCode> {
         if args.db.is_some() {
             anyhow::bail!("--controller asks the service's store: --db is not for it");
         }
+        let defaults = quietbench_stats::ChangePointConfig::default();
+        if args.detector.min_segment != defaults.min_segment
+            || args.detector.seed != defaults.seed.0
+        {
+            anyhow::bail!(
+                "--controller sends --significance and --permutations to the service, not \
+                 --min-segment or --seed: leave those at their defaults"
+            );
+        }
         let request = quietbench_proto::v1::QueryHistoryRequest {
             probe: args.probe.clone(),
             metric: args.metric.clone(),
             cpu_model: args.cpu_model.clone().unwrap_or_default(),
             limit: u32::try_from(args.limit).unwrap_or(u32::MAX),
             change_points: args.change_points,
-            significance: args.significance,
-            permutations: args.permutations,
+            significance: args.detector.significance,
+            permutations: args.detector.permutations,
             fail_on_change: args.fail_on_change,
             normalize_by: args.normalize_by.clone().unwrap_or_default(),
             json: args.json,
@@ -109,11 +102,7 @@ pub(super) fn history_command(args: &HistoryArgs) -> anyhow::Result<ExitCode> {
             cpu_model: args.cpu_model.as_deref(),
             limit: args.limit,
             normalize_by: args.normalize_by.as_deref(),
-            config: quietbench_stats::ChangePointConfig {
-                significance: args.significance,
-                permutations: args.permutations,
-                ..quietbench_stats::ChangePointConfig::default()
-            },
+            config: args.detector.config(),
             json: args.json,
             html: args.html.as_deref(),
             fail_on_change: args.fail_on_change,

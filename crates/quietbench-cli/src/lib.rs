@@ -14,12 +14,14 @@ use quietbench_controller::commands::{host, release, stored};
 use quietbench_controller::context::{CommandContext, Services};
 use quietbench_controller::fleet::Ledger;
 
+mod changes;
 mod compare;
 mod ec2;
 mod history;
 mod run;
 mod serve;
 mod tls;
+pub use changes::{ChangePointArgs, ChangesArgs};
 pub use compare::CompareArgs;
 use compare::compare_command;
 pub use ec2::{AwsArgs, Ec2Args};
@@ -67,6 +69,9 @@ pub enum ControllerCommand {
     Show(ShowArgs),
     /// One metric across stored runs and days, per host and CPU model
     History(HistoryArgs),
+    /// Find change points in any series: the columns of a CSV file or of standard input, by the
+    /// detector and rule of `history --change-points`
+    Changes(ChangesArgs),
     /// Finish an interrupted run without re-running its finished trials
     Resume(ResumeArgs),
     /// Give back what killed controllers left: restore hosts their runs tuned (from the fleet
@@ -328,6 +333,7 @@ pub fn execute(command: ControllerCommand, services: Services) -> ExitCode {
         ControllerCommand::Runs(a) => !a.remote.is_given(),
         ControllerCommand::Show(a) => !a.remote.is_given(),
         ControllerCommand::History(a) => !a.remote_is_given(),
+        ControllerCommand::Changes(_) => true,
         _ => false,
     };
     if reads_the_store {
@@ -360,6 +366,7 @@ pub fn execute(command: ControllerCommand, services: Services) -> ExitCode {
             None => stored::show(args.db.as_deref(), &args.run, args.json, args.html),
         },
         ControllerCommand::History(args) => history::history_command(&args),
+        ControllerCommand::Changes(args) => changes::changes_command(&args),
         ControllerCommand::Release(args) => {
             release::release(&context, &Ledger::default_location(), args.run.as_deref())
         }

@@ -22,7 +22,7 @@ impl ControllerCommand {
             Self::Resume(a) => Some(&a.tls),
             Self::Release(a) => Some(&a.tls),
             Self::Serve(a) => Some(&a.tls),
-            Self::Cancel(_) => None,
+            Self::Cancel(_) | Self::Changes(_) => None,
             Self::Runs(_) | Self::Show(_) | Self::History(_) | Self::Certs(_) | Self::Caps(_) => {
                 None
             }

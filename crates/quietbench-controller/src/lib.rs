@@ -38,7 +38,7 @@
 
 // The data model and the judgements made from it alone: quietbench-record, under the paths
 // they had when they lived here.
-pub use quietbench_record::{limits, record, schedule, verdicts, warnings};
+pub use quietbench_record::{limits, record, schedule, series_csv, verdicts, warnings};
 
 // The data model's files: plans here; the store is quietbench-store, under its old path.
 pub mod plan;

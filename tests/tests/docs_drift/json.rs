@@ -456,5 +456,70 @@ pub(crate) fn every_json_report_field_is_documented() {
     );
 }
 
+/// `changes --json` (quietbench-record's `verdicts/changes_csv.rs`, read as the report's schema
+/// is) against the table of docs/changes.md's "JSON" section, whose rows name a field by its
+/// whole path (`series[].name`), or a parent's path and, in the row, the fields below it.
+#[test]
+fn every_changes_json_field_is_documented() {
+    const FILE: &str = "crates/quietbench-record/src/verdicts/changes_csv.rs";
+    let mut reader = SchemaReader {
+        sources: Sources::load(),
+        proto: Proto::load(),
+        schema: Schema::default(),
+        stack: Vec::new(),
+    };
+    reader.walk_type("CsvChanges", &root().join(FILE), "");
+    let fields = reader.schema.fields;
+    assert!(
+        fields.len() > 15,
+        "docs_drift read only {fields:?} from {FILE}: has the document moved?"
+    );
+    let page = read("docs/changes.md");
+    let sections = sections(&page);
+    let section = sections
+        .iter()
+        .find(|s| s.heading == "JSON")
+        .expect("docs/changes.md has a section headed JSON");
+    let rows: Vec<&Row> = section
+        .rows
+        .iter()
+        .filter(|r| r.header == "field")
+        .collect();
+    let documented = |path: &[String]| {
+        rows.iter().any(|r| {
+            r.first.iter().any(|span| {
+                let named = components(span);
+                named.len() <= path.len()
+                    && named[..] == path[..named.len()]
+                    && path[named.len()..].iter().all(|p| r.mentions.contains(p))
+            })
+        })
+    };
+    let missing: Vec<String> = fields
+        .iter()
+        .filter(|f| !documented(&components(f)))
+        .cloned()
+        .collect();
+    let known: BTreeSet<Vec<String>> = fields.iter().map(|f| components(f)).collect();
+    let stale: Vec<String> = rows
+        .iter()
+        .flat_map(|r| r.first.iter())
+        .filter(|span| !known.contains(&components(span)))
+        .cloned()
+        .collect();
+    let problems = drift_report(&[
+        (
+            "Fields `changes --json` emits that the page does not document",
+            missing,
+        ),
+        ("Rows naming fields the document does not have", stale),
+    ]);
+    assert!(
+        problems.is_empty(),
+        "docs/changes.md's JSON section has drifted from {FILE} and the types it names.\n\
+         {problems}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Plan keys, asked of the plan parser.

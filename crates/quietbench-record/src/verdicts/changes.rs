@@ -157,6 +157,20 @@ pub struct Method {
     pub seed: u64,
 }
 
+impl Method {
+    /// The detector every change-point command runs (`history --change-points`, `changes`),
+    /// with `config`'s settings.
+    pub fn of(config: &ChangePointConfig) -> Self {
+        Method {
+            name: "e-divisive means",
+            significance: config.significance,
+            permutations: config.permutations,
+            min_segment: config.min_segment,
+            seed: config.seed.0,
+        }
+    }
+}
+
 impl HistoryChanges {
     /// Detects change points in `points` (the store's history, oldest run first).
     pub fn detect(
@@ -171,13 +185,7 @@ impl HistoryChanges {
             probe: probe.to_string(),
             metric: metric.to_string(),
             cpu_model_filter: cpu_model_filter.map(str::to_string),
-            method: Method {
-                name: "e-divisive means",
-                significance: config.significance,
-                permutations: config.permutations,
-                min_segment: config.min_segment,
-                seed: config.seed.0,
-            },
+            method: Method::of(config),
             newest_run: points.last().map(|p| p.run_id.clone()),
             series: detect(points, config)?,
         })
@@ -264,7 +272,9 @@ pub fn detect(
         .collect()
 }
 
-fn kind(c: ChangePoint, direction: Option<Direction>) -> ChangeKind {
+/// Whether change point `c` is for the worse, for a metric whose better direction is
+/// `direction` (none: a [`ChangeKind::Change`]).
+pub fn kind(c: ChangePoint, direction: Option<Direction>) -> ChangeKind {
     let up = c.after_median > c.before_median;
     match direction {
         None => ChangeKind::Change,
