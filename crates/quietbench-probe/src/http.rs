@@ -503,28 +503,7 @@ fn resolve_requests(
         value: value.to_string(),
         why,
     };
-    let file = params.get("requests");
-    let Some(text) = params.get(REQUESTS_TEXT) else {
-        if let Some(name) = file {
-            return Err(bad(
-                "requests",
-                name,
-                "names a file on the controller's machine: the controller reads it and sends its \
-                 text (an agent reads no caller's files); run it through quietbench run or \
-                 compare"
-                    .into(),
-            ));
-        }
-        if let Some(key) = ["requests_order", "requests_seed"]
-            .into_iter()
-            .find(|k| params.contains_key(*k))
-        {
-            return Err(bad(
-                key,
-                &params[key],
-                "orders the requests of a file: give requests=FILE too".into(),
-            ));
-        }
+    let Some(file) = requests::request_file(PROBE, params)? else {
         let path = params.get("path").cloned().unwrap_or_else(|| "/".into());
         request::check_path(&path).map_err(|why| bad("path", &path, why))?;
         let method_text = params.get("method").map_or("GET", String::as_str);
@@ -536,13 +515,6 @@ fn resolve_requests(
             .map_err(|why| bad("http2", "true", why))?;
         return Ok((set, Order::Sequence));
     };
-    let Some(name) = file else {
-        return Err(bad(
-            REQUESTS_TEXT,
-            &format!("({} bytes)", text.len()),
-            "comes with requests=FILE, the file it was read from (the controller sets both)".into(),
-        ));
-    };
     if let Some(key) = ["path", "method"]
         .into_iter()
         .find(|k| params.contains_key(*k))
@@ -553,26 +525,12 @@ fn resolve_requests(
             "requests= gives each request's path and method: give one or the other".into(),
         ));
     }
-    let seed_text = params.get("requests_seed").map_or("0", String::as_str);
-    let seed = seed_text
-        .trim()
-        .parse::<u64>()
-        .map_err(|_| bad("requests_seed", seed_text, "give a whole number".into()))?;
-    let order_text = params
-        .get("requests_order")
-        .map_or("sequence", String::as_str);
-    let order =
-        Order::parse(order_text, seed).map_err(|why| bad("requests_order", order_text, why))?;
-    let parsed = quietbench_vocab::requests::parse_requests(text)
-        .map_err(|why| bad("requests", name, why))?;
+    let parsed = quietbench_vocab::requests::parse_requests(file.text)
+        .map_err(|why| bad("requests", file.name, why))?;
     let set = RequestSet::format(http2, &parsed, host, headers, body)
-        .map_err(|why| bad("requests", name, why))?;
-    resolved.insert("requests".into(), name.clone());
-    resolved.insert("requests_order".into(), order.as_str().into());
-    if let Order::Random { seed } = order {
-        resolved.insert("requests_seed".into(), seed.to_string());
-    }
-    Ok((set, order))
+        .map_err(|why| bad("requests", file.name, why))?;
+    file.record(resolved);
+    Ok((set, file.order))
 }
 
 /// A warm-up in seconds: a decimal number from 0 to [`MAX_WARMUP_SECS`].

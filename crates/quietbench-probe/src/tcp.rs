@@ -259,27 +259,7 @@ fn resolve_requests(
                 .into(),
         ));
     }
-    let Some(text) = params.get(REQUESTS_TEXT) else {
-        if let Some(name) = file {
-            return Err(bad(
-                "requests",
-                name,
-                "names a file on the controller's machine: the controller reads it and sends its \
-                 text (an agent reads no caller's files); run it through quietbench run or \
-                 compare"
-                    .into(),
-            ));
-        }
-        if let Some(key) = ["requests_order", "requests_seed"]
-            .into_iter()
-            .find(|k| params.contains_key(*k))
-        {
-            return Err(bad(
-                key,
-                &params[key],
-                "orders the requests of a file: give requests=FILE too".into(),
-            ));
-        }
+    let Some(file) = http::requests::request_file(PROBE, params)? else {
         let request_text = params
             .get("request")
             .map_or(DEFAULT_REQUEST, String::as_str);
@@ -302,28 +282,7 @@ fn resolve_requests(
         resolved.insert("request".into(), request_text.to_string());
         return Ok((RequestSet::raw(&request), Order::Sequence));
     };
-    let Some(name) = file else {
-        return Err(bad(
-            REQUESTS_TEXT,
-            &format!("({} bytes)", text.len()),
-            "comes with requests=FILE, the file it was read from (the controller sets both)".into(),
-        ));
-    };
-    let seed_text = params.get("requests_seed").map_or("0", String::as_str);
-    let seed = seed_text
-        .trim()
-        .parse::<u64>()
-        .map_err(|_| bad("requests_seed", seed_text, "give a whole number".into()))?;
-    let order_text = params
-        .get("requests_order")
-        .map_or("sequence", String::as_str);
-    let order =
-        Order::parse(order_text, seed).map_err(|why| bad("requests_order", order_text, why))?;
-    let parsed = parse_raw_requests(text).map_err(|why| bad("requests", name, why))?;
-    resolved.insert("requests".into(), name.clone());
-    resolved.insert("requests_order".into(), order.as_str().into());
-    if let Order::Random { seed } = order {
-        resolved.insert("requests_seed".into(), seed.to_string());
-    }
-    Ok((RequestSet::raw_many(&parsed), order))
+    let parsed = parse_raw_requests(file.text).map_err(|why| bad("requests", file.name, why))?;
+    file.record(resolved);
+    Ok((RequestSet::raw_many(&parsed), file.order))
 }

@@ -11,9 +11,12 @@
 //! [`MAX_FORMATTED_BYTES`], and a send only picks an index ([`Picker`]) in the trial's
 //! [`Order`].
 
-use quietbench_vocab::requests::FileRequest;
+use std::collections::BTreeMap;
+
+use quietbench_vocab::requests::{FileRequest, REQUESTS_TEXT};
 
 use super::request::Method;
+use crate::ParamError;
 use crate::rng::Rng;
 
 /// The most bytes of every request formatted, headers and body repeated in each: what one
@@ -149,6 +152,83 @@ fn append(
         super::request::append_request(out, method, path, host, headers, body);
         Ok(())
     }
+}
+
+/// A request file among a load probe's parameters (`http`'s, `tcp`'s): its name as given, the
+/// text the controller read from it, and the order to send its requests in.
+pub(crate) struct RequestFile<'a> {
+    pub name: &'a str,
+    pub text: &'a str,
+    pub order: Order,
+}
+
+impl RequestFile<'_> {
+    /// What a trial's record keeps of the file: `requests` (the name, never the text),
+    /// `requests_order`, and for random order `requests_seed`.
+    pub(crate) fn record(&self, resolved: &mut BTreeMap<String, String>) {
+        resolved.insert("requests".into(), self.name.to_string());
+        resolved.insert("requests_order".into(), self.order.as_str().into());
+        if let Order::Random { seed } = self.order {
+            resolved.insert("requests_seed".into(), seed.to_string());
+        }
+    }
+}
+
+/// The request file `params` give, if any, checked as both probes check it: `requests=` comes
+/// with its `requests_text` (the controller sets both: an agent reads no caller's files), and
+/// `requests_order`/`requests_seed` only with a file. None: no file, the probe's one request.
+pub(crate) fn request_file<'a>(
+    probe: &'static str,
+    params: &'a BTreeMap<String, String>,
+) -> Result<Option<RequestFile<'a>>, ParamError> {
+    let bad = |key: &str, value: &str, why: String| ParamError::BadValue {
+        probe,
+        key: key.to_string(),
+        value: value.to_string(),
+        why,
+    };
+    let file = params.get("requests");
+    let Some(text) = params.get(REQUESTS_TEXT) else {
+        if let Some(name) = file {
+            return Err(bad(
+                "requests",
+                name,
+                "names a file on the controller's machine: the controller reads it and sends its \
+                 text (an agent reads no caller's files); run it through quietbench run or \
+                 compare"
+                    .into(),
+            ));
+        }
+        if let Some(key) = ["requests_order", "requests_seed"]
+            .into_iter()
+            .find(|k| params.contains_key(*k))
+        {
+            return Err(bad(
+                key,
+                &params[key],
+                "orders the requests of a file: give requests=FILE too".into(),
+            ));
+        }
+        return Ok(None);
+    };
+    let Some(name) = file else {
+        return Err(bad(
+            REQUESTS_TEXT,
+            &format!("({} bytes)", text.len()),
+            "comes with requests=FILE, the file it was read from (the controller sets both)".into(),
+        ));
+    };
+    let seed_text = params.get("requests_seed").map_or("0", String::as_str);
+    let seed = seed_text
+        .trim()
+        .parse::<u64>()
+        .map_err(|_| bad("requests_seed", seed_text, "give a whole number".into()))?;
+    let order_text = params
+        .get("requests_order")
+        .map_or("sequence", String::as_str);
+    let order =
+        Order::parse(order_text, seed).map_err(|why| bad("requests_order", order_text, why))?;
+    Ok(Some(RequestFile { name, text, order }))
 }
 
 /// The order a file's requests are sent in (`requests_order`).
