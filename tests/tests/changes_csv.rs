@@ -81,6 +81,7 @@ fn a_step_is_found_at_its_row_and_a_flat_series_has_none() {
         text.contains("1 change point in 2 series of 60 points"),
         "{text}"
     );
+    assert!(text.contains("  the gate flags a 2% step "), "{text}");
     assert!(
         text.contains("the newest row brings no change to light"),
         "{text}"
@@ -91,9 +92,9 @@ fn a_step_is_found_at_its_row_and_a_flat_series_has_none() {
     assert_eq!(json["schema"], "quietbench.changes.v1");
     assert_eq!(json["index_column"], "date");
     assert_eq!(json["rows"], 60);
-    assert_eq!(json["method"]["name"], "e-divisive means");
+    assert_eq!(json["method"]["name"], "mean-shift");
     assert_eq!(json["method"]["significance"], 0.01);
-    assert_eq!(json["method"]["permutations"], 199);
+    assert_eq!(json["method"]["permutations"], 999);
     assert_eq!(json["method"]["min_segment"], 2);
     let series = json["series"].as_array().unwrap();
     assert_eq!(series[0]["name"], "step");
@@ -108,6 +109,19 @@ fn a_step_is_found_at_its_row_and_a_flat_series_has_none() {
     assert!((found[0]["after_median"].as_f64().unwrap() - 120.0).abs() < 1.0);
     assert_eq!(series[1]["name"], "flat");
     assert!(series[1]["change_points"].as_array().unwrap().is_empty());
+    // How many rows the gate needs for a 2% and a 5% step at the flat series' ±1.4% noise:
+    // a 5% step sooner than a 2% one (which may be "never", null).
+    let reach = series[1]["runs_to_detect"].as_array().unwrap();
+    assert_eq!(reach.len(), 2, "{json}");
+    assert_eq!(reach[0]["shift"], 0.02);
+    assert_eq!(reach[1]["shift"], 0.05);
+    let five = reach[1]["runs"]
+        .as_u64()
+        .expect("a 5% step is seen at this noise");
+    assert!(five >= 2, "{json}");
+    if let Some(two) = reach[0]["runs"].as_u64() {
+        assert!(two >= five, "{json}");
+    }
     assert!(series[1]["new_change"].is_null());
 
     // Standard input gives the same document, but for its source.
@@ -173,6 +187,7 @@ fn the_detectors_settings_are_history_s() {
     assert_eq!(
         ours,
         vec![
+            "--method",
             "--significance",
             "--permutations",
             "--min-segment",

@@ -2,9 +2,13 @@
 """Score quietbench's change points on the TCPD series with TCPDBench's own metric code, beside
 TCPDBench's published default-experiment scores of the other methods.
 
-    python3 benches/changepoints/tcpd/score.py DETECTIONS.json [--series-out FILE]
+    python3 benches/changepoints/tcpd/score.py DETECTIONS.json... [--series-out FILE]
 
-DETECTIONS.json is `changepoint-tcpd detect`'s output. For each series it scores ours the way
+Each DETECTIONS.json is one `changepoint-tcpd detect` output. Files of the same method are runs
+with different shuffle seeds: the first gives that method's row (history's default seed), and
+when there are more, a second row gives the mean over all of them with its range, because a
+permutation test's decisions near the threshold move with the seed and a difference of a few
+thousandths between methods can be within that. For each series it scores ours the way
 TCPDBench's analysis/scripts/summarize.py scores a method: the reported locations are
 deduplicated and only those with 1 <= x < n_obs - 1 kept (TCPDBench drops 0 and n_obs - 1
 because several methods report them by default), then metrics.f_measure (F1, margin 5, index 0
@@ -64,24 +68,43 @@ def mean(xs):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("detections", help="changepoint-tcpd detect's output")
+    ap.add_argument("detections", nargs="+", help="changepoint-tcpd detect's outputs")
     ap.add_argument("--series-out", help="write the per-series rows (TSV) here")
     args = ap.parse_args()
 
-    det = load(args.detections)
+    dets = [load(path) for path in args.detections]
+    det = dets[0]
     annotations = load(HERE / "data" / "annotations.json")
     peer_f1 = load(HERE / "tcpdbench" / "default_f1_scores.json")
     peer_cover = load(HERE / "tcpdbench" / "default_cover_scores.json")
 
     names = sorted(det["detections"])
-    rows = []  # (series, n_obs, method, f1, cover, failed)
+    for other in dets[1:]:
+        if sorted(other["detections"]) != names:
+            sys.exit("score.py: the detection files do not cover the same series")
+    n_obs_of = {name: load(HERE / "data" / f"{name}.json")["n_obs"] for name in names}
+
+    def scores(d):
+        out = {}
+        for name in names:
+            locations = clean_cps(d["detections"][name], n_obs_of[name])
+            out[name] = (
+                f_measure(annotations[name], locations),
+                covering(annotations[name], locations, n_obs_of[name]),
+                locations,
+            )
+        return out
+
+    # Our methods, in the order first seen: label -> list of per-seed scores.
+    ours = {}
+    for d in dets:
+        ours.setdefault(d["method"]["name"], []).append(scores(d))
+    rows = []  # (series, n_obs, method, f1, cover, failed, locations)
     for name in names:
-        data = load(HERE / "data" / f"{name}.json")
-        n_obs = data["n_obs"]
-        locations = clean_cps(det["detections"][name], n_obs)
-        f1 = f_measure(annotations[name], locations)
-        cover = covering(annotations[name], locations, n_obs)
-        rows.append((name, n_obs, OURS, f1, cover, False, locations))
+        n_obs = n_obs_of[name]
+        for label, runs in ours.items():
+            f1, cover, locations = runs[0][name]
+            rows.append((name, n_obs, f"{OURS} {label}", f1, cover, False, locations))
         for m in PEERS:
             f, c = peer_f1[name][m], peer_cover[name][m]
             rows.append((name, n_obs, m, f or 0.0, c or 0.0, f is None, None))
@@ -92,9 +115,10 @@ def main():
         f"TCPD univariate series available offline: {len(names)} "
         f"(skipped: {', '.join(f'{k} ({v})' for k, v in sorted(det['skipped'].items())) or 'none'}). "
         f"Scored with TCPDBench's metrics.py: F1 with a margin of 5 and segmentation cover, "
-        f"against the human annotations. quietbench: {m['name']}, p <= {m['significance']}, "
-        f"{m['permutations']} shuffles, min segment {m['min_segment']}. The other rows are "
-        f"TCPDBench's published default-experiment scores (a failure counts 0)."
+        f"against the human annotations. quietbench: {', '.join(ours)}, with history's defaults "
+        f"(p <= {m['significance']}, {m['permutations']} shuffles, min segment "
+        f"{m['min_segment']}, seed {m['seed']}). The other rows are TCPDBench's published "
+        f"default-experiment scores (a failure counts 0)."
     )
     print()
     non_qc = [n for n in names if not qc(n)]
@@ -105,7 +129,7 @@ def main():
     )
     print("|---|---|---|---|---|---|")
     table = []
-    for method in [OURS] + PEERS:
+    for method in [f"{OURS} {label}" for label in ours] + PEERS:
         mine = [r for r in rows if r[2] == method]
         sub = [r for r in mine if not qc(r[0])]
         table.append(
@@ -119,11 +143,26 @@ def main():
             )
         )
     for method, f1, cover, f1s, covers, fails in table:
-        label = "quietbench change_points" if method == OURS else method
-        print(f"| {label} | {f1:.3f} | {cover:.3f} | {f1s:.3f} | {covers:.3f} | {fails} |")
-    seconds = sum(det.get("seconds", {}).values())
+        print(f"| {method} | {f1:.3f} | {cover:.3f} | {f1s:.3f} | {covers:.3f} | {fails} |")
+        label = method[len(OURS) + 1 :] if method.startswith(OURS + " ") else None
+        if label is not None and len(ours[label]) > 1:
+            runs = ours[label]
+
+            def over(idx, keep):
+                per = [mean([r[n][idx] for n in names if keep(n)]) for r in runs]
+                return f"{mean(per):.3f} ({min(per):.3f}–{max(per):.3f})"
+
+            every = lambda n: True  # noqa: E731
+            print(
+                f"| {method}, mean over {len(runs)} seeds (range) | {over(0, every)} | "
+                f"{over(1, every)} | {over(0, lambda n: not qc(n))} | "
+                f"{over(1, lambda n: not qc(n))} | 0 |"
+            )
     print()
-    print(f"quietbench's detection time, all {len(names)} series: {seconds:.1f} s")
+    for label in ours:
+        first = next(d for d in dets if d["method"]["name"] == label)
+        seconds = sum(first.get("seconds", {}).values())
+        print(f"quietbench {label}: detection time, all {len(names)} series: {seconds:.1f} s")
 
     if args.series_out:
         with open(args.series_out, "w") as f:

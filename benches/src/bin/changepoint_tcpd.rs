@@ -12,8 +12,11 @@
 //! so it is not reported here). Multivariate series (n_dim > 1) and series with missing values
 //! are skipped and listed under `"skipped"` with the reason. The values go in as they are, as
 //! `history` feeds a run's medians: TCPDBench standardises each series first, which changes
-//! nothing here (the energy statistic scales with the data and the permutation test does not
-//! see the scale).
+//! nothing here (both statistics are unchanged by the data's shift and scale, and the
+//! permutation test does not see the scale).
+//!
+//! `--method e-divisive` runs the detector that was the default before issue 31 instead.
+//! `cost` times one call on long series (item 5 of the issue).
 //!
 //! `simulate` prints one table of false-alarm and detection rates on seeded synthetic series:
 //! AR(1) noise with no change, steps of 1–5 SD followed by k runs after a 50-run history,
@@ -28,9 +31,9 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use quietbench_stats::rng::{SplitMix64, mix};
-use quietbench_stats::{ChangePointConfig, change_points};
+use quietbench_stats::{ChangePointConfig, ChangePointMethod, change_points};
 use serde::{Deserialize, Serialize};
 
 #[derive(Parser)]
@@ -40,10 +43,37 @@ struct Cli {
     command: Command,
 }
 
+/// The detector (`ChangePointConfig::method`); every other setting is history's default.
+#[derive(Clone, Copy, ValueEnum)]
+enum Method {
+    /// The default since issue 31: a studentized mean shift
+    MeanShift,
+    /// E-divisive means, the default before it
+    EDivisive,
+}
+
+impl Method {
+    fn config(self) -> ChangePointConfig {
+        ChangePointConfig {
+            method: match self {
+                Method::MeanShift => ChangePointMethod::MeanShift,
+                Method::EDivisive => ChangePointMethod::EDivisive,
+            },
+            ..ChangePointConfig::default()
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Detect change points in TCPD series files with history's defaults
     Detect {
+        /// The detector
+        #[arg(long, value_enum, default_value = "mean-shift")]
+        method: Method,
+        /// The shuffles' seed (default: history's)
+        #[arg(long)]
+        seed: Option<u64>,
         /// Where the JSON goes (default: stdout)
         #[arg(long)]
         out: Option<PathBuf>,
@@ -53,6 +83,13 @@ enum Command {
     },
     /// Print the false-alarm and detection table on simulated series
     Simulate {
+        /// The detector
+        #[arg(long, value_enum, default_value = "mean-shift")]
+        method: Method,
+        /// Series per cell in the rows the issue's targets name (AR(1) φ = 0 and 0.6 at
+        /// n = 200, a 3-SD step with 3 runs after it), for a tighter interval there
+        #[arg(long)]
+        key_series: Option<usize>,
         /// Series per cell of the table
         #[arg(long, default_value_t = 1000)]
         series: usize,
@@ -62,6 +99,15 @@ enum Command {
         /// Worker threads (default: the machine's available parallelism)
         #[arg(long)]
         threads: Option<usize>,
+    },
+    /// Time the detector on long series (issue 31 asks ≤ 1 s at 10,000 runs)
+    Cost {
+        /// The detector
+        #[arg(long, value_enum, default_value = "mean-shift")]
+        method: Method,
+        /// Series lengths
+        #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
+        lengths: Vec<usize>,
     },
 }
 
@@ -99,11 +145,14 @@ struct DetectOut {
     seconds: BTreeMap<String, f64>,
 }
 
-fn detect(files: &[PathBuf]) -> anyhow::Result<DetectOut> {
-    let config = ChangePointConfig::default();
+fn detect(files: &[PathBuf], method: Method, seed: Option<u64>) -> anyhow::Result<DetectOut> {
+    let mut config = method.config();
+    if let Some(seed) = seed {
+        config.seed = quietbench_stats::Seed(seed);
+    }
     let mut out = DetectOut {
         method: MethodOut {
-            name: "quietbench e-divisive means (history defaults)",
+            name: config.method.name(),
             significance: config.significance,
             permutations: config.permutations,
             min_segment: config.min_segment,
@@ -265,8 +314,8 @@ fn run_cell(
     count: usize,
     seed: u64,
     threads: usize,
+    config: ChangePointConfig,
 ) -> anyhow::Result<CellResult> {
-    let config = ChangePointConfig::default();
     let started = Instant::now();
     let chunk = count.div_ceil(threads.max(1));
     // Per series: (hit, change point other than the step's).
@@ -327,9 +376,24 @@ fn wilson(share: f64, n: usize) -> (f64, f64) {
     ((centre - half).max(0.0), (centre + half).min(1.0))
 }
 
-fn simulate(count: usize, seed: u64, threads: usize) -> anyhow::Result<()> {
-    if count == 0 {
-        bail!("--series must be at least 1");
+/// The rows issue 31's targets name.
+fn is_key(scenario: Scenario) -> bool {
+    match scenario {
+        Scenario::Ar1 { phi, n } => n == 200 && (phi == 0.0 || phi == 0.6),
+        Scenario::Step { step, after } => step == 3.0 && after == 3,
+        _ => false,
+    }
+}
+
+fn simulate(
+    count: usize,
+    key_count: Option<usize>,
+    seed: u64,
+    threads: usize,
+    config: ChangePointConfig,
+) -> anyhow::Result<()> {
+    if count == 0 || key_count == Some(0) {
+        bail!("--series and --key-series must be at least 1");
     }
     let mut scenarios = Vec::new();
     for phi in [0.0, 0.3, 0.6, 0.9] {
@@ -349,21 +413,30 @@ fn simulate(count: usize, seed: u64, threads: usize) -> anyhow::Result<()> {
         scenarios.push(Scenario::BadDay { n, last: false });
     }
     scenarios.push(Scenario::BadDay { n: 50, last: true });
-    let config = ChangePointConfig::default();
     println!(
-        "quietbench change_points with history's defaults (p ≤ {}, {} shuffles, min segment {}), \
-         {count} seeded series per row (SplitMix64, base seed {seed}); noise SD 1 around 100 \
+        "quietbench change_points, {}, with history's defaults (p ≤ {}, {} shuffles, min \
+         segment {}), {count} seeded series per row ({} in the rows the issue's targets name; \
+         SplitMix64, base seed {seed}); noise SD 1 around 100 \
          (AR(1): innovations SD 1, stationary start); false alarms = series with any change \
          point; detected = a change point within ±1 of the step's index (the first run after \
          it); elsewhere = series with a change point further from it; 95% interval: Wilson",
-        config.significance, config.permutations, config.min_segment
+        config.method.name(),
+        config.significance,
+        config.permutations,
+        config.min_segment,
+        key_count.unwrap_or(count)
     );
     println!();
     println!("| scenario | measure | rate | 95% interval | elsewhere | series | seconds |");
     println!("|---|---|---|---|---|---|---|");
     let started = Instant::now();
     for (cell, scenario) in scenarios.into_iter().enumerate() {
-        let r = run_cell(scenario, cell as u64, count, seed, threads)?;
+        let n = if is_key(scenario) {
+            key_count.unwrap_or(count)
+        } else {
+            count
+        };
+        let r = run_cell(scenario, cell as u64, n, seed, threads, config)?;
         let (low, high) = wilson(r.share, r.series);
         println!(
             "| {} | {} | {:.1}% | {:.1}–{:.1}% | {} | {} | {:.1} |",
@@ -386,10 +459,59 @@ fn simulate(count: usize, seed: u64, threads: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Seconds `change_points` takes on one series of each length, in three shapes: white noise
+/// with no change (each segment's test stops early), one 5-SD step 3 runs from the end, and
+/// five 5-SD steps evenly spaced (every found change runs its full shuffles and their
+/// refinement).
+fn cost(config: ChangePointConfig, lengths: &[usize]) -> anyhow::Result<()> {
+    println!(
+        "quietbench change_points, {}, history's defaults; one series per row, seconds of one \
+         call on this machine (one thread)",
+        config.method.name()
+    );
+    println!();
+    println!("| runs | series | change points found | seconds |");
+    println!("|---|---|---|---|");
+    for &n in lengths {
+        if n < 10 {
+            bail!("--lengths: {n} is too short to time (at least 10)");
+        }
+        let mut rng = SplitMix64::new(mix(n as u64));
+        let noise: Vec<f64> = (0..n).map(|_| 100.0 + gaussian(&mut rng)).collect();
+        let mut late = noise.clone();
+        for v in &mut late[n - 3..] {
+            *v += 5.0;
+        }
+        let mut five = noise.clone();
+        for (i, v) in five.iter_mut().enumerate() {
+            *v += 5.0 * (i * 6 / n) as f64;
+        }
+        for (label, series) in [
+            ("white noise, no change", &noise),
+            ("one 5-SD step, 3 runs after it", &late),
+            ("five 5-SD steps", &five),
+        ] {
+            let started = Instant::now();
+            let found = change_points(series, &config)?;
+            println!(
+                "| {n} | {label} | {} | {:.3} |",
+                found.len(),
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
-        Command::Detect { out, files } => {
-            let result = detect(&files)?;
+        Command::Detect {
+            method,
+            seed,
+            out,
+            files,
+        } => {
+            let result = detect(&files, method, seed)?;
             for (name, why) in &result.skipped {
                 eprintln!("changepoint-tcpd: skipped {name}: {why}");
             }
@@ -401,6 +523,8 @@ fn main() -> anyhow::Result<()> {
             }
         }
         Command::Simulate {
+            method,
+            key_series,
             series,
             seed,
             threads,
@@ -408,8 +532,9 @@ fn main() -> anyhow::Result<()> {
             let threads = threads.unwrap_or_else(|| {
                 std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
             });
-            simulate(series, seed, threads)?;
+            simulate(series, key_series, seed, threads, method.config())?;
         }
+        Command::Cost { method, lengths } => cost(method.config(), &lengths)?,
     }
     Ok(())
 }

@@ -8,7 +8,8 @@
 //! change the detector first reports it, as a nightly `history --fail-on-change` would). Noise is
 //! Gaussian, relative SD `--noise`; seeds are fixed, so the file is the same on every machine.
 //!
-//! `score` runs quietbench's detector on the file at each `--significance` and prints, per
+//! `score` runs quietbench's E-divisive detector (`--method e-divisive`, the default before
+//! issue 31) on the file at each `--significance` and prints, per
 //! detector and setting: false alarms per 1000 runs of noise, and per step the share detected
 //! (within ±2 runs of the truth, on the full series) and the median and 90th-percentile delay.
 //! With `--peers OUT.json` (peers.py's output) the peers' rows are printed beside ours.
@@ -19,7 +20,7 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
-use quietbench_stats::{ChangePointConfig, Seed, change_points};
+use quietbench_stats::{ChangePointConfig, ChangePointMethod, Seed, change_points};
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -350,7 +351,11 @@ fn main() -> anyhow::Result<()> {
             .with_context(|| format!("{} is not a generated series file", input.display()))?;
             let mut rows = Vec::new();
             for &sig in &significance {
+                // E-divisive, the method docs/statistics.md §9c's side-by-side tables compare
+                // with MongoDB's and Otava's (the same method); benches/changepoints/tcpd.sh
+                // measures the default detector.
                 let config = ChangePointConfig {
+                    method: ChangePointMethod::EDivisive,
                     significance: sig,
                     permutations,
                     min_segment: 2,

@@ -9,16 +9,21 @@ use clap::{Args, ValueEnum};
 
 use quietbench_controller::commands::changes::{ChangesRequest, changes};
 use quietbench_controller::series_csv::IndexColumn;
-use quietbench_stats::{ChangePointConfig, Direction, Seed};
+use quietbench_stats::{ChangePointConfig, ChangePointMethod, Direction, Seed};
 
 /// The change-point detector's settings, as `history` and `changes` take them.
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Change-point detector")]
 pub struct ChangePointArgs {
+    /// The detector: mean-shift (a studentized mean shift that drifting noise does not fool;
+    /// docs/statistics.md §9c) or e-divisive (the default before it)
+    #[arg(long, value_enum, default_value = "mean-shift")]
+    pub(crate) method: DetectorMethod,
     /// The p-value a change point must reach
     #[arg(long, value_name = "P", default_value_t = ChangePointConfig::default().significance, value_parser = parse_significance)]
     pub(crate) significance: f64,
-    /// Shuffles of the permutation test; the smallest p-value is 1/(N+1)
+    /// Shuffles of the permutation test (p-values down to 1/(N+1); a change that no shuffle
+    /// reached is shuffled on to rank it)
     #[arg(long, value_name = "N", default_value_t = ChangePointConfig::default().permutations, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub(crate) permutations: u32,
     /// The fewest points a segment between change points may have: one odd point is an outlier,
@@ -30,10 +35,23 @@ pub struct ChangePointArgs {
     pub(crate) seed: u64,
 }
 
+/// `--method`'s values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum DetectorMethod {
+    /// Binary segmentation with a studentized mean-shift statistic
+    MeanShift,
+    /// E-divisive means with its energy statistic
+    EDivisive,
+}
+
 impl ChangePointArgs {
     /// The detector's configuration.
     pub(crate) fn config(&self) -> ChangePointConfig {
         ChangePointConfig {
+            method: match self.method {
+                DetectorMethod::MeanShift => ChangePointMethod::MeanShift,
+                DetectorMethod::EDivisive => ChangePointMethod::EDivisive,
+            },
             significance: self.significance,
             permutations: self.permutations,
             min_segment: self.min_segment,

@@ -34,8 +34,8 @@ pub struct HistoryArgs {
     #[arg(long, value_name = "CONTROL")]
     normalize_by: Option<String>,
     /// Find where the metric's level moved: one point per run (the median of its trials), one
-    /// series per CPU model and variant, change points by E-divisive means with a permutation
-    /// test
+    /// series per CPU model and variant, change points by the detector --method names (a
+    /// studentized mean shift by default) with a permutation test
     #[arg(long)]
     change_points: bool,
     /// Exit with code 3 when the newest run brings a regression to light (implies
@@ -73,10 +73,11 @@ pub(super) fn history_command(args: &HistoryArgs) -> anyhow::Result<ExitCode> {
         let defaults = quietbench_stats::ChangePointConfig::default();
         if args.detector.min_segment != defaults.min_segment
             || args.detector.seed != defaults.seed.0
+            || args.detector.config().method != defaults.method
         {
             anyhow::bail!(
                 "--controller sends --significance and --permutations to the service, not \
-                 --min-segment or --seed: leave those at their defaults"
+                 --method, --min-segment or --seed: leave those at their defaults"
             );
         }
         let request = quietbench_proto::v1::QueryHistoryRequest {

@@ -21,7 +21,8 @@
 //! - [`verdict`]: the A/B [`Verdict`] and the sentence it prints;
 //! - [`stopping`]: the adaptive stopping rule;
 //! - [`unpaired`]: Welch's interval for two runs that were not interleaved;
-//! - [`changepoint`]: E-divisive change points in a history of runs, with a permutation test.
+//! - [`changepoint`]: change points in a history of runs (a studentized mean shift, or
+//!   E-divisive), with a permutation test.
 //!
 //! Modules depend on each other one way only, from the bottom up: each imports only modules
 //! listed before it here, never one after it.
@@ -62,7 +63,9 @@ pub use bootstrap::{
     BootstrapMethod, ConfidenceLevel, Interval, Resamples, Seed, bca_interval, bootstrap_interval,
     mean_statistic, percentile_interval,
 };
-pub use changepoint::{ChangePoint, ChangePointConfig, change_points};
+pub use changepoint::{
+    ChangePoint, ChangePointConfig, ChangePointMethod, change_points, runs_to_detect,
+};
 pub use components::{HostMean, ModelGroup, Shares, VarianceComponents, variance_components};
 pub use dist::{normal_cdf, normal_quantile, student_t_cdf, student_t_quantile};
 pub use error::StatsError;

@@ -224,7 +224,7 @@ proptest! {
                     prop_assert!(c.index >= config.min_segment);
                     prop_assert!(c.index + config.min_segment <= x.len());
                     prop_assert!(c.p_value <= config.significance);
-                    prop_assert!(c.q.is_finite());
+                    prop_assert!(c.statistic.is_finite());
                     prop_assert!(c.before_median.is_finite() && c.after_median.is_finite());
                 }
             }

@@ -11,14 +11,16 @@ use quietbench_stats::{ChangePointConfig, Direction};
 
 use super::history_changes::EXIT_REGRESSION;
 use crate::series_csv::{IndexColumn, MAX_BYTES, parse_series_csv};
+use crate::verdicts::changes::{p_label, runs_to_detect_text};
 use crate::verdicts::changes_csv::{ColumnChanges, CsvChanges, LabelledChange};
 
 /// Exit code when the input cannot be read as series: 2, as for a bad flag (bad usage).
 pub const EXIT_BAD_INPUT: u8 = 2;
 
-/// The most points in one series the detector is run on. Its cost is O(n²) per shuffle (about a
-/// second at 1,000 points and a minute at 10,000 with the default 199 shuffles, issue 31), so a
-/// longer series is refused at once rather than left to run for hours.
+/// The most points in one series the detector is run on. The default mean-shift detector takes
+/// under a second at 10,000 (benches/changepoints/tcpd.sh's cost table), but `--method
+/// e-divisive` is O(n²) per shuffle (about a minute there, issue 31), so a longer series is
+/// refused at once rather than left to run for hours.
 pub const MAX_POINTS: usize = 10_000;
 
 /// What `changes` was asked for.
@@ -120,13 +122,13 @@ fn read_input(path: &Path) -> Result<String, String> {
 /// "change +20.0% (100 → 120) at r30, p = 0.005".
 fn change_text(c: &LabelledChange) -> String {
     format!(
-        "{} {} ({} → {}) at {}, p = {:.3}",
+        "{} {} ({} → {}) at {}, p = {}",
         c.kind.name(),
         c.percent(),
         number(c.point.before_median),
         number(c.point.after_median),
         place(c),
-        c.point.p_value
+        p_label(c.point.p_value)
     )
 }
 
@@ -160,11 +162,12 @@ fn print_text(found: &CsvChanges) {
     let m = &found.method;
     println!();
     println!(
-        "{total} change point{} in {} series of {} points (E-divisive means, permutation test: \
-         p ≤ {} over {} shuffles, segments of at least {} points, seed {})",
+        "{total} change point{} in {} series of {} points ({}, permutation test: p ≤ {} over {} \
+         shuffles, segments of at least {} points, seed {})",
         if total == 1 { "" } else { "s" },
         found.series.len(),
         found.rows,
+        m.name,
         m.significance,
         m.permutations,
         m.min_segment,
@@ -197,6 +200,10 @@ fn print_series(found: &CsvChanges, s: &ColumnChanges) {
             _ => format!("{n} change points"),
         }
     );
+    let reach = runs_to_detect_text(&s.runs_to_detect, "row");
+    if !reach.is_empty() {
+        println!("  {reach}");
+    }
     if n == 0 {
         return;
     }
@@ -215,13 +222,13 @@ fn print_series(found: &CsvChanges, s: &ColumnChanges) {
     for (c, label) in s.change_points.iter().zip(labels) {
         let label: String = label.chars().take(40).collect();
         println!(
-            "  {:>7}  {:<width$}  {:>12}  {:>12}  {:>8}  {:>7.3}  {}",
+            "  {:>7}  {:<width$}  {:>12}  {:>12}  {:>8}  {:>7}  {}",
             c.point.index,
             label,
             number(c.point.before_median),
             number(c.point.after_median),
             c.percent(),
-            c.point.p_value,
+            p_label(c.point.p_value),
             c.kind.name()
         );
     }

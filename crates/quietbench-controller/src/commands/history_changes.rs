@@ -10,7 +10,9 @@ use quietbench_stats::ChangePointConfig;
 
 use crate::report::html::value_label;
 use crate::report::json;
-use crate::verdicts::changes::{HistoryChanges, RunChange, SeriesChanges};
+use crate::verdicts::changes::{
+    HistoryChanges, RunChange, SeriesChanges, p_label, runs_to_detect_text,
+};
 
 /// Exit code when `--fail-on-change` finds a regression the newest run brought to light: the
 /// same as `compare --fail-if-slower`'s, so CI scripts treat both alike.
@@ -104,13 +106,13 @@ pub fn history_change_points(req: &ChangePointRequest<'_>) -> anyhow::Result<Exi
 /// "regression −3.0% (1000 events/s → 970 events/s), p = 0.005".
 fn change_text(c: &RunChange, unit: &str) -> String {
     format!(
-        "{} {} ({} → {}) at run {}, p = {:.3}",
+        "{} {} ({} → {}) at run {}, p = {}",
         c.kind.name(),
         c.percent(),
         value_label(c.point.before_median, unit),
         value_label(c.point.after_median, unit),
         super::short_id(&c.run_id),
-        c.point.p_value
+        p_label(c.point.p_value)
     )
 }
 
@@ -125,9 +127,10 @@ fn print_text(found: &HistoryChanges) {
     let total: usize = found.series.iter().map(|s| s.change_points.len()).sum();
     println!();
     println!(
-        "{total} change point{} (E-divisive means, permutation test: p ≤ {} over {} shuffles, \
-         segments of at least {} runs)",
+        "{total} change point{} ({}, permutation test: p ≤ {} over {} shuffles, segments of at \
+         least {} runs)",
         if total == 1 { "" } else { "s" },
+        m.name,
         m.significance,
         m.permutations,
         m.min_segment
@@ -175,5 +178,9 @@ fn print_series(found: &HistoryChanges, s: &SeriesChanges) {
             p.trials,
             p.value,
         );
+    }
+    let reach = runs_to_detect_text(&s.runs_to_detect, "run");
+    if !reach.is_empty() {
+        println!("  {reach}");
     }
 }

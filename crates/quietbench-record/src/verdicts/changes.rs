@@ -1,6 +1,7 @@
 //! Change points over a metric's history: one point per run (the median of its counted trials),
-//! one series per CPU model and variant, and E-divisive change points in each
-//! ([`quietbench_stats::change_points`]).
+//! one series per CPU model and variant, and change points in each
+//! ([`quietbench_stats::change_points`]), with how many runs the gate would need to see a 2% or
+//! 5% step at each series' noise ([`runs_to_detect`]).
 //!
 //! Why per CPU model: a fleet that drew another CPU model moves a metric by several percent
 //! (CONTEXT.md §1), and a detector fed both models would report the lottery as a code change.
@@ -10,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
-use quietbench_stats::{ChangePoint, ChangePointConfig, Direction, StatsError};
+use quietbench_stats::{ChangePoint, ChangePointConfig, ChangePointMethod, Direction, StatsError};
 use serde::Serialize;
 
 use crate::record::HistoryPoint;
@@ -93,6 +94,88 @@ pub struct SeriesChanges {
     /// A regression the newest run of all brought to light in this series (see
     /// [`new_regression`]), for `--fail-on-change`.
     pub new_regression: Option<RunChange>,
+    /// How many runs after a 2% and a 5% step the gate needs to flag it, at this series' noise.
+    pub runs_to_detect: Vec<RunsToDetect>,
+}
+
+/// The steps [`runs_to_detect`] answers for: 2% and 5% of the level.
+pub const GATE_SHIFTS: [f64; 2] = [0.02, 0.05];
+
+/// The chance of flagging a step that [`runs_to_detect`] answers for.
+pub const GATE_POWER: f64 = 0.8;
+
+/// How many runs after a step of `shift` the gate needs to flag it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RunsToDetect {
+    /// The step, as a share of the level (0.02 is 2%), either way.
+    pub shift: f64,
+    /// Runs after the step before it is flagged with probability [`GATE_POWER`]; null when
+    /// no number of runs would do at this series' noise.
+    pub runs: Option<usize>,
+}
+
+/// For each of [`GATE_SHIFTS`], the runs after such a step that the default detector needs to
+/// flag it with probability [`GATE_POWER`] at the noise of the series' newest segment
+/// ([`quietbench_stats::runs_to_detect`]: an estimate from that segment's long-run noise and
+/// its shuffles' threshold). Empty for the E-divisive method, whose threshold is not on that
+/// scale, and when the newest segment has under 8 runs or no spread.
+pub fn runs_to_detect(
+    values: &[f64],
+    found: &[ChangePoint],
+    config: &ChangePointConfig,
+) -> Result<Vec<RunsToDetect>, StatsError> {
+    if config.method != ChangePointMethod::MeanShift {
+        return Ok(Vec::new());
+    }
+    // Under 8 runs since the last change, or all alike, the newest segment says nothing about
+    // the series' noise: nothing to answer rather than "never".
+    let newest = &values[found.last().map_or(0, |c| c.index).min(values.len())..];
+    if newest.len() < 8 || newest.iter().all(|&v| v == newest[0]) {
+        return Ok(Vec::new());
+    }
+    GATE_SHIFTS
+        .iter()
+        .map(|&shift| {
+            Ok(RunsToDetect {
+                shift,
+                runs: quietbench_stats::runs_to_detect(values, found, shift, GATE_POWER, config)?,
+            })
+        })
+        .collect()
+}
+
+/// "the gate flags a 2% step 6 runs after it, a 5% step 2 runs after it (80% of the time, at
+/// this series' noise)", counting in `unit` ("run", or "row" for a CSV); empty when there is
+/// nothing to say.
+pub fn runs_to_detect_text(reach: &[RunsToDetect], unit: &str) -> String {
+    if reach.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = reach
+        .iter()
+        .map(|r| {
+            let step = format!("a {}% step", r.shift * 100.0);
+            match r.runs {
+                Some(1) => format!("{step} 1 {unit} after it"),
+                Some(n) => format!("{step} {n} {unit}s after it"),
+                None => format!("{step} not within any number of {unit}s"),
+            }
+        })
+        .collect();
+    format!(
+        "the gate flags {} ({:.0}% of the time, at this series' noise)",
+        parts.join(", "),
+        GATE_POWER * 100.0
+    )
+}
+
+/// A p-value with the digits it has: "0.004", or "2e-4" below 0.001 (a refined one).
+pub fn p_label(p: f64) -> String {
+    if p >= 0.001 {
+        format!("{p:.3}")
+    } else {
+        format!("{p:.0e}")
+    }
 }
 
 impl SeriesChanges {
@@ -145,7 +228,7 @@ pub struct HistoryChanges {
 /// The detector and its settings, so a reader can reproduce the result.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Method {
-    /// "e-divisive means".
+    /// "mean-shift" (the default) or "e-divisive".
     pub name: &'static str,
     /// The permutation p-value a change point must reach.
     pub significance: f64,
@@ -162,7 +245,7 @@ impl Method {
     /// with `config`'s settings.
     pub fn of(config: &ChangePointConfig) -> Self {
         Method {
-            name: "e-divisive means",
+            name: config.method.name(),
             significance: config.significance,
             permutations: config.permutations,
             min_segment: config.min_segment,
@@ -260,7 +343,9 @@ pub fn detect(
             } else {
                 None
             };
+            let runs_to_detect = runs_to_detect(&values, &found, config)?;
             Ok(SeriesChanges {
+                runs_to_detect,
                 cpu_model,
                 variant,
                 unit,

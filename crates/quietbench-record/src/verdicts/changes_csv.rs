@@ -10,7 +10,7 @@
 use quietbench_stats::{ChangePoint, ChangePointConfig, Direction, StatsError};
 use serde::Serialize;
 
-use super::changes::{ChangeKind, Method, kind, new_regression};
+use super::changes::{ChangeKind, Method, RunsToDetect, kind, new_regression, runs_to_detect};
 use crate::series_csv::SeriesTable;
 
 /// The JSON document's schema name.
@@ -46,6 +46,8 @@ pub struct ColumnChanges {
     pub change_points: Vec<LabelledChange>,
     /// The change the newest row brings to light (the one `--fail-on-change` exits 3 for).
     pub new_change: Option<LabelledChange>,
+    /// How many rows after a 2% and a 5% step the gate needs to flag it, at this series' noise.
+    pub runs_to_detect: Vec<RunsToDetect>,
 }
 
 /// A change point with the label of its row.
@@ -55,7 +57,7 @@ pub struct LabelledChange {
     pub label: Option<String>,
     /// "regression", "improvement", or "change" when no better direction is given.
     pub kind: ChangeKind,
-    /// Index (0 is the first row after the header), medians, change, p-value and q.
+    /// Index (0 is the first row after the header), medians, change, p-value and statistic.
     #[serde(flatten)]
     pub point: ChangePoint,
 }
@@ -88,7 +90,9 @@ impl CsvChanges {
                     point: c,
                 };
                 let new_change = new_regression(&s.values, &found, better, config)?.map(place);
+                let runs_to_detect = runs_to_detect(&s.values, &found, config)?;
                 Ok(ColumnChanges {
+                    runs_to_detect,
                     name: s.name.clone(),
                     median: quietbench_stats::median(&s.values)?,
                     change_points: found.into_iter().map(place).collect(),

@@ -5,7 +5,9 @@
 
 use std::fmt::Write;
 
-use quietbench_record::verdicts::changes::{ChangeKind, HistoryChanges, SeriesChanges};
+use quietbench_record::verdicts::changes::{
+    ChangeKind, HistoryChanges, SeriesChanges, p_label, runs_to_detect_text,
+};
 
 use super::svg::{Plot, Scale, linear_labels, linear_ticks, value_label};
 use super::{CPU_MODEL_COLOURS, VERDICT_COLOURS, esc};
@@ -19,7 +21,7 @@ pub fn render_history_html(found: &HistoryChanges) -> String {
     let _ = write!(
         out,
         r#"<h1>{t}</h1>
-<p class="meta">{filter}change points by E-divisive means with a permutation test (p ≤ {sig} over {perms} shuffles, segments of at least {min} runs, seed {seed}); one series per CPU model and variant, one point per run (the median of its trials).</p>
+<p class="meta">{filter}change points by the {method} detector with a permutation test (p ≤ {sig} over {perms} shuffles, segments of at least {min} runs, seed {seed}); one series per CPU model and variant, one point per run (the median of its trials).</p>
 "#,
         t = esc(&title),
         filter = found
@@ -27,6 +29,7 @@ pub fn render_history_html(found: &HistoryChanges) -> String {
             .as_ref()
             .map(|m| format!("CPU models matching “{}”; ", esc(m)))
             .unwrap_or_default(),
+        method = found.method.name,
         sig = found.method.significance,
         perms = found.method.permutations,
         min = found.method.min_segment,
@@ -37,6 +40,16 @@ pub fn render_history_html(found: &HistoryChanges) -> String {
     }
     for (i, s) in found.series.iter().enumerate() {
         chart(found, s, i, &mut out);
+        let reach = runs_to_detect_text(&s.runs_to_detect, "run");
+        if !reach.is_empty() {
+            let _ = writeln!(
+                out,
+                r#"<p class="meta">{} ({}): {}.</p>"#,
+                esc(&s.cpu_model),
+                esc(&s.variant),
+                esc(&reach)
+            );
+        }
     }
     out.push_str("</main>\n</body>\n</html>\n");
     out
@@ -108,13 +121,14 @@ fn chart(found: &HistoryChanges, s: &SeriesChanges, i: usize, out: &mut String) 
             plot.bottom,
             kind_colour(c.kind),
             esc(&format!(
-                "change point at run {}: {pct}, p = {:.3}",
-                c.run_id, c.point.p_value
+                "change point at run {}: {pct}, p = {}",
+                c.run_id,
+                p_label(c.point.p_value)
             )),
             px + 4.0,
             plot.top - 8.0,
             kind_colour(c.kind),
-            esc(&format!("{pct} p={:.3}", c.point.p_value)),
+            esc(&format!("{pct} p={}", p_label(c.point.p_value))),
         );
         plot.raw(&mark);
     }
