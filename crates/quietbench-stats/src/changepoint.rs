@@ -308,6 +308,33 @@ mod tests {
     }
 
     #[test]
+    fn a_short_history_cannot_be_more_significant_than_its_shuffles_allow() {
+        // 10 runs, then 2 at a level 40% higher: of the C(12, 2) = 66 ways to place the two
+        // high runs, 2 (both at either end) give the observed partition, so no shuffle test can
+        // give p below 2/66 ≈ 0.03, however large the step.
+        let mut x: Vec<f64> = (0..12).map(|i| 10.0 + 0.01 * f64::from(i % 3)).collect();
+        x[10] = 14.0;
+        x[11] = 14.1;
+        for method in [ChangePointMethod::MeanShift, ChangePointMethod::EDivisive] {
+            let strict = ChangePointConfig {
+                method,
+                ..ChangePointConfig::default()
+            };
+            let lenient = ChangePointConfig {
+                significance: 0.2,
+                ..strict
+            };
+            let found = change_points(&x, &lenient).unwrap();
+            assert_eq!(found.len(), 1, "{method:?}: {found:?}");
+            assert!(
+                (0.015..0.06).contains(&found[0].p_value),
+                "{method:?}: {found:?}"
+            );
+            assert!(change_points(&x, &strict).unwrap().is_empty(), "{method:?}");
+        }
+    }
+
+    #[test]
     fn medians_come_from_the_segments_between_changes() {
         let values = [1.0, 1.0, 1.0, 5.0, 5.0, 9.0, 9.0, 9.0];
         let out = with_medians(&values, &[(3, 0.01, 4.0), (5, 0.005, 6.0)]).unwrap();
