@@ -66,7 +66,51 @@ pub const TARGETS: &[Target] = &[
         name: "imds_http",
         run: imds_http,
     },
+    Target {
+        name: "series_csv",
+        run: series_csv,
+    },
+    Target {
+        name: "request_files",
+        run: request_files,
+    },
+    Target {
+        name: "http2_reader",
+        run: http2_reader,
+    },
 ];
+
+/// `changes --csv`'s input, with each way of choosing the index column. A table that parses has
+/// one finite value per row in every series (the parser refuses ragged rows and non-numbers).
+pub fn series_csv(data: &[u8]) {
+    use quietbench_controller::series_csv::{IndexColumn, parse_series_csv};
+    let text = text(data);
+    for index in [
+        IndexColumn::Auto,
+        IndexColumn::None,
+        IndexColumn::Named("date".to_string()),
+    ] {
+        if let Ok(table) = parse_series_csv(&text, &index) {
+            for series in &table.series {
+                assert_eq!(series.values.len(), table.rows, "{text:?}");
+                assert!(series.values.iter().all(|v| v.is_finite()), "{text:?}");
+            }
+        }
+    }
+}
+
+/// The request files of `http` (`PATH` or `METHOD PATH` per line) and `tcp` (escaped bytes per
+/// line), which the controller reads from the user's disk and the agent gets as text.
+pub fn request_files(data: &[u8]) {
+    let text = text(data);
+    let _ = quietbench_vocab::requests::parse_requests(&text);
+    let _ = quietbench_vocab::raw_requests::parse_raw_requests(&text);
+}
+
+/// The HTTP/2 reader of a server's answers (`http2=true`): frames split at any read size.
+pub fn http2_reader(data: &[u8]) {
+    quietbench_probe::http::fuzz_http2_reader(data);
+}
 
 /// The readers read these files as UTF-8 text; arbitrary bytes become text the way a lossy
 /// read would, so no input is wasted on the UTF-8 check.

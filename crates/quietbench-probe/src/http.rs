@@ -70,6 +70,13 @@ use quietbench_vocab::metrics;
 
 // The request-file format is the vocabulary's, shared with the controller; re-exported so
 // that `quietbench_probe::http::REQUESTS_TEXT` and the bounds stay where the agent reads them.
+/// The HTTP/2 response reader on arbitrary bytes, for the fuzz targets only
+/// (crates/quietbench-fuzz): the first byte sets the read size, the rest is a server's bytes.
+#[doc(hidden)]
+pub fn fuzz_http2_reader(data: &[u8]) {
+    h2::fuzz(data);
+}
+
 pub use framing::Framing;
 pub use quietbench_vocab::requests::{MAX_REQUESTS, MAX_REQUESTS_TEXT_BYTES, REQUESTS_TEXT};
 pub use requests::{Order, RequestSet};

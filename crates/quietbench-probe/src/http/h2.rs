@@ -200,6 +200,38 @@ fn set_stream(frames: &mut [u8], stream: u32) {
     }
 }
 
+/// The reader on arbitrary bytes, for the fuzz target (crates/quietbench-fuzz): the first byte
+/// sets the size of each read (1 to 256 bytes), the rest is fed as a server's bytes, a new
+/// request is prepared after each complete response, and the first refusal ends it. Malformed
+/// input must be refused, never panic.
+pub(crate) fn fuzz(data: &[u8]) {
+    let Some((&piece, server)) = data.split_first() else {
+        return;
+    };
+    let mut request = Vec::new();
+    if append_request(&mut request, Method::Get, "/", "fuzz", &[], b"").is_err() {
+        return;
+    }
+    let mut reader = Http2Reader::new();
+    let mut out = Vec::new();
+    reader.prepare(&mut out, &request);
+    for chunk in server.chunks(usize::from(piece) + 1) {
+        let spare = reader.spare();
+        let n = chunk.len().min(spare.len());
+        spare[..n].copy_from_slice(&chunk[..n]);
+        match reader.advance(n) {
+            Ok(true) => {
+                if reader.close() {
+                    return;
+                }
+                reader.prepare(&mut out, &request);
+            }
+            Ok(false) => {}
+            Err(_) => return,
+        }
+    }
+}
+
 /// One connection's HTTP/2 state, and its reader of one response at a time.
 pub(crate) struct Http2Reader {
     buffer: Box<[u8]>,
