@@ -57,8 +57,8 @@ pub fn changes(req: &ChangesRequest<'_>) -> anyhow::Result<ExitCode> {
         return Ok(bad_input(
             &shown,
             &format!(
-                "{} rows: at most {MAX_POINTS} are searched (--method e-divisive takes O(n²) \
-                 time per shuffle, about a minute there); give the newest {MAX_POINTS} rows",
+                "{} rows: the detector takes O(n²) time per shuffle, about a minute at {MAX_POINTS} \
+                 points; give at most {MAX_POINTS} rows (the newest)",
                 table.rows
             ),
         ));
