@@ -14,6 +14,7 @@ use quietbench_controller::commands::{host, release, stored};
 use quietbench_controller::context::{CommandContext, Services};
 use quietbench_controller::fleet::Ledger;
 
+mod capacity;
 mod changes;
 mod compare;
 mod ec2;
@@ -21,6 +22,7 @@ mod history;
 mod run;
 mod serve;
 mod tls;
+pub use capacity::CapacityArgs;
 pub use changes::{ChangePointArgs, ChangesArgs};
 pub use compare::CompareArgs;
 use compare::compare_command;
@@ -63,6 +65,10 @@ pub enum ControllerCommand {
     /// states its interval and the smallest difference it could detect; or compare two stored
     /// runs (--runs)
     Compare(CompareArgs),
+    /// The highest offered rate at which a server keeps a latency SLO (and its errors under a
+    /// bound, and the load on schedule), found by a search of steady trials; with --b, two
+    /// builds searched side by side and their capacities compared
+    Capacity(CapacityArgs),
     /// List the runs in the result store
     Runs(RunsArgs),
     /// Show a stored run: its table, and its JSON or HTML report on request
@@ -352,6 +358,7 @@ pub fn execute(command: ControllerCommand, services: Services) -> ExitCode {
         ControllerCommand::Tune(args) => tune_command(args, &context),
         ControllerCommand::Restore(args) => host::restore(&context, &args.agent),
         ControllerCommand::Compare(args) => compare_command(args, context),
+        ControllerCommand::Capacity(args) => capacity::capacity_command(args, context),
         ControllerCommand::Runs(args) => match args.remote.remote() {
             Some(remote) => quietbench_service::client::runs(&remote, args.limit),
             None => stored::list(args.db.as_deref(), args.limit),

@@ -19,6 +19,7 @@ impl ControllerCommand {
             Self::Tune(a) => Some(&a.tls),
             Self::Restore(a) => Some(&a.tls),
             Self::Compare(a) => Some(&a.tls),
+            Self::Capacity(a) => Some(&a.tls),
             Self::Resume(a) => Some(&a.tls),
             Self::Release(a) => Some(&a.tls),
             Self::Serve(a) => Some(&a.tls),

@@ -42,6 +42,9 @@ pub struct Outputs {
     trials_unstored: usize,
     /// When the JSON file was last rewritten.
     json_written: Option<Instant>,
+    /// Print the run's table at the end (not for a capacity search, whose steps' table it
+    /// prints itself).
+    table: bool,
 }
 
 /// How often the JSON file is rewritten while a run goes on. Every trial is committed to the
@@ -77,7 +80,14 @@ impl Outputs {
             hosts_stored: 0,
             trials_unstored: 0,
             json_written: None,
+            table: true,
         })
+    }
+
+    /// Prints no table of every variant at the end: the command prints its own.
+    pub fn without_table(mut self) -> Self {
+        self.table = false;
+        self
     }
 
     /// For a resumed run: the store already holds its first `hosts` hosts.
@@ -289,11 +299,28 @@ impl Session {
     /// fleet on every exit path. Returns the finished record and the exit code; prints the
     /// table.
     pub fn drive(
+        self,
+        run: RunRecord,
+        outputs: Outputs,
+        done: &[PlannedTrial],
+        stop: &mut dyn FnMut(&RunRecord, &PlannedTrial) -> Flow,
+    ) -> anyhow::Result<(RunRecord, ExitCode)> {
+        self.drive_steps(run, outputs, done, stop, &mut |_| Ok(false))
+    }
+
+    /// [`Session::drive`] for a run whose schedule grows as it goes (a capacity search): when
+    /// the schedule's trials are done, `more` may add variants to the run's settings and
+    /// return true; the hosts, still held (and still tuned), then run the new variants' rounds
+    /// as a further step, and so on until it returns false. A step's host failures are left in
+    /// `run.host_failures` for `more` to read: what it leaves there ends the session as in
+    /// `drive`. The store keeps the settings of every step.
+    pub fn drive_steps(
         mut self,
         mut run: RunRecord,
         mut outputs: Outputs,
         done: &[PlannedTrial],
         stop: &mut dyn FnMut(&RunRecord, &PlannedTrial) -> Flow,
+        more: &mut dyn FnMut(&mut RunRecord) -> anyhow::Result<bool>,
     ) -> anyhow::Result<(RunRecord, ExitCode)> {
         let progress = Progress::new(0);
         let ledger = Ledger::default_location();
@@ -306,10 +333,6 @@ impl Session {
         let policy = self.policy;
         let context = self.context.clone();
         self.fleet.bind_run(&run.run_id);
-        let mut on_trial = |run: &RunRecord, planned: &PlannedTrial| -> anyhow::Result<Flow> {
-            outputs.saved(run)?;
-            Ok(stop(run, planned))
-        };
         let mut targets: Vec<Target> = Vec::new();
         // The `http` servers kept for the whole run (restart=run) that are still running when
         // the run ends, however it ends, are stopped below.
@@ -355,14 +378,51 @@ impl Session {
             for line in &run.fleet {
                 progress.line(line);
             }
-            let settings = &run.settings;
-            let total = u64::from(settings.rounds + settings.warmup)
-                * settings.variants.len() as u64
-                * targets.len() as u64;
-            progress.set_length(total.saturating_sub(done.len() as u64));
-            tokio::select! {
-                result = execute(&targets, &mut run, &progress, done, policy, &context, &kept, &mut on_trial) => Some(result),
-                _ = tokio::signal::ctrl_c() => None,
+            let mut done = done.to_vec();
+            loop {
+                let settings = &run.settings;
+                let total = u64::from(settings.rounds + settings.warmup)
+                    * settings.variants.len() as u64
+                    * targets.len() as u64;
+                progress.set_length(total.saturating_sub(done.len() as u64));
+                let mut on_trial =
+                    |run: &RunRecord, planned: &PlannedTrial| -> anyhow::Result<Flow> {
+                        outputs.saved(run)?;
+                        Ok(stop(run, planned))
+                    };
+                let result = tokio::select! {
+                    result = execute(&targets, &mut run, &progress, &done, policy, &context, &kept, &mut on_trial) => result,
+                    _ = tokio::signal::ctrl_c() => return None,
+                };
+                if result.is_err() {
+                    return Some(result);
+                }
+                let before = run.settings.variants.len();
+                match more(&mut run) {
+                    Err(err) => return Some(Err(err)),
+                    Ok(false) => return Some(Ok(())),
+                    Ok(true) if !run.host_failures.is_empty() => return Some(Ok(())),
+                    Ok(true) => {}
+                }
+                // The next step: every trial of the variants so far is done; the hosts are
+                // connected and recorded again by `execute`.
+                let s = &run.settings;
+                done = crate::schedule::rmit(
+                    s.variants.len(),
+                    targets.len(),
+                    s.rounds,
+                    s.warmup,
+                    s.seed,
+                )
+                .into_iter()
+                .filter(|planned| planned.variant < before)
+                .collect();
+                run.hosts.clear();
+                if let Some(store) = outputs.store()
+                    && let Err(err) = store.update_settings(&run)
+                {
+                    return Some(Err(err.into()));
+                }
             }
         });
         // Stop the kept servers, restore and release whatever happened above: success,
@@ -429,7 +489,7 @@ impl Session {
                 (ExitCode::from(EXIT_INTERRUPTED), RunStatus::Interrupted)
             }
         };
-        if !run.trials.is_empty() {
+        if !run.trials.is_empty() && outputs.table {
             println!("{}", table::render(&run));
         }
         for warning in crate::warnings::run_warnings(&run) {

@@ -400,6 +400,26 @@ mod tests {
     }
 
     #[test]
+    fn a_run_whose_schedule_grows_keeps_its_new_variants() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("results.sqlite3")).unwrap();
+        let mut run = quietbench_record::record::test_records::sample_run::sample_run();
+        run.trials.clear();
+        store.begin_run(&run, None).unwrap();
+        let mut step = run.settings.variants[0].clone();
+        step.name = "A@1914".into();
+        run.settings.variants.push(step);
+        store.update_settings(&run).unwrap();
+        let loaded = store.load_run(&run.run_id).unwrap();
+        assert_eq!(loaded.settings.variants, run.settings.variants);
+        run.run_id = "never-begun".into();
+        assert!(matches!(
+            store.update_settings(&run),
+            Err(StoreError::NoSuchRun { .. })
+        ));
+    }
+
+    #[test]
     fn location_is_the_flag_then_the_variable_then_the_default() {
         let default = || PathBuf::from("/default.sqlite3");
         let url = Some(OsString::from("postgres://u:pw@h/db"));

@@ -346,6 +346,26 @@ impl Store {
         )
     }
 
+    /// Stores a running run's settings again: a run whose schedule grows as it goes (a
+    /// capacity search adds the variants of its next step) keeps its stored variants those of
+    /// the trials it holds.
+    pub fn update_settings(&self, run: &RunRecord) -> Result<(), StoreError> {
+        let action = "storing the run's new variants";
+        let tx = self.write_tx(action)?;
+        let changed = tx
+            .execute(
+                "UPDATE runs SET settings_json = ?2 WHERE id = ?1",
+                args![run.run_id, codec::settings_json(&run.settings)],
+            )
+            .map_err(|e| self.sql_error(action, e))?;
+        if changed == 0 {
+            return Err(StoreError::NoSuchRun {
+                run_id: run.run_id.clone(),
+            });
+        }
+        tx.commit().map_err(|e| self.sql_error(action, e))
+    }
+
     /// Marks a stored run `running` again (no finish time, no error), held by this process,
     /// before resuming it.
     pub fn resume_run(&self, run_id: &str) -> Result<(), StoreError> {

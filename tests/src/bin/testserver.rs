@@ -6,7 +6,8 @@
 //!
 //! One thread per connection (std only: the tests measure the agent, not this server). Each
 //! request runs `--work` iterations of a fixed integer loop, whose result goes out in the
-//! `X-Work` header so that the loop cannot be optimised away, and sleeps `--delay-us`.
+//! `X-Work` header so that the loop cannot be optimised away, and sleeps `--delay-us`;
+//! `--slots N` serves at most N requests at once (capacity N / delay, whatever the CPU).
 //! `--paths-log FILE` appends each request's method and target to FILE, a line each, so a
 //! test can see which requests arrived (tests/http_requests.rs).
 //! `--raw` speaks a line protocol instead, for the `tcp` probe (tests/tcp_server.rs): each
@@ -63,6 +64,11 @@ struct Args {
     /// Microseconds to sleep per request
     #[arg(long, value_name = "N", default_value_t = 0)]
     delay_us: u64,
+    /// Serve at most N requests at once, whatever the connections: the others wait for a
+    /// slot. With --delay-us D the server's capacity is N / D, a known figure that no CPU's
+    /// speed moves (the capacity search's tests)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    slots: Option<u64>,
     /// The status code of every answer
     #[arg(long, value_name = "CODE", default_value_t = 200,
           value_parser = clap::value_parser!(u16).range(100..=999))]
@@ -120,6 +126,38 @@ fn work(n: u64) -> u64 {
         x ^= x << 17;
     }
     x
+}
+
+/// The slots `--slots` gives: how many requests are being served now, and a wake-up for the
+/// ones waiting.
+static BUSY: (Mutex<u64>, std::sync::Condvar) = (Mutex::new(0), std::sync::Condvar::new());
+
+/// One request's work and delay, in one of `--slots` slots when given; returns the work's
+/// result.
+fn serve_one(args: &Args) -> u64 {
+    let Some(slots) = args.slots else {
+        return work_and_delay(args);
+    };
+    let (busy, freed) = &BUSY;
+    {
+        let mut now = busy.lock().unwrap_or_else(|p| p.into_inner());
+        while *now >= slots {
+            now = freed.wait(now).unwrap_or_else(|p| p.into_inner());
+        }
+        *now += 1;
+    }
+    let result = work_and_delay(args);
+    *busy.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
+    freed.notify_one();
+    result
+}
+
+fn work_and_delay(args: &Args) -> u64 {
+    let result = work(args.work);
+    if args.delay_us > 0 {
+        thread::sleep(Duration::from_micros(args.delay_us));
+    }
+    result
 }
 
 fn reason(status: u16) -> &'static str {
@@ -317,10 +355,7 @@ fn serve(stream: impl Read + Write, args: &Args, log: Option<&Mutex<std::fs::Fil
         if !matches!(copied, Ok(n) if n == head.content_length) {
             return;
         }
-        let result = work(args.work);
-        if args.delay_us > 0 {
-            thread::sleep(Duration::from_micros(args.delay_us));
-        }
+        let result = serve_one(args);
         if answer(
             reader.get_mut(),
             args.status,
@@ -403,10 +438,7 @@ fn serve_raw(stream: TcpStream, args: &Args, log: Option<&Mutex<std::fs::File>>)
                 return;
             }
         }
-        let result = work(args.work);
-        if args.delay_us > 0 {
-            thread::sleep(Duration::from_micros(args.delay_us));
-        }
+        let result = serve_one(args);
         if writer.write_all(raw_answer(result).as_bytes()).is_err() {
             return;
         }
@@ -493,10 +525,7 @@ async fn serve_h2_stream(
             return;
         }
     }
-    let result = work(args.work);
-    if args.delay_us > 0 {
-        thread::sleep(Duration::from_micros(args.delay_us));
-    }
+    let result = serve_one(args);
     let Some(response) = h2_head(args.status, args.body_bytes, result) else {
         return;
     };

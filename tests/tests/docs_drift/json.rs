@@ -461,25 +461,47 @@ pub(crate) fn every_json_report_field_is_documented() {
 /// whole path (`series[].name`), or a parent's path and, in the row, the fields below it.
 #[test]
 fn every_changes_json_field_is_documented() {
-    const FILE: &str = "crates/quietbench-record/src/verdicts/changes_csv.rs";
+    page_documents_json(
+        "CsvChanges",
+        "crates/quietbench-record/src/verdicts/changes_csv.rs",
+        "docs/changes.md",
+        "`changes --json`",
+    );
+}
+
+/// `capacity --json` (quietbench-controller's `commands/capacity.rs`) against docs/capacity.md's
+/// "JSON" section, read as `changes`' is.
+#[test]
+fn every_capacity_json_field_is_documented() {
+    page_documents_json(
+        "CapacityJson",
+        "crates/quietbench-controller/src/commands/capacity.rs",
+        "docs/capacity.md",
+        "`capacity --json`",
+    );
+}
+
+/// The fields of the type `root_type` in `file` (and the types it names) against the "JSON"
+/// section of `page`: every field documented, every row naming a field that exists.
+fn page_documents_json(root_type: &str, file: &str, page_path: &str, command: &str) {
     let mut reader = SchemaReader {
         sources: Sources::load(),
         proto: Proto::load(),
         schema: Schema::default(),
         stack: Vec::new(),
     };
-    reader.walk_type("CsvChanges", &root().join(FILE), "");
+    reader.walk_type(root_type, &root().join(file), "");
     let fields = reader.schema.fields;
     assert!(
         fields.len() > 15,
-        "docs_drift read only {fields:?} from {FILE}: has the document moved?"
+        "docs_drift read only {fields:?} from {file}: has the document moved?"
     );
-    let page = read("docs/changes.md");
+    let page = read(page_path);
     let sections = sections(&page);
     let section = sections
         .iter()
         .find(|s| s.heading == "JSON")
-        .expect("docs/changes.md has a section headed JSON");
+        .unwrap_or_else(|| panic!("{page_path} has a section headed JSON"));
     let rows: Vec<&Row> = section
         .rows
         .iter()
@@ -509,14 +531,14 @@ fn every_changes_json_field_is_documented() {
         .collect();
     let problems = drift_report(&[
         (
-            "Fields `changes --json` emits that the page does not document",
+            &format!("Fields {command} emits that the page does not document"),
             missing,
         ),
         ("Rows naming fields the document does not have", stale),
     ]);
     assert!(
         problems.is_empty(),
-        "docs/changes.md's JSON section has drifted from {FILE} and the types it names.\n\
+        "{page_path}'s JSON section has drifted from {file} and the types it names.\n\
          {problems}"
     );
 }

@@ -163,7 +163,7 @@ pub struct InteractionJson {
     pub sentence: String,
 }
 
-fn ratio_json(v: &Verdict) -> RatioJson {
+pub(crate) fn ratio_json(v: &Verdict) -> RatioJson {
     RatioJson {
         verdict: match v.kind {
             VerdictKind::NoDifference => "no_difference",

@@ -2,6 +2,7 @@
 //! session or reads the store, prints, and returns the exit code. They sit on top of everything
 //! else in the controller; nothing below imports them.
 
+pub mod capacity;
 pub mod changes;
 pub mod compare;
 pub mod compare_runs;

@@ -1,0 +1,327 @@
+//! Capacity under an SLO (`quietbench capacity`): whether a step of the search held its guards,
+//! judged from its `http` or `tcp` trials alone, and the search itself ([`search`]).
+//!
+//! A step holds when every one of its trials (every host, every round) kept all three guards:
+//! - the latency percentile of the SLO, each request timed from when it was due, stayed under
+//!   the bound. Requests that were due but never sent (no connection came free) have no
+//!   latency; they count as slower than any bound, so a
+//!   server that falls so far behind that its queue never drains cannot pass on the requests
+//!   it did answer;
+//! - errors stayed at or under their bound;
+//! - the generator kept its schedule: a trial whose generator fell behind is void and run
+//!   again by the host, and one void three times fails the host, which the command records as
+//!   this step's failure (it is no property of the server, and the report says so).
+
+pub mod search;
+pub mod slo;
+
+pub use search::{Capacity, CapacityCall, Next, Search, SearchConfig, compare, thousands};
+pub use slo::{Slo, duration_text};
+
+use quietbench_proto::metrics;
+
+use crate::record::TrialRecord;
+
+/// The error counters of `http` and `tcp` trials.
+const ERROR_COUNTERS: &[&str] = &[
+    metrics::ERRORS_CONNECT,
+    metrics::ERRORS_TIMEOUT,
+    metrics::ERRORS_4XX,
+    metrics::ERRORS_5XX,
+    metrics::ERRORS_IO,
+];
+
+/// What every step must keep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Guards {
+    /// The latency objective.
+    pub slo: Slo,
+    /// The largest fraction of sent requests that may fail (0.01: 1%).
+    pub max_errors: f64,
+}
+
+/// A step's figures over all its trials: one point of the latency–throughput curve.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepFigures {
+    /// Trials measured.
+    pub trials: usize,
+    /// Trials that held every guard.
+    pub held: usize,
+    /// Answered requests per second after the warm-up, the mean over trials.
+    pub achieved: Option<f64>,
+    /// p50, p99 and p99.9 of the latency from the intended send, over the trials' merged
+    /// histograms, ns.
+    pub p50_ns: Option<f64>,
+    /// p99.
+    pub p99_ns: Option<f64>,
+    /// p99.9.
+    pub p999_ns: Option<f64>,
+    /// The SLO's percentile, the worst trial's (`None`: beyond any bound, too many requests
+    /// unanswered).
+    pub slo_ns: Option<f64>,
+    /// Failed requests, all trials.
+    pub errors: u64,
+    /// Requests sent after the warm-up, all trials.
+    pub sent: u64,
+    /// Requests due and never sent, all trials.
+    pub unanswered: u64,
+}
+
+fn value(t: &TrialRecord, name: &str) -> Option<f64> {
+    t.metrics
+        .iter()
+        .find(|m| m.name == name)
+        .and_then(|m| m.value)
+}
+
+fn count(t: &TrialRecord, name: &str) -> u64 {
+    value(t, name)
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .unwrap_or(0.0) as u64
+}
+
+fn latency(t: &TrialRecord) -> Option<&hdrhistogram::Histogram<u64>> {
+    t.metrics
+        .iter()
+        .find(|m| m.name == metrics::REQUEST_LATENCY)?
+        .histogram
+        .as_ref()
+        .map(|h| &h.hist)
+}
+
+/// Requests due that never got a connection: the server's queue, grown past the connections.
+/// Requests in flight at the trial's end (abandoned) are not among them: up to one per
+/// connection is in flight at any time, at any load.
+fn unanswered(t: &TrialRecord) -> u64 {
+    count(t, metrics::REQUESTS_UNSENT)
+}
+
+/// The `quantile` of a latency histogram whose `missing` requests never got an answer (they
+/// rank above all the answered ones), ns; `None` when more are missing than the quantile
+/// leaves above it.
+fn quantile_with_missing(
+    hist: &hdrhistogram::Histogram<u64>,
+    missing: u64,
+    quantile: f64,
+) -> Option<f64> {
+    let answered = hist.len();
+    let total = answered + missing;
+    if answered == 0 || missing as f64 > (1.0 - quantile) * total as f64 {
+        return None;
+    }
+    let within = (quantile * total as f64 / answered as f64).min(1.0);
+    Some(hist.median_equivalent(hist.value_at_quantile(within)) as f64)
+}
+
+/// Whether one trial held every guard; the error says which it broke, with its figure.
+pub fn judge_trial(t: &TrialRecord, guards: &Guards) -> Result<(), String> {
+    let sent = count(t, metrics::REQUESTS_SENT);
+    let errors: u64 = ERROR_COUNTERS.iter().map(|name| count(t, name)).sum();
+    let Some(hist) = latency(t) else {
+        return Err("the trial recorded no request latency".into());
+    };
+    let missing = unanswered(t);
+    let slo = &guards.slo;
+    match quantile_with_missing(hist, missing, slo.quantile) {
+        None => {
+            return Err(format!(
+                "{} over {}: {missing} of {} requests due were never answered",
+                slo.label,
+                duration_text(slo.bound_ns as f64),
+                hist.len() + missing
+            ));
+        }
+        Some(ns) if ns > slo.bound_ns as f64 => {
+            return Err(format!(
+                "{} {} over {}",
+                slo.label,
+                duration_text(ns),
+                duration_text(slo.bound_ns as f64)
+            ));
+        }
+        Some(_) => {}
+    }
+    if errors as f64 > guards.max_errors * sent.max(1) as f64 {
+        return Err(format!(
+            "{errors} of {sent} requests failed ({:.2}%, over {}%)",
+            errors as f64 * 100.0 / sent.max(1) as f64,
+            guards.max_errors * 100.0
+        ));
+    }
+    Ok(())
+}
+
+/// A step's figures and whether it held: every trial must; the error names the first that
+/// did not and how many did not.
+pub fn judge_step(trials: &[&TrialRecord], guards: &Guards) -> (StepFigures, Result<(), String>) {
+    let mut merged: Option<hdrhistogram::Histogram<u64>> = None;
+    let mut failures = Vec::new();
+    let mut slo_ns: Option<f64> = Some(0.0);
+    let mut achieved = Vec::new();
+    let (mut errors, mut sent, mut missing) = (0, 0, 0);
+    for t in trials {
+        if let Err(why) = judge_trial(t, guards) {
+            failures.push(why);
+        }
+        if let Some(h) = latency(t) {
+            match &mut merged {
+                None => merged = Some(h.clone()),
+                Some(m) => {
+                    // Histograms of one probe share their bounds; one that does not fit is
+                    // left out of the curve's point (its own trial was judged above).
+                    let _ = m.add(h);
+                }
+            }
+            let worst = quantile_with_missing(h, unanswered(t), guards.slo.quantile);
+            slo_ns = match (slo_ns, worst) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                _ => None,
+            };
+        } else {
+            slo_ns = None;
+        }
+        if let Some(rate) = value(t, metrics::REQUESTS_PER_SEC_AFTER_WARMUP)
+            .or_else(|| value(t, metrics::REQUESTS_PER_SEC))
+        {
+            achieved.push(rate);
+        }
+        errors += ERROR_COUNTERS
+            .iter()
+            .map(|name| count(t, name))
+            .sum::<u64>();
+        sent += count(t, metrics::REQUESTS_SENT);
+        missing += unanswered(t);
+    }
+    let at = |q: f64| {
+        merged
+            .as_ref()
+            .and_then(|h| quantile_with_missing(h, missing, q))
+    };
+    let figures = StepFigures {
+        trials: trials.len(),
+        held: trials.len() - failures.len(),
+        achieved: (!achieved.is_empty())
+            .then(|| achieved.iter().sum::<f64>() / achieved.len() as f64),
+        p50_ns: at(0.5),
+        p99_ns: at(0.99),
+        p999_ns: at(0.999),
+        slo_ns: if trials.is_empty() { None } else { slo_ns },
+        errors,
+        sent,
+        unanswered: missing,
+    };
+    let outcome = match failures.first() {
+        None if trials.is_empty() => Err("no trial was measured".to_string()),
+        None => Ok(()),
+        Some(first) if failures.len() == 1 && trials.len() == 1 => Err(first.clone()),
+        Some(first) => Err(format!(
+            "{} of {} trials did not hold: {first}",
+            failures.len(),
+            trials.len()
+        )),
+    };
+    (figures, outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::test_records::http_run::{http_trial, set_value};
+
+    fn guards() -> Guards {
+        Guards {
+            slo: Slo::parse("p99<20ms").unwrap(),
+            max_errors: 0.01,
+        }
+    }
+
+    /// A trial offered 1,000 requests/s whose latencies are `fast` at 2 ms and `slow` at
+    /// 50 ms.
+    fn trial(fast: u64, slow: u64) -> TrialRecord {
+        let samples = [(2_000_000, fast), (50_000_000, slow)];
+        http_trial("A@1000", 1, (1000, "./s"), (&samples, &samples))
+    }
+
+    #[test]
+    fn a_trial_holds_while_its_percentile_is_under_the_bound() {
+        assert_eq!(judge_trial(&trial(995, 5), &guards()), Ok(()));
+        let err = judge_trial(&trial(980, 20), &guards()).unwrap_err();
+        assert!(err.starts_with("p99 49.9"), "{err}");
+        assert!(err.contains("over 20 ms"), "{err}");
+    }
+
+    #[test]
+    fn requests_never_answered_count_as_slower_than_any_bound() {
+        // 995 answered fast: alone they hold p99. 20 more due and never sent push the 99th
+        // percentile past every answered request.
+        let mut t = trial(995, 5);
+        set_value(&mut t, metrics::REQUESTS_UNSENT, Some(20.0));
+        // In flight at the end is no sign of a queue: one per connection always is.
+        set_value(&mut t, metrics::REQUESTS_ABANDONED, Some(16.0));
+        let err = judge_trial(&t, &guards()).unwrap_err();
+        assert!(
+            err.contains("20 of 1020 requests due were never answered"),
+            "{err}"
+        );
+        // Six missing beside 5 slow of 1,001 push the 99th percentile from the fast answers
+        // to the slow ones' 50 ms; five missing would leave it on the fast ones.
+        let mut t = trial(990, 5);
+        set_value(&mut t, metrics::REQUESTS_UNSENT, Some(5.0));
+        assert_eq!(judge_trial(&t, &guards()), Ok(()));
+        set_value(&mut t, metrics::REQUESTS_UNSENT, Some(6.0));
+        let err = judge_trial(&t, &guards()).unwrap_err();
+        assert!(err.contains("over 20 ms"), "{err}");
+        let mut t = trial(1000, 0);
+        set_value(&mut t, metrics::REQUESTS_UNSENT, Some(5.0));
+        assert_eq!(judge_trial(&t, &guards()), Ok(()));
+    }
+
+    #[test]
+    fn errors_over_their_bound_break_a_step() {
+        let mut t = trial(1000, 0);
+        set_value(&mut t, metrics::ERRORS_5XX, Some(11.0));
+        set_value(&mut t, metrics::REQUESTS_SENT, Some(1000.0));
+        let err = judge_trial(&t, &guards()).unwrap_err();
+        assert!(
+            err.contains("11 of 1000 requests failed (1.10%, over 1%)"),
+            "{err}"
+        );
+        set_value(&mut t, metrics::ERRORS_5XX, Some(10.0));
+        assert_eq!(judge_trial(&t, &guards()), Ok(()));
+    }
+
+    #[test]
+    fn a_step_holds_only_when_every_trial_does_and_merges_its_curve_point() {
+        let good = trial(1000, 0);
+        let bad = trial(900, 100);
+        let (figures, outcome) = judge_step(&[&good, &good], &guards());
+        assert_eq!(outcome, Ok(()));
+        assert_eq!((figures.trials, figures.held), (2, 2));
+        let p50 = figures.p50_ns.unwrap();
+        assert!((p50 / 2e6 - 1.0).abs() < 0.002, "{p50}");
+        assert_eq!(figures.achieved, Some(1000.0));
+        let (figures, outcome) = judge_step(&[&good, &bad, &good], &guards());
+        let err = outcome.unwrap_err();
+        assert!(err.starts_with("1 of 3 trials did not hold: p99"), "{err}");
+        assert_eq!(figures.held, 2);
+        // The curve's p99 is the merged one (100 of 3,000 slow: over 1%); the SLO's figure
+        // is the worst trial's.
+        assert!(figures.p99_ns.unwrap() > 40e6);
+        assert!(figures.slo_ns.unwrap() > 40e6);
+        let (_, outcome) = judge_step(&[], &guards());
+        assert_eq!(outcome, Err("no trial was measured".to_string()));
+    }
+
+    #[test]
+    fn a_trial_without_latencies_does_not_hold() {
+        let mut t = trial(1000, 0);
+        t.metrics.retain(|m| m.name != metrics::REQUEST_LATENCY);
+        assert!(
+            judge_trial(&t, &guards())
+                .unwrap_err()
+                .contains("no request latency")
+        );
+        let (figures, _) = judge_step(&[&t], &guards());
+        assert_eq!(figures.slo_ns, None);
+    }
+}

@@ -1,0 +1,180 @@
+//! `quietbench capacity` end to end: the test server with a known capacity (`--slots N` requests
+//! served at once, each sleeping `--delay-us`: N / delay requests/s whatever the CPU's speed),
+//! searched by the real load agent on this machine; two builds whose capacities differ by 10%
+//! and whose latency at half load is the same are told apart on capacity and not on latency.
+//! The bounds are wide enough for a bursty host: the search's resolution is 5%, the test asks
+//! for the capacity within 20% below the truth.
+
+mod common;
+
+use common::servers::{own_server, processes_of};
+use serde_json::Value;
+
+fn capacity(args: &[&str]) -> std::process::Output {
+    common::quietbench()
+        .arg("capacity")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_tenth_less_capacity_is_found_and_latency_at_half_load_is_not_called_different() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = own_server(dir.path(), "qb-capacity-server");
+    let json = dir.path().join("capacity.json");
+    let db = dir.path().join("store.sqlite3");
+    // A: 10 slots of 5 ms, 2,000 requests/s; B: 9 slots, 1,800 requests/s. Latency below
+    // capacity is the 5 ms sleep for both.
+    let a = format!(
+        "{} --port {{port}} --delay-us 5000 --slots 10",
+        server.display()
+    );
+    let b = format!(
+        "{} --port {{port}} --delay-us 5000 --slots 9",
+        server.display()
+    );
+    let out = capacity(&[
+        "--local",
+        "--a",
+        &a,
+        "--b",
+        &b,
+        "--slo",
+        "p99<50ms",
+        "--start",
+        "1000",
+        "--duration",
+        "3",
+        "--load-rounds",
+        "5",
+        "--seed",
+        "11",
+        // The generator's own lag bound is the http probe's test; a 10 ms hiccup of a bursty
+        // 2-vCPU host's load thread would void trials that test the search.
+        "--param",
+        "max_lag_ms=1000",
+        "--db",
+        db.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(report["schema"], "quietbench.capacity.v1");
+    let build = |i: usize| &report["builds"][i];
+    for (i, truth) in [(0, 2000.0), (1, 1800.0)] {
+        let held = build(i)["capacity"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{report}"));
+        let failed = build(i)["failed_at"].as_f64().unwrap();
+        assert!(
+            held <= truth && held >= 0.8 * truth,
+            "build {i}: held {held}, truth {truth}\n{stdout}"
+        );
+        assert!(
+            failed > held && failed <= truth * 1.1,
+            "build {i}: {failed}\n{stdout}"
+        );
+        assert_eq!(build(i)["settled"], true);
+        // The curve has every step, the held rate confirmed among them.
+        let steps = build(i)["steps"].as_array().unwrap();
+        assert!(
+            steps
+                .iter()
+                .any(|s| s["rate"] == held && s["confirm"] == true)
+        );
+        assert!(
+            steps
+                .iter()
+                .any(|s| s["rate"] == failed && s["passed"] == false)
+        );
+    }
+    assert_eq!(report["comparison"]["call"], "b_lower", "{stdout}");
+    assert!(
+        stdout.contains("B has less capacity than A: B/A 0.9"),
+        "{stdout}"
+    );
+    // At half of A's capacity both wait 5 ms: no difference worth a release decision.
+    let at_load = &report["at_load"];
+    let p50 = at_load["p50"]["ratio"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{at_load}"));
+    assert!((0.95..=1.05).contains(&p50), "{at_load}");
+    assert!(stdout.contains("latency at "), "{stdout}");
+    // Every step is a variant of one stored run, which `show` reads back.
+    let run_id = report["run_id"].as_str().unwrap();
+    let shown = common::quietbench()
+        .args(["show", run_id, "--db", db.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let shown_text = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.status.success(), "{shown_text}");
+    assert!(
+        shown_text.contains("A@1000") && shown_text.contains("B.load@"),
+        "{shown_text}"
+    );
+    assert!(
+        processes_of(&server).is_empty(),
+        "a server outlived the search"
+    );
+}
+
+#[test]
+fn bad_requests_are_refused_before_anything_starts() {
+    for (args, words) in [
+        (
+            &["--local", "--a", "./s {port}", "--slo", "p99"][..],
+            "no '<'",
+        ),
+        (
+            &["--local", "--a", "./s {port}", "--slo", "p99<20"][..],
+            "give the bound's unit",
+        ),
+        (
+            &[
+                "--local",
+                "--a",
+                "./s {port}",
+                "--slo",
+                "p99<20ms",
+                "--param",
+                "rate=5",
+            ][..],
+            "the search chooses each step's rate",
+        ),
+        (
+            &[
+                "--local",
+                "--a",
+                "./s {port}",
+                "--slo",
+                "p99<20ms",
+                "--start",
+                "5",
+            ][..],
+            "min (10) <= start (5)",
+        ),
+        (
+            &[
+                "--local",
+                "--a",
+                "./s {port}",
+                "--slo",
+                "p99<20ms",
+                "--resolution",
+                "0",
+            ][..],
+            "--resolution 0 must be",
+        ),
+        (&["--a", "./s {port}", "--slo", "p99<20ms"][..], "--local"),
+    ] {
+        let out = capacity(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(stderr.contains(words), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
