@@ -178,3 +178,89 @@ fn bad_requests_are_refused_before_anything_starts() {
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 }
+
+/// `compare --slo p99<20ms@RATErps` on two servers: exit 3 when B breaks the SLO surely, 0 when
+/// it keeps it, the shares in the JSON either way.
+#[test]
+fn an_slo_gate_fails_the_build_that_breaks_it_and_passes_the_one_that_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = own_server(dir.path(), "qb-slo-gate-server");
+    let fast = format!("{} --port {{port}} --delay-us 2000", server.display());
+    // Every request of the slow build takes 30 ms: far over 20 ms, however noisy the host.
+    let slow = format!("{} --port {{port}} --delay-us 30000", server.display());
+    let json = dir.path().join("verdict.json");
+    let gate = |b: &str| {
+        common::quietbench()
+            .args(["compare", "--local", "--no-store", "--probe", "http"])
+            .args(["--a", &fast, "--b", b])
+            .args(["--slo", "p99<20ms@100rps", "--rounds", "5", "--warmup", "0"])
+            .args(["--duration", "1.5", "--seed", "3"])
+            .args(["--param", "max_lag_ms=1000", "--param", "warmup=0.5"])
+            .arg("--json")
+            .arg(&json)
+            .output()
+            .unwrap()
+    };
+    let out = gate(&slow);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        stdout.contains("SLO p99 < 20 ms at 100 requests/s: B breaks it: 100.00% of its requests"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("A keeps it"), "{stdout}");
+    assert!(
+        stderr.contains("B breaks the SLO with 95% confidence"),
+        "{stderr}"
+    );
+    let verdict: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(verdict["slo"]["b_breaks"], true);
+    assert_eq!(verdict["slo"]["rate"], 100);
+    assert!(verdict["slo"]["b"]["confidence_broken"].as_f64().unwrap() >= 0.95);
+    assert!(verdict["slo"]["a"]["share"].as_f64().unwrap() < 0.01);
+
+    let out = gate(&fast);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("B keeps it"), "{stdout}");
+    let verdict: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(verdict["slo"]["b_breaks"], false);
+    assert!(
+        processes_of(&server).is_empty(),
+        "a server outlived the gate"
+    );
+
+    // The rate is the gate's: another one given beside it, or a gate on commands, is refused.
+    let out = common::quietbench()
+        .args(["compare", "--local", "--no-store", "--probe", "http"])
+        .args(["--a", &fast, "--b", &fast, "--slo", "p99<20ms@100rps"])
+        .args(["--param", "rate=200"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("give the rate once, in --slo"), "{stderr}");
+    let out = common::quietbench()
+        .args([
+            "compare",
+            "--local",
+            "--no-store",
+            "--a",
+            "true",
+            "--b",
+            "true",
+        ])
+        .args(["--slo", "p99<20ms@100rps"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("it needs --probe http or tcp"), "{stderr}");
+}

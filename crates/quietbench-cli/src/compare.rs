@@ -14,6 +14,7 @@ use quietbench_controller::commands::compare::{
 use quietbench_controller::commands::compare_runs::{RunsRequest, run_compare_runs};
 use quietbench_controller::record::figures::{Interleave, TrialFigure};
 use quietbench_controller::schedule::fresh_seed;
+use quietbench_controller::verdicts::capacity::SloGate;
 
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("target").multiple(false).args(["local", "agents", "ec2"])))]
@@ -84,6 +85,12 @@ pub struct CompareArgs {
     /// Exit with status 3 when B is significantly slower than A by more than PCT percent
     #[arg(long, value_name = "PCT")]
     fail_if_slower: Option<f64>,
+    /// With --probe http or tcp: a latency SLO at an offered rate as a CI gate,
+    /// pQ<BOUND@RATErps (e.g. p99<20ms@2000rps): both servers are offered RATE, and the
+    /// command exits with status 3 when B breaks the SLO with 95% confidence (its requests over
+    /// the bound, resampled by trial), saying how sure it is
+    #[arg(long, value_name = "SLO@RATE", value_parser = SloGate::parse)]
+    slo: Option<SloGate>,
     /// Run the commands through /bin/sh -c
     #[arg(long)]
     shell: bool,
@@ -220,9 +227,23 @@ pub(super) fn compare_command(
                  machine sends the requests"
             );
         }
+        let mut params: std::collections::BTreeMap<String, String> =
+            args.params.into_iter().collect();
+        if let Some(gate) = &args.slo {
+            match params.get("rate") {
+                Some(rate) if *rate != gate.rate.to_string() => anyhow::bail!(
+                    "--slo names the rate {} and --param rate={rate} another: give the rate once, \
+                     in --slo",
+                    gate.rate
+                ),
+                _ => {
+                    params.insert("rate".into(), gate.rate.to_string());
+                }
+            }
+        }
         Workload::Servers {
             protocol,
-            params: args.params.into_iter().collect(),
+            params,
             load_from: args.load_from,
         }
     } else {
@@ -234,6 +255,12 @@ pub(super) fn compare_command(
         }
         if !args.load_from.is_empty() {
             anyhow::bail!("--load-from sends a server's requests: it needs --probe http or tcp");
+        }
+        if args.slo.is_some() {
+            anyhow::bail!(
+                "--slo gates a server's latency: it needs --probe http or tcp (commands are \
+                 gated by --fail-if-slower)"
+            );
         }
         Workload::Commands
     };
@@ -280,6 +307,7 @@ pub(super) fn compare_command(
         precision: args.precision.map(|p| p / 100.0),
         budget: args.budget,
         fail_if_slower: args.fail_if_slower,
+        slo: args.slo,
         json: args.json,
         html: args.html,
         db: args.db,

@@ -464,7 +464,7 @@ fn every_changes_json_field_is_documented() {
     page_documents_json(
         "CsvChanges",
         "crates/quietbench-record/src/verdicts/changes_csv.rs",
-        "docs/changes.md",
+        ("docs/changes.md", "JSON"),
         "`changes --json`",
     );
 }
@@ -476,14 +476,31 @@ fn every_capacity_json_field_is_documented() {
     page_documents_json(
         "CapacityJson",
         "crates/quietbench-controller/src/commands/capacity.rs",
-        "docs/capacity.md",
+        ("docs/capacity.md", "JSON"),
         "`capacity --json`",
     );
 }
 
-/// The fields of the type `root_type` in `file` (and the types it names) against the "JSON"
-/// section of `page`: every field documented, every row naming a field that exists.
-fn page_documents_json(root_type: &str, file: &str, page_path: &str, command: &str) {
+/// `compare --json` (quietbench-controller's `commands/compare.rs`) against docs/json-report.md's
+/// section of that name.
+#[test]
+fn every_compare_json_field_is_documented() {
+    page_documents_json(
+        "VerdictJson",
+        "crates/quietbench-controller/src/commands/compare.rs",
+        ("docs/json-report.md", "`compare --json`"),
+        "`compare --json`",
+    );
+}
+
+/// The fields of the type `root_type` in `file` (and the types it names) against the section
+/// `heading` of the page: every field documented, every row naming a field that exists.
+fn page_documents_json(
+    root_type: &str,
+    file: &str,
+    (page_path, heading): (&str, &str),
+    command: &str,
+) {
     let mut reader = SchemaReader {
         sources: Sources::load(),
         proto: Proto::load(),
@@ -500,8 +517,8 @@ fn page_documents_json(root_type: &str, file: &str, page_path: &str, command: &s
     let sections = sections(&page);
     let section = sections
         .iter()
-        .find(|s| s.heading == "JSON")
-        .unwrap_or_else(|| panic!("{page_path} has a section headed JSON"));
+        .find(|s| s.heading == heading)
+        .unwrap_or_else(|| panic!("{page_path} has a section headed {heading}"));
     let rows: Vec<&Row> = section
         .rows
         .iter()

@@ -111,10 +111,46 @@ pub struct VerdictJson {
     pub run_id: String,
     /// Why the run stopped (adaptive stopping), when it stopped early.
     pub stopped: Option<String>,
+    /// With --slo: each server's share of requests over the SLO's bound (null otherwise).
+    pub slo: Option<SloJson>,
     /// Where the hosts drew several CPU models: each model's own verdict (empty otherwise).
     pub cpu_models: Vec<ModelVerdictJson>,
     /// Whether the change differs between CPU models (null with fewer than two judged models).
     pub interaction: Option<InteractionJson>,
+}
+
+/// `slo`: the gate of `--slo` and what each server did against it.
+#[derive(Debug, Serialize)]
+pub struct SloJson {
+    /// The SLO, "p99 < 20 ms".
+    pub slo: String,
+    /// The offered rate it holds at, requests/s.
+    pub rate: u64,
+    /// A's share over the bound (null without trials that recorded latencies).
+    pub a: Option<SloShareJson>,
+    /// B's.
+    pub b: Option<SloShareJson>,
+    /// B breaks the SLO with 95% confidence: the gate fails (exit 3).
+    pub b_breaks: bool,
+    /// The lines the terminal prints.
+    pub sentences: Vec<String>,
+}
+
+/// One server's share in `slo`.
+#[derive(Debug, Serialize)]
+pub struct SloShareJson {
+    /// Requests over the bound (or due and never sent) over all due.
+    pub share: f64,
+    /// Its 95% interval (trials resampled).
+    pub ci_low: f64,
+    /// Upper end.
+    pub ci_high: f64,
+    /// The share the SLO allows (0.01 for p99).
+    pub allowed: f64,
+    /// The share of resamples in which the SLO is broken.
+    pub confidence_broken: f64,
+    /// Trials behind it.
+    pub trials: usize,
 }
 
 /// One entry of `other_figures`.
@@ -220,6 +256,7 @@ pub fn verdict_json(
     stopped: Option<String>,
     by_model: Option<&ByModel>,
     others: &[OtherFigure],
+    slo: Option<SloJson>,
 ) -> VerdictJson {
     let (cpu_models, interaction) = by_model_json(by_model);
     let mut warnings = v.warnings.clone();
@@ -247,6 +284,7 @@ pub fn verdict_json(
         b: b.to_string(),
         run_id: run_id.to_string(),
         stopped,
+        slo,
         cpu_models,
         interaction,
     }
@@ -293,6 +331,9 @@ pub struct CompareRequest {
     pub budget: Option<std::time::Duration>,
     /// `--fail-if-slower PCT`.
     pub fail_if_slower: Option<f64>,
+    /// `--slo`: servers' latency SLO at the offered rate (which the workload's `rate` is), a
+    /// gate on B.
+    pub slo: Option<crate::verdicts::capacity::SloGate>,
     /// The verdict's JSON file.
     pub json: Option<PathBuf>,
     /// The run's HTML report.
@@ -476,6 +517,13 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
     if let Some(reason) = &stopped {
         println!("stopped early: {reason}");
     }
+    let slo = req.slo.as_ref().map(|gate| judge_slo(&run, gate));
+    if let Some(slo) = &slo {
+        for line in &slo.sentences {
+            println!("{line}");
+        }
+    }
+    let slo_broken = slo.as_ref().is_some_and(|s| s.b_breaks);
     if let Some(path) = &req.json {
         let body = verdict_json(
             &verdict,
@@ -486,6 +534,7 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
             stopped.clone(),
             by_model.as_ref(),
             &others,
+            slo,
         );
         std::fs::write(path, serde_json::to_string_pretty(&body)? + "\n")
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
@@ -500,7 +549,52 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
         );
         return Ok(std::process::ExitCode::from(EXIT_SLOWER));
     }
+    if slo_broken {
+        eprintln!("quietbench: B breaks the SLO with 95% confidence: failing");
+        return Ok(std::process::ExitCode::from(EXIT_SLOWER));
+    }
     Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// Both servers' shares over the SLO's bound, and whether B breaks it surely.
+fn judge_slo(run: &RunRecord, gate: &crate::verdicts::capacity::SloGate) -> SloJson {
+    use crate::verdicts::capacity::{SLO_GATE_CONFIDENCE, slo_sentence, slo_share};
+    let share = |name: &str| {
+        let trials: Vec<_> = run
+            .trials
+            .iter()
+            .filter(|t| t.variant == name && !t.warmup && !t.cancelled)
+            .collect();
+        slo_share(&trials, &gate.slo, run.settings.seed)
+    };
+    let (a, b) = (share("A"), share("B"));
+    let mut sentences = Vec::new();
+    for (name, s) in [("A", &a), ("B", &b)] {
+        sentences.push(match s {
+            Some(s) => slo_sentence(name, gate, s),
+            None => format!("SLO {}: {name} recorded no request latency", gate.slo),
+        });
+    }
+    let json = |s: Option<crate::verdicts::capacity::SloShare>| {
+        s.map(|s| SloShareJson {
+            share: s.share,
+            ci_low: s.ci_low,
+            ci_high: s.ci_high,
+            allowed: s.allowed,
+            confidence_broken: s.confidence_broken,
+            trials: s.trials,
+        })
+    };
+    SloJson {
+        slo: gate.slo.to_string(),
+        rate: gate.rate,
+        b_breaks: b
+            .as_ref()
+            .is_some_and(|s| s.confidence_broken >= SLO_GATE_CONFIDENCE),
+        a: json(a),
+        b: json(b),
+        sentences,
+    }
 }
 
 mod workload;

@@ -16,7 +16,7 @@ pub mod search;
 pub mod slo;
 
 pub use search::{Capacity, CapacityCall, Next, Search, SearchConfig, compare, thousands};
-pub use slo::{Slo, duration_text};
+pub use slo::{Slo, SloGate, duration_text};
 
 use quietbench_proto::metrics;
 
@@ -223,6 +223,112 @@ pub fn judge_step(trials: &[&TrialRecord], guards: &Guards) -> (StepFigures, Res
     (figures, outcome)
 }
 
+/// How many of a build's requests broke an SLO's bound, over its trials: the SLO holds while
+/// that share stays at or under 1 − the quantile (p99: 1%).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SloShare {
+    /// Requests over the bound (or due and never sent) over all requests due, all trials.
+    pub share: f64,
+    /// The 95% interval of `share`, resampling the trials (percentile bootstrap).
+    pub ci_low: f64,
+    /// Upper end.
+    pub ci_high: f64,
+    /// The share the SLO allows (0.01 for p99).
+    pub allowed: f64,
+    /// The share of resamples whose share is over `allowed`: how sure it is that the SLO is
+    /// broken (0.95 or more: broken with 95% confidence, one-sided).
+    pub confidence_broken: f64,
+    /// Trials behind it.
+    pub trials: usize,
+}
+
+/// Resamples of [`slo_share`]'s bootstrap.
+const SLO_RESAMPLES: usize = 4000;
+
+/// The share of requests over `slo`'s bound in `trials`, with its interval and how sure it is
+/// that the SLO is broken; `None` without trials that recorded latencies. Each trial is a unit
+/// of the bootstrap: requests within a trial share its server process and its spells of noise,
+/// so they are not independent, and resampling them would claim a certainty the run has not
+/// got.
+pub fn slo_share(trials: &[&TrialRecord], slo: &Slo, seed: u64) -> Option<SloShare> {
+    let units: Vec<(f64, f64)> = trials
+        .iter()
+        .filter_map(|t| {
+            let hist = latency(t)?;
+            let missing = unanswered(t);
+            let within = hist.count_between(0, slo.bound_ns);
+            let over = hist.len().saturating_sub(within) + missing;
+            let due = hist.len() + missing;
+            (due > 0).then_some((over as f64, due as f64))
+        })
+        .collect();
+    if units.is_empty() {
+        return None;
+    }
+    let share_of = |pick: &mut dyn FnMut() -> usize| {
+        let (mut over, mut due) = (0.0, 0.0);
+        for _ in 0..units.len() {
+            let (o, d) = units[pick()];
+            over += o;
+            due += d;
+        }
+        over / due
+    };
+    let share = {
+        let mut i = 0;
+        share_of(&mut || {
+            i += 1;
+            i - 1
+        })
+    };
+    let allowed = 1.0 - slo.quantile;
+    let mut rng = quietbench_stats::rng::SplitMix64::new(seed);
+    let n = units.len() as u64;
+    let mut resampled: Vec<f64> = (0..SLO_RESAMPLES)
+        .map(|_| share_of(&mut || rng.below(n) as usize))
+        .collect();
+    resampled.sort_by(f64::total_cmp);
+    let at = |p: f64| resampled[((p * (SLO_RESAMPLES - 1) as f64).round()) as usize];
+    let broken = resampled.iter().filter(|s| **s > allowed).count();
+    Some(SloShare {
+        share,
+        ci_low: at(0.025),
+        ci_high: at(0.975),
+        allowed,
+        confidence_broken: broken as f64 / SLO_RESAMPLES as f64,
+        trials: units.len(),
+    })
+}
+
+/// The confidence at which a gate calls an SLO broken (one-sided).
+pub const SLO_GATE_CONFIDENCE: f64 = 0.95;
+
+/// What a gate says of one build's share: "breaks it", "keeps it" or "cannot tell", with the
+/// figures.
+pub fn slo_sentence(build: &str, gate: &SloGate, s: &SloShare) -> String {
+    let pct = |v: f64| format!("{:.2}%", v * 100.0);
+    let call = if s.confidence_broken >= SLO_GATE_CONFIDENCE {
+        "breaks it"
+    } else if s.confidence_broken <= 1.0 - SLO_GATE_CONFIDENCE {
+        "keeps it"
+    } else {
+        "may break it (not sure either way)"
+    };
+    format!(
+        "SLO {} at {} requests/s: {build} {call}: {} of its requests took longer than {} (the \
+         SLO allows {}), 95% interval {} to {} over {} trials; broken in {:.1}% of resamples",
+        gate.slo,
+        thousands(gate.rate),
+        pct(s.share),
+        duration_text(gate.slo.bound_ns as f64),
+        pct(s.allowed),
+        pct(s.ci_low),
+        pct(s.ci_high),
+        s.trials,
+        s.confidence_broken * 100.0
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,6 +416,43 @@ mod tests {
         assert!(figures.slo_ns.unwrap() > 40e6);
         let (_, outcome) = judge_step(&[], &guards());
         assert_eq!(outcome, Err("no trial was measured".to_string()));
+    }
+
+    #[test]
+    fn a_gate_is_sure_only_when_the_trials_agree() {
+        let slo = Slo::parse("p99<20ms").unwrap();
+        let gate = SloGate {
+            slo: slo.clone(),
+            rate: 1000,
+        };
+        // 3% over the bound in every trial: broken, surely.
+        let over: Vec<TrialRecord> = (0..10).map(|_| trial(970, 30)).collect();
+        let refs: Vec<&TrialRecord> = over.iter().collect();
+        let s = slo_share(&refs, &slo, 1).unwrap();
+        assert!((s.share - 0.03).abs() < 1e-9, "{s:?}");
+        assert!(s.confidence_broken >= 0.99 && s.ci_low > 0.01, "{s:?}");
+        assert!(slo_sentence("B", &gate, &s).contains("B breaks it: 3.00% of its requests"));
+        // 0.2% over: kept, surely.
+        let under: Vec<TrialRecord> = (0..10).map(|_| trial(998, 2)).collect();
+        let refs: Vec<&TrialRecord> = under.iter().collect();
+        let s = slo_share(&refs, &slo, 1).unwrap();
+        assert!(s.confidence_broken <= 0.01, "{s:?}");
+        assert!(slo_sentence("B", &gate, &s).contains("B keeps it"));
+        // One bad trial among ten puts 1.5% over overall, but the other nine keep it: the
+        // gate cannot be sure, and says so rather than fail a build on one trial.
+        let mut mixed: Vec<TrialRecord> = (0..9).map(|_| trial(1000, 0)).collect();
+        mixed.push(trial(850, 150));
+        let refs: Vec<&TrialRecord> = mixed.iter().collect();
+        let s = slo_share(&refs, &slo, 1).unwrap();
+        assert!(s.share > 0.01, "{s:?}");
+        assert!(s.confidence_broken < SLO_GATE_CONFIDENCE, "{s:?}");
+        assert!(slo_sentence("B", &gate, &s).contains("not sure either way"));
+        // Requests never sent count as over the bound.
+        let mut t = trial(1000, 0);
+        set_value(&mut t, metrics::REQUESTS_UNSENT, Some(50.0));
+        let s = slo_share(&[&t], &slo, 1).unwrap();
+        assert!((s.share - 50.0 / 1050.0).abs() < 1e-9, "{s:?}");
+        assert_eq!(slo_share(&[], &slo, 1), None);
     }
 
     #[test]

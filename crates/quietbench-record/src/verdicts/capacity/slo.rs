@@ -70,6 +70,41 @@ impl Slo {
     }
 }
 
+/// An SLO at an offered rate, as a CI gate: `p99<20ms@2000rps`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SloGate {
+    /// The objective.
+    pub slo: Slo,
+    /// The rate it must hold at, requests/s.
+    pub rate: u64,
+}
+
+impl SloGate {
+    /// Parses `pQ<BOUND@RATErps` (`rps` may be left out).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let explain = "write it as pQ<BOUND@RATErps, e.g. p99<20ms@2000rps";
+        let (slo, rate) = text
+            .split_once('@')
+            .ok_or_else(|| format!("'{text}': no '@RATE' ({explain})"))?;
+        let slo = Slo::parse(slo)?;
+        let digits = rate.trim();
+        let digits = digits.strip_suffix("rps").unwrap_or(digits).trim();
+        let rate = digits
+            .parse::<u64>()
+            .ok()
+            .filter(|r| (1..=MAX_GATE_RATE).contains(r))
+            .ok_or_else(|| {
+                format!(
+                    "'{rate}': the rate must be a whole number of requests/s from 1 to                      {MAX_GATE_RATE} ({explain})"
+                )
+            })?;
+        Ok(Self { slo, rate })
+    }
+}
+
+/// The highest rate a gate may name: the `http` probe's own bound.
+const MAX_GATE_RATE: u64 = 10_000_000;
+
 impl fmt::Display for Slo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -127,6 +162,23 @@ mod tests {
             let err = Slo::parse(text).unwrap_err();
             assert!(err.contains(words), "{text}: {err}");
             assert!(err.contains("e.g. p99<20ms"), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn gates_name_their_rate() {
+        let gate = SloGate::parse("p99<20ms@2000rps").unwrap();
+        assert_eq!((gate.slo.bound_ns, gate.rate), (20_000_000, 2000));
+        assert_eq!(SloGate::parse("p50<1ms @ 500").unwrap().rate, 500);
+        for (text, words) in [
+            ("p99<20ms", "no '@RATE'"),
+            ("p99<20ms@fast", "whole number of requests/s"),
+            ("p99<20ms@0rps", "from 1 to"),
+            ("p99<20ms@1.5rps", "whole number"),
+            ("p99<20@2000rps", "unit"),
+        ] {
+            let err = SloGate::parse(text).unwrap_err();
+            assert!(err.contains(words), "{text}: {err}");
         }
     }
 
