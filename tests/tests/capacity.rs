@@ -24,6 +24,7 @@ fn a_tenth_less_capacity_is_found_and_latency_at_half_load_is_not_called_differe
     let server = own_server(dir.path(), "qb-capacity-server");
     let json = dir.path().join("capacity.json");
     let db = dir.path().join("store.sqlite3");
+    let html = dir.path().join("capacity.html");
     // A: 10 slots of 5 ms, 2,000 requests/s; B: 9 slots, 1,800 requests/s. Latency below
     // capacity is the 5 ms sleep for both.
     let a = format!(
@@ -58,6 +59,8 @@ fn a_tenth_less_capacity_is_found_and_latency_at_half_load_is_not_called_differe
         db.to_str().unwrap(),
         "--json",
         json.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -520,6 +520,7 @@ async fn an_agents_text_reaches_the_terminal_escaped() {
         round_sync: true,
         compare_figure: None,
         exec_figure: None,
+        capacity_slo: None,
     };
     let mut run =
         quietbench_controller::record::RunRecord::new("run".into(), SystemTime::now(), settings);

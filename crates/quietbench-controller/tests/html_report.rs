@@ -233,3 +233,33 @@ fn chromium_draws_the_http_section() {
         assert!(on >= 300, "variant colour {colour} is on only {on} pixels");
     }
 }
+
+#[test]
+fn chromium_draws_the_load_curve_and_its_knees() {
+    use quietbench_record::record::test_records::http_run;
+    let run = http_run::capacity_run();
+    let html = qb::report::html::render_html(&run);
+    assert!(html.contains(r#"id="chart-load-curve""#));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let page = dir.path().join("capacity.html");
+    std::fs::write(&page, &html).expect("write the page");
+    let shot = dir.path().join("capacity.png");
+    screenshot(&page, &shot, &dir.path().join("profile"));
+    if let Some(keep) = std::env::var_os("QUIETBENCH_KEEP_REPORT") {
+        let keep = PathBuf::from(keep);
+        std::fs::create_dir_all(&keep).expect("make the directory to keep the report in");
+        std::fs::copy(&page, keep.join("capacity.html")).expect("keep the page");
+        std::fs::copy(&shot, keep.join("capacity.png")).expect("keep the screenshot");
+    }
+    let (width, height, pixels) = decode(&shot);
+    assert_eq!((width, height), (WIDTH, HEIGHT));
+    // Two knees (A at 2,000 requests/s, B at 1,682), each an 8-px band the plot's height
+    // (about 250 px), less the grid and curves drawn over them.
+    let knees = pixels_of(&pixels, qb::report::html::KNEE_COLOUR);
+    assert!(knees >= 2000, "the knees' bands are on only {knees} pixels");
+    // A's and B's curves in their colours.
+    for colour in &qb::report::html::VARIANT_COLOURS[..2] {
+        let on = pixels_of(&pixels, colour);
+        assert!(on >= 300, "variant colour {colour} is on only {on} pixels");
+    }
+}

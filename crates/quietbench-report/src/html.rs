@@ -11,14 +11,16 @@
 //!
 //! and, for a run of the `http` probe, its own section after the verdicts (`http.rs`):
 //! request latency and service time percentiles per variant from the merged histograms, the
-//! rates offered and achieved, errors, and a note where the load fell short.
+//! rates offered and achieved, errors, and a note where the load fell short; where one server
+//! was offered several rates (a capacity search), latency against offered rate with each
+//! server's knee (`load_curve.rs`).
 //!
 //! Every text that comes from a host or a user (host names, CPU models, parameters, errors) is
 //! escaped, and a Content-Security-Policy forbids scripts and fetches as a second line of
 //! defence: a report is a file people open from a shared drive.
 //!
 //! Each chart is an `<svg>` with an `id` (`chart-per-host-N`, `chart-per-round-N`,
-//! `chart-latency-N`, `chart-http-latency`, `chart-noise-steal`, `chart-noise-foreign`,
+//! `chart-latency-N`, `chart-http-latency`, `chart-load-curve`, `chart-noise-steal`, `chart-noise-foreign`,
 //! `chart-noise-interrupts`), `role="img"`, an `aria-label` and a `<title>`, so tests and
 //! screen readers can find it.
 
@@ -33,6 +35,7 @@ mod by_host;
 mod charts;
 mod history;
 mod http;
+mod load_curve;
 mod spread;
 mod svg;
 mod tables;
@@ -40,6 +43,7 @@ mod verdict;
 
 pub use history::render_history_html;
 pub use http::SHORTFALL_COLOUR;
+pub use load_curve::KNEE_COLOUR;
 pub use svg::value_label;
 
 /// Colours of CPU models, in the order of their sorted names: Okabe–Ito, told apart with the
@@ -286,6 +290,9 @@ pub fn render_html(run: &RunRecord) -> String {
     );
     // A load test's latencies, rates and errors come right after the verdicts: they are what
     // its user ran it for, and the settings below say how.
+    // A capacity search's curve first: it is the search's result, and the http section below
+    // has a column per step.
+    load_curve::load_curve(&page, &mut out);
     http::http(&page, &mut out);
     tables::settings_and_hosts(&page, &mut out);
     tables::summary(&page, &mut out);

@@ -61,6 +61,9 @@ pub struct SettingsDoc {
     /// `run --figure` or a plan's `figure`; absent for the default and in older runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     exec_figure: Option<String>,
+    /// `quietbench capacity`'s SLO; absent for other runs and in older ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    capacity_slo: Option<String>,
 }
 
 fn round_sync_default() -> bool {
@@ -100,6 +103,7 @@ impl From<&RunSettings> for SettingsDoc {
             round_sync: s.round_sync,
             compare_figure: s.compare_figure.map(|f| f.as_str().to_string()),
             exec_figure: s.exec_figure.map(|f| f.as_str().to_string()),
+            capacity_slo: s.capacity_slo.clone(),
         }
     }
 }
@@ -131,6 +135,7 @@ impl From<SettingsDoc> for RunSettings {
             // the default figure, which beats refusing to load it.
             compare_figure: d.compare_figure.as_deref().and_then(TrialFigure::parse),
             exec_figure: d.exec_figure.as_deref().and_then(TrialFigure::parse),
+            capacity_slo: d.capacity_slo,
         }
     }
 }

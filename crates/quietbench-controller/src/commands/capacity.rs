@@ -281,6 +281,8 @@ pub struct BuildJson {
     pub settled: bool,
     /// The sentence the terminal prints.
     pub sentence: String,
+    /// The lowest rate whose p99 was at least twice its p50, or went unanswered (null: none).
+    pub knee: Option<f64>,
     /// Its latency–throughput curve: every step, in rate order.
     pub steps: Vec<StepJson>,
 }
@@ -513,6 +515,7 @@ pub fn run_capacity(req: CapacityRequest) -> anyhow::Result<ExitCode> {
         round_sync: true,
         compare_figure: None,
         exec_figure: None,
+        capacity_slo: Some(req.guards.slo.to_string()),
     };
     let session = Session::for_hosts(
         &req.context,
@@ -590,6 +593,7 @@ pub fn run_capacity(req: CapacityRequest) -> anyhow::Result<ExitCode> {
         req.guards.max_errors * 100.0,
         req.search.resolution * 100.0
     );
+    let curves = crate::verdicts::capacity::load_curves(&run);
     let mut builds = Vec::new();
     for (i, capacity) in capacities.iter().enumerate() {
         let name = NAMES[i];
@@ -602,6 +606,17 @@ pub fn run_capacity(req: CapacityRequest) -> anyhow::Result<ExitCode> {
         if let (Some(why), Some(at)) = (&capacity.why_failed, capacity.failed_at) {
             println!("  at {} requests/s: {why}", thousands(at));
         }
+        let knee = curves
+            .iter()
+            .find(|c| c.server == req.builds[i])
+            .and_then(|c| c.knee);
+        if let Some(knee) = knee {
+            println!(
+                "  knee: from {} requests/s its p99 is {}x its p50 or more (or unanswered)",
+                thousands(knee.round() as u64),
+                crate::verdicts::capacity::KNEE_FACTOR
+            );
+        }
         let mut steps: Vec<&StepRow> = rows.iter().filter(|r| r.build == name).collect();
         steps.sort_by_key(|r| (r.rate, r.confirm));
         builds.push(BuildJson {
@@ -612,6 +627,7 @@ pub fn run_capacity(req: CapacityRequest) -> anyhow::Result<ExitCode> {
             why_failed: capacity.why_failed.clone(),
             settled: capacity.settled,
             sentence,
+            knee,
             steps: steps.into_iter().map(step_json).collect(),
         });
     }

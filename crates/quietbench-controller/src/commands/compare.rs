@@ -407,6 +407,7 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
         round_sync: true,
         compare_figure: Some(req.figure),
         exec_figure: None,
+        capacity_slo: None,
     };
     let first_look = quietbench_stats::stopping::MIN_ROUNDS_BEFORE_FIRST_LOOK;
     let rule = match req.precision {

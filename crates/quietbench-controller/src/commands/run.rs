@@ -45,6 +45,7 @@ pub fn run(context: CommandContext, req: RunRequest) -> anyhow::Result<ExitCode>
         round_sync: !req.no_round_sync,
         compare_figure: None,
         exec_figure: req.figure,
+        capacity_slo: None,
     };
     settings.variants = settings
         .probes

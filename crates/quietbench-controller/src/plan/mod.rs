@@ -295,6 +295,7 @@ pub fn parse_plan(text: &str, default_seed: u64) -> Result<Plan, PlanError> {
             round_sync: choice.round_sync,
             compare_figure: None,
             exec_figure,
+            capacity_slo: None,
         },
         local,
         agents,

@@ -163,6 +163,7 @@ pub fn settings() -> RunSettings {
         // Kept for compare runs; round-tripped here like every other setting.
         compare_figure: Some(TrialFigure::Mean),
         exec_figure: None,
+        capacity_slo: None,
     }
 }
 

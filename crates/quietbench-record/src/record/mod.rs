@@ -92,6 +92,10 @@ pub struct RunSettings {
     /// (`None`: each probe's default, the median wall time or the p50 latency). The name is
     /// the store's column's, from before http had figures.
     pub exec_figure: Option<figures::TrialFigure>,
+    /// Set by `quietbench capacity`: the SLO its search held every step to (`p99 < 20 ms`), so
+    /// a stored search reads as one (its steps are no variants to judge against each other,
+    /// and its curve draws the bound). `None` for other runs.
+    pub capacity_slo: Option<String>,
 }
 
 /// One decoded histogram with its bookkeeping.

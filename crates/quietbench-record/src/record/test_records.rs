@@ -97,6 +97,7 @@ pub fn empty_run(
         round_sync: true,
         compare_figure,
         exec_figure: None,
+        capacity_slo: None,
     };
     RunRecord::new(
         "test-run".into(),

@@ -12,9 +12,11 @@
 //!   again by the host, and one void three times fails the host, which the command records as
 //!   this step's failure (it is no property of the server, and the report says so).
 
+pub mod curve;
 pub mod search;
 pub mod slo;
 
+pub use curve::{KNEE_FACTOR, ServerCurve, load_curves};
 pub use search::{Capacity, CapacityCall, Next, Search, SearchConfig, compare, thousands};
 pub use slo::{Slo, SloGate, duration_text};
 

@@ -105,6 +105,11 @@ fn comparisons(
 
 /// Every variant after the first judged against the first; empty with fewer than two variants.
 pub fn judge_plan(run: &RunRecord, seed: u64) -> Vec<PlanVerdict> {
+    // A capacity search's steps are rates of one or two servers, not variants to judge
+    // against its first step: `capacity` judges them against its SLO.
+    if run.settings.capacity_slo.is_some() {
+        return Vec::new();
+    }
     let baseline = run
         .settings
         .variants

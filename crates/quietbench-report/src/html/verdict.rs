@@ -29,7 +29,7 @@ pub(super) fn verdicts(page: &Page<'_>, out: &mut String) {
     let run = page.run;
     if let Some(figure) = compare::compare_figure(run) {
         compare_verdict(page, figure, out);
-    } else if run.settings.variants.len() >= 2 {
+    } else if run.settings.variants.len() >= 2 && run.settings.capacity_slo.is_none() {
         plan_verdicts(page, out);
     }
 }

@@ -250,3 +250,66 @@ fn build() -> RunRecord {
         .map(|t| UNIX_EPOCH + Duration::from_nanos(t.end_unix_ns));
     run
 }
+
+/// A `quietbench capacity` run as its steps leave it: A (10 slots of 5 ms, capacity 2,000
+/// requests/s) and B (9 slots, 1,800) searched from 1,000 requests/s with a p99 < 50 ms SLO,
+/// each step one trial (variants `A@1000`, ..., a confirming `A@1914.confirm`), then both at
+/// 957 requests/s (`A.load@957`). Below its capacity a build's latency is the 5 ms service
+/// with a tail that grows near it; past it, requests queue and some are never sent.
+pub fn capacity_run() -> RunRecord {
+    const A: &str = "./server --port {port} --slots 10";
+    const B: &str = "./server --port {port} --slots 9";
+    // (variant, server, rate, p99 in ms (0: saturated), unsent)
+    let steps: [(&str, &str, u64, f64, u64); 15] = [
+        ("A@1000", A, 1000, 5.2, 0),
+        ("B@1000", B, 1000, 5.4, 0),
+        ("A@2000", A, 2000, 0.0, 120),
+        ("B@2000", B, 2000, 0.0, 700),
+        ("A@1414", A, 1414, 5.5, 0),
+        ("B@1414", B, 1414, 5.6, 0),
+        ("A@1682", A, 1682, 5.2, 0),
+        ("B@1682", B, 1682, 15.0, 0),
+        ("A@1834", A, 1834, 7.1, 0),
+        ("B@1834", B, 1834, 0.0, 220),
+        ("A@1914", A, 1914, 5.6, 0),
+        ("B@1756", B, 1756, 25.0, 0),
+        ("A@1914.confirm", A, 1914, 5.5, 0),
+        ("B@1756.confirm", B, 1756, 8.2, 0),
+        ("A.load@957", A, 957, 5.2, 0),
+    ];
+    let names: Vec<&str> = steps.iter().map(|s| s.0).chain(["B.load@957"]).collect();
+    let mut run = empty_run("http", &names, 1, None);
+    run.run_id = "c1a9e3f0-4b7d-4e21-9a5c-6d8e2f1b7a30".into();
+    run.settings.capacity_slo = Some("p99 < 50 ms".into());
+    run.started_at = UNIX_EPOCH + Duration::from_nanos(START_NS);
+    run.hosts.push(host(0, "AMD EPYC 7R13 Processor"));
+    let load_b = ("B.load@957", B, 957, 5.3, 0);
+    for (i, &(name, server, rate, p99_ms, unsent)) in
+        steps.iter().chain(std::iter::once(&load_b)).enumerate()
+    {
+        // 1,000 requests: 980 at the 5 ms median, 20 in the tail at the step's p99 (a
+        // saturated step's answered tail at 60 ms, its p50 pushed up by the queue).
+        let (median, tail) = if p99_ms == 0.0 {
+            (40_000_000, 60_000_000)
+        } else {
+            (5_100_000, (p99_ms * 1e6) as u64)
+        };
+        let samples = [(median, 980), (tail, 20)];
+        let mut t = http_trial(name, 1, (rate, server), (&samples, &samples));
+        t.trial_id = format!("cap-{i}");
+        t.start_unix_ns = START_NS + i as u64 * 5_000_000_000;
+        t.end_unix_ns = t.start_unix_ns + 4_000_000_000;
+        set_value(&mut t, metrics::REQUESTS_UNSENT, Some(unsent as f64));
+        if unsent > 0 {
+            let achieved = rate as f64 * 0.95;
+            set_value(
+                &mut t,
+                metrics::REQUESTS_PER_SEC_AFTER_WARMUP,
+                Some(achieved),
+            );
+        }
+        run.settings.variants[i].params = t.params.clone();
+        run.trials.push(t);
+    }
+    run
+}

@@ -137,6 +137,7 @@ fn build() -> RunRecord {
         round_sync: true,
         compare_figure: None,
         exec_figure: None,
+        capacity_slo: None,
     };
     let mut rng = Lcg(7);
     let mut trials = Vec::new();
@@ -291,6 +292,7 @@ pub fn sample_compare_run() -> RunRecord {
         round_sync: true,
         compare_figure: Some(crate::record::figures::TrialFigure::Median),
         exec_figure: None,
+        capacity_slo: None,
     };
     let mut rng = Lcg(11);
     let histogram = |values: &[u64]| {
