@@ -458,3 +458,30 @@ fn two_handles_write_and_read_at_once() {
         assert_eq!(journal, "wal");
     }
 }
+
+/// An interrupted capacity search is not resumed: its next step depends on the steps before
+/// it, and replaying its stored schedule would run every step again at the last step's rounds.
+#[test]
+fn an_interrupted_capacity_search_is_refused_by_resume_with_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("results.sqlite3");
+    let store = Store::open(&db).unwrap();
+    let mut run = new_run("capacity-run", 3);
+    run.settings.capacity_slo = Some("p99 < 20 ms".into());
+    write_two_trials(&store, &mut run);
+    store.finish_run(&run, RunStatus::Interrupted).unwrap();
+    drop(store);
+    let err = quietbench_controller::commands::stored::resume(
+        &Default::default(),
+        Some(&db),
+        "capacity-run",
+        &[],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("is a capacity search (SLO p99 < 20 ms)")
+            && err.contains("run `quietbench capacity` again"),
+        "{err}"
+    );
+}

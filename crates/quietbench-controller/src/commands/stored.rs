@@ -194,6 +194,15 @@ pub fn resume(
             stored.record.run_id
         );
     }
+    if let Some(slo) = &stored.record.settings.capacity_slo {
+        anyhow::bail!(
+            "run {} is a capacity search (SLO {slo}): its next step depends on the steps before \
+             it, which resume cannot replay; run `quietbench capacity` again (this run's \
+             finished steps stay in the store: `quietbench show {}`)",
+            stored.record.run_id,
+            super::short_id(&stored.record.run_id)
+        );
+    }
     let mut record = stored.record;
     let run_id = record.run_id.clone();
     let done: Vec<PlannedTrial> = store
