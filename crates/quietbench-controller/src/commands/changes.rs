@@ -57,8 +57,9 @@ pub fn changes(req: &ChangesRequest<'_>) -> anyhow::Result<ExitCode> {
         return Ok(bad_input(
             &shown,
             &format!(
-                "{} rows: the detector takes O(n²) time per shuffle, about a minute at {MAX_POINTS} \
-                 points; give at most {MAX_POINTS} rows (the newest)",
+                "{} rows: give at most {MAX_POINTS} rows (the newest); the default detector \
+                 takes under a second there, but --method e-divisive takes O(n²) time per \
+                 shuffle, about a minute",
                 table.rows
             ),
         ));
