@@ -179,16 +179,25 @@ fn probe_name(protocol: ServerProbe) -> &'static str {
     }
 }
 
-/// A host's failure as a step's reason: a generator that fell behind is named as such.
+/// Whether a host failed on void trials: the agent's words for a probe's failure, then the
+/// probe's for a void trial (the http and tcp probes' load generator fell behind).
+fn void_failure(error: &str) -> bool {
+    error.contains(&format!(
+        "{}{}",
+        quietbench_vocab::PROBE_FAILED,
+        quietbench_vocab::VOID
+    ))
+}
+
+/// How a step's reason starts when the load generator, not the server, failed it.
+const GENERATOR_BOUND: &str = "the load generator could not keep this rate";
+
+/// A host's void failure as a step's reason.
 fn failure_reason(error: &str) -> String {
-    if error.contains("fell behind its schedule") {
-        format!(
-            "the load generator could not keep this rate (its trials were void): a bound of \
-             the load agent, not of the server ({error})"
-        )
-    } else {
-        format!("a host failed: {error}")
-    }
+    format!(
+        "{GENERATOR_BOUND} (its trials were void): a bound of the load agent, not of the server \
+         ({error})"
+    )
 }
 
 /// Judges the step just measured, records it in the searches, and says it.
@@ -199,13 +208,16 @@ fn judge_pending(
     pending: &[(usize, u64, bool)],
     rows: &mut Vec<StepRow>,
 ) {
-    // A host that failed in this step fails the step for every build in it; the failures
-    // are the step's, and leave the run.
-    let failed: Vec<String> = run
+    // A host whose load generator could not keep this step's rate (its trial void three
+    // times) fails the step for every build in it: that failure is the step's, and leaves the
+    // run. Any other failure (an agent lost, a server that would not start) stays, and ends
+    // the search with it: it says nothing of a rate.
+    let (behind, others): (Vec<_>, Vec<_>) = run
         .host_failures
         .drain(..)
-        .map(|f| failure_reason(&f.error))
-        .collect();
+        .partition(|f| void_failure(&f.error));
+    run.host_failures = others;
+    let failed: Vec<String> = behind.iter().map(|f| failure_reason(&f.error)).collect();
     for &(i, rate, confirm) in pending {
         let name = variant_name(NAMES[i], rate, confirm);
         let trials: Vec<_> = run
@@ -605,6 +617,12 @@ pub fn run_capacity(req: CapacityRequest) -> anyhow::Result<ExitCode> {
         println!("{sentence}");
         if let (Some(why), Some(at)) = (&capacity.why_failed, capacity.failed_at) {
             println!("  at {} requests/s: {why}", thousands(at));
+            if why.starts_with(GENERATOR_BOUND) {
+                println!(
+                    "  the bound there was the load agent's, not the server's: its capacity may \
+                     be higher (give the load more threads= or CPUs, or another load agent)"
+                );
+            }
         }
         let knee = curves
             .iter()

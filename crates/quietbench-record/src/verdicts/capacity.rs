@@ -124,6 +124,17 @@ pub fn judge_trial(t: &TrialRecord, guards: &Guards) -> Result<(), String> {
     };
     let missing = unanswered(t);
     let slo = &guards.slo;
+    if hist.is_empty() && missing > 0 {
+        // Nothing recorded was sent at all: the generator may never have caught up with its
+        // warm-up's schedule (a rate beyond this load agent, which no lag check sees before
+        // the first recorded send), or every connection stayed busy. Either way the rate did
+        // not hold, and the message does not blame the server alone.
+        return Err(format!(
+            "none of the {missing} requests due after the warm-up was sent: every connection \
+             stayed busy, or the load generator never caught up with the warm-up's schedule \
+             (a rate beyond this load agent: give it threads=)"
+        ));
+    }
     match quantile_with_missing(hist, missing, slo.quantile) {
         None => {
             return Err(format!(
@@ -455,6 +466,15 @@ mod tests {
         let s = slo_share(&[&t], &slo, 1).unwrap();
         assert!((s.share - 50.0 / 1050.0).abs() < 1e-9, "{s:?}");
         assert_eq!(slo_share(&[], &slo, 1), None);
+    }
+
+    #[test]
+    fn a_trial_that_sent_nothing_recorded_says_both_possible_reasons() {
+        let mut t = http_trial("A@400000", 1, (400_000, "./s"), (&[], &[]));
+        set_value(&mut t, metrics::REQUESTS_UNSENT, Some(400_000.0));
+        let err = judge_trial(&t, &guards()).unwrap_err();
+        assert!(err.contains("none of the 400000 requests due"), "{err}");
+        assert!(err.contains("load generator never caught up"), "{err}");
     }
 
     #[test]
