@@ -306,27 +306,9 @@ pub struct StepJson {
     pub rate: u64,
     /// The confirming step.
     pub confirm: bool,
-    /// Achieved (answered after the warm-up), requests/s, the trials' mean.
-    pub achieved: Option<f64>,
-    /// Latency from the intended send, ns, over the step's merged histogram (null: beyond
-    /// any bound, too many requests unanswered).
-    pub p50_ns: Option<f64>,
-    /// p99.
-    pub p99_ns: Option<f64>,
-    /// p99.9.
-    pub p999_ns: Option<f64>,
-    /// The SLO's percentile, the worst trial's.
-    pub slo_ns: Option<f64>,
-    /// Failed requests.
-    pub errors: u64,
-    /// Requests sent after the warm-up.
-    pub sent: u64,
-    /// Requests due and never answered.
-    pub unanswered: u64,
-    /// Trials, and how many held.
-    pub trials: usize,
-    /// Trials that held.
-    pub held: usize,
+    /// Its figures over its trials.
+    #[serde(flatten)]
+    pub figures: StepFigures,
     /// Whether the step held.
     pub passed: bool,
     /// Why not.
@@ -445,20 +427,10 @@ fn first_line(v: &quietbench_stats::Verdict) -> String {
 }
 
 fn step_json(row: &StepRow) -> StepJson {
-    let f = &row.figures;
     StepJson {
         rate: row.rate,
         confirm: row.confirm,
-        achieved: f.achieved,
-        p50_ns: f.p50_ns,
-        p99_ns: f.p99_ns,
-        p999_ns: f.p999_ns,
-        slo_ns: f.slo_ns,
-        errors: f.errors,
-        sent: f.sent,
-        unanswered: f.unanswered,
-        trials: f.trials,
-        held: f.held,
+        figures: row.figures.clone(),
         passed: row.outcome.is_ok(),
         why: row.outcome.clone().err(),
     }

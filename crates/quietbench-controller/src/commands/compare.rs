@@ -127,30 +127,13 @@ pub struct SloJson {
     /// The offered rate it holds at, requests/s.
     pub rate: u64,
     /// A's share over the bound (null without trials that recorded latencies).
-    pub a: Option<SloShareJson>,
+    pub a: Option<crate::verdicts::capacity::SloShare>,
     /// B's.
-    pub b: Option<SloShareJson>,
+    pub b: Option<crate::verdicts::capacity::SloShare>,
     /// B breaks the SLO with 95% confidence: the gate fails (exit 3).
     pub b_breaks: bool,
     /// The lines the terminal prints.
     pub sentences: Vec<String>,
-}
-
-/// One server's share in `slo`.
-#[derive(Debug, Serialize)]
-pub struct SloShareJson {
-    /// Requests over the bound (or due and never sent) over all due.
-    pub share: f64,
-    /// Its 95% interval (trials resampled).
-    pub ci_low: f64,
-    /// Upper end.
-    pub ci_high: f64,
-    /// The share the SLO allows (0.01 for p99).
-    pub allowed: f64,
-    /// The share of resamples in which the SLO is broken.
-    pub confidence_broken: f64,
-    /// Trials behind it.
-    pub trials: usize,
 }
 
 /// One entry of `other_figures`.
@@ -576,24 +559,14 @@ fn judge_slo(run: &RunRecord, gate: &crate::verdicts::capacity::SloGate) -> SloJ
             None => format!("SLO {}: {name} recorded no request latency", gate.slo),
         });
     }
-    let json = |s: Option<crate::verdicts::capacity::SloShare>| {
-        s.map(|s| SloShareJson {
-            share: s.share,
-            ci_low: s.ci_low,
-            ci_high: s.ci_high,
-            allowed: s.allowed,
-            confidence_broken: s.confidence_broken,
-            trials: s.trials,
-        })
-    };
     SloJson {
         slo: gate.slo.to_string(),
         rate: gate.rate,
         b_breaks: b
             .as_ref()
             .is_some_and(|s| s.confidence_broken >= SLO_GATE_CONFIDENCE),
-        a: json(a),
-        b: json(b),
+        a,
+        b,
         sentences,
     }
 }

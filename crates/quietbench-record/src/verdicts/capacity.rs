@@ -21,6 +21,7 @@ pub use search::{Capacity, CapacityCall, Next, Search, SearchConfig, compare, th
 pub use slo::{Slo, SloGate, duration_text};
 
 use quietbench_proto::metrics;
+use serde::Serialize;
 
 use crate::record::TrialRecord;
 
@@ -42,8 +43,9 @@ pub struct Guards {
     pub max_errors: f64,
 }
 
-/// A step's figures over all its trials: one point of the latency–throughput curve.
-#[derive(Debug, Clone, PartialEq)]
+/// A step's figures over all its trials: one point of the latency–throughput curve (as
+/// `capacity --json` writes it, in each of `builds[].steps[]`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StepFigures {
     /// Trials measured.
     pub trials: usize,
@@ -52,7 +54,7 @@ pub struct StepFigures {
     /// Answered requests per second after the warm-up, the mean over trials.
     pub achieved: Option<f64>,
     /// p50, p99 and p99.9 of the latency from the intended send, over the trials' merged
-    /// histograms, ns.
+    /// histograms, ns (`None`: more requests unanswered than the percentile leaves above it).
     pub p50_ns: Option<f64>,
     /// p99.
     pub p99_ns: Option<f64>,
@@ -237,8 +239,9 @@ pub fn judge_step(trials: &[&TrialRecord], guards: &Guards) -> (StepFigures, Res
 }
 
 /// How many of a build's requests broke an SLO's bound, over its trials: the SLO holds while
-/// that share stays at or under 1 − the quantile (p99: 1%).
-#[derive(Debug, Clone, PartialEq)]
+/// that share stays at or under 1 − the quantile (p99: 1%). `compare --slo --json` writes it
+/// as `slo.a` and `slo.b`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SloShare {
     /// Requests over the bound (or due and never sent) over all requests due, all trials.
     pub share: f64,
