@@ -535,9 +535,12 @@ fn describe_host_failures(run: &RunRecord, fresh: bool) -> String {
         let address = run.hosts.get(f.host).map_or("?", |h| h.address.as_str());
         (address, f.error.as_str())
     }));
-    // A fresh run that measured nothing is not kept: there is nothing to resume.
+    // A fresh run that measured nothing is not kept: there is nothing to resume; nor is a
+    // capacity search resumed (its steps depend on each other).
     let resume = if fresh && nothing_measured(run) {
         String::new()
+    } else if run.settings.capacity_slo.is_some() {
+        " (a capacity search is not resumed: run it again)".to_string()
     } else {
         format!(" (quietbench resume {} runs them)", run.run_id)
     };

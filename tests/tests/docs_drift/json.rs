@@ -469,13 +469,13 @@ fn every_changes_json_field_is_documented() {
     );
 }
 
-/// `capacity --json` (quietbench-controller's `commands/capacity.rs`) against docs/capacity.md's
+/// `capacity --json` (quietbench-controller's `commands/capacity/json.rs`) against docs/capacity.md's
 /// "JSON" section, read as `changes`' is.
 #[test]
 fn every_capacity_json_field_is_documented() {
     page_documents_json(
         "CapacityJson",
-        "crates/quietbench-controller/src/commands/capacity.rs",
+        "crates/quietbench-controller/src/commands/capacity/json.rs",
         ("docs/capacity.md", "JSON"),
         "`capacity --json`",
     );

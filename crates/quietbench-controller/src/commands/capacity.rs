@@ -13,12 +13,16 @@
 //! A host that fails in a step (the load generator fell behind three times running, so the
 //! trial is void) fails that step for every build in it: the rate is beyond what this load
 //! agent can offer, which the report says, as it is no property of the server.
+//!
+//! `json` holds the result's schema and the steps' table; `load` the comparison at a fixed
+//! load that follows two builds' searches.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use serde::Serialize;
+pub use json::{AtLoadJson, BuildJson, CapacityJson, ComparisonJson, StepJson, curve_lines};
+use load::{LoadStep, load_step};
 
 use super::compare::{CompareOptions, ServerProbe, server_params};
 use crate::record::RunRecord;
@@ -254,224 +258,6 @@ fn judge_pending(
     }
 }
 
-/// The result in JSON (docs/json-report.md, "capacity").
-#[derive(Debug, Serialize)]
-pub struct CapacityJson {
-    /// Always "quietbench.capacity.v1".
-    pub schema: &'static str,
-    /// The SLO, as given (e.g. "p99 < 20 ms").
-    pub slo: String,
-    /// The largest fraction of failed requests a step may have.
-    pub max_errors: f64,
-    /// The search's resolution (0.05: 5%).
-    pub resolution: f64,
-    /// Each build's capacity.
-    pub builds: Vec<BuildJson>,
-    /// B against A (null with one build).
-    pub comparison: Option<ComparisonJson>,
-    /// B against A at a fixed share of A's capacity (null with one build, or without
-    /// --load-at, or when A held no rate).
-    pub at_load: Option<AtLoadJson>,
-    /// The run's id in the result store (empty with --no-store).
-    pub run_id: String,
-}
-
-/// One build in `builds`.
-#[derive(Debug, Serialize)]
-pub struct BuildJson {
-    /// "A" or "B".
-    pub build: String,
-    /// Its server command.
-    pub command: String,
-    /// The highest rate that held, searched and confirmed (null: none did).
-    pub capacity: Option<u64>,
-    /// The lowest rate that did not (null: every rate up to --max held).
-    pub failed_at: Option<u64>,
-    /// Why it did not.
-    pub why_failed: Option<String>,
-    /// The bracket closed (or a bound was reached) before the steps ran out.
-    pub settled: bool,
-    /// The sentence the terminal prints.
-    pub sentence: String,
-    /// The lowest rate whose p99 was at least twice its p50, or went unanswered (null: none).
-    pub knee: Option<f64>,
-    /// Its latency–throughput curve: every step, in rate order.
-    pub steps: Vec<StepJson>,
-}
-
-/// One step in `steps`.
-#[derive(Debug, Serialize)]
-pub struct StepJson {
-    /// Offered, requests/s.
-    pub rate: u64,
-    /// The confirming step.
-    pub confirm: bool,
-    /// Its figures over its trials.
-    #[serde(flatten)]
-    pub figures: StepFigures,
-    /// Whether the step held.
-    pub passed: bool,
-    /// Why not.
-    pub why: Option<String>,
-}
-
-/// `comparison`.
-#[derive(Debug, Serialize)]
-pub struct ComparisonJson {
-    /// "b_lower", "b_higher" or "not_apart".
-    pub call: &'static str,
-    /// The sentence the terminal prints.
-    pub sentence: String,
-}
-
-/// `at_load`: latency at one fixed rate, judged as `compare --probe http` judges it.
-#[derive(Debug, Serialize)]
-pub struct AtLoadJson {
-    /// The rate both were offered, requests/s.
-    pub rate: u64,
-    /// Its share of A's capacity, percent.
-    pub percent_of_capacity: f64,
-    /// The verdict on the p50 latency (null: none could be made, `sentence` says why).
-    pub p50: Option<super::compare::RatioJson>,
-    /// The verdict on the p99 latency.
-    pub p99: Option<super::compare::RatioJson>,
-    /// The sentence the terminal prints.
-    pub sentence: String,
-}
-
-/// The comparison at a fixed load, once the searches are done.
-struct LoadStep {
-    rate: u64,
-    percent: f64,
-}
-
-/// The load step, when two builds were searched, --load-at was given and A held a rate.
-fn load_step(req: &CapacityRequest, searches: &[Search]) -> Option<LoadStep> {
-    let percent = req.load_at?;
-    let [a, _] = searches else { return None };
-    let Next::Done(capacity) = a.next() else {
-        return None;
-    };
-    let rate = ((capacity.rate? as f64) * percent / 100.0).round().max(1.0) as u64;
-    Some(LoadStep { rate, percent })
-}
-
-impl LoadStep {
-    fn name(&self, build: &str) -> String {
-        format!("{build}.load@{}", self.rate)
-    }
-
-    fn variants(&self, req: &CapacityRequest) -> Vec<VariantSpec> {
-        let options = CompareOptions {
-            a: req.builds[0].clone(),
-            b: req.builds[1].clone(),
-            shell: req.shell,
-            cwd: req.cwd.clone(),
-            aslr_off: req.aslr_off,
-        };
-        NAMES
-            .iter()
-            .zip(&req.builds)
-            .map(|(name, cmd)| {
-                let mut params = server_params(&options, cmd, &req.params);
-                params.insert("rate".into(), self.rate.to_string());
-                params
-                    .entry("warmup".to_string())
-                    .or_insert_with(|| "1".to_string());
-                VariantSpec {
-                    name: self.name(name),
-                    probe: probe_name(req.protocol).into(),
-                    params,
-                }
-            })
-            .collect()
-    }
-
-    fn judge(&self, run: &RunRecord) -> AtLoadJson {
-        use crate::record::figures::{TrialFigure, stats_observations, trial_values};
-        let judge = |figure| {
-            let obs = stats_observations(
-                &trial_values(run, None, figure),
-                &self.name("A"),
-                &self.name("B"),
-            );
-            quietbench_stats::judge(&obs, &crate::verdicts::compare::verdict_config(run))
-        };
-        let p50 = judge(TrialFigure::LatencyP50);
-        let p99 = judge(TrialFigure::LatencyP99);
-        let head = format!(
-            "latency at {} requests/s ({}% of A's capacity)",
-            thousands(self.rate),
-            self.percent
-        );
-        let sentence = match (&p50, &p99) {
-            (Ok(v50), Ok(v99)) => format!(
-                "{head}, p50: {}\n{head}, p99: {}",
-                first_line(v50),
-                first_line(v99)
-            ),
-            (Err(e), _) | (_, Err(e)) => format!("{head}: no verdict: {e}"),
-        };
-        AtLoadJson {
-            rate: self.rate,
-            percent_of_capacity: self.percent,
-            p50: p50.ok().as_ref().map(super::compare::ratio_json),
-            p99: p99.ok().as_ref().map(super::compare::ratio_json),
-            sentence,
-        }
-    }
-}
-
-fn first_line(v: &quietbench_stats::Verdict) -> String {
-    v.to_string().lines().next().unwrap_or_default().to_string()
-}
-
-fn step_json(row: &StepRow) -> StepJson {
-    StepJson {
-        rate: row.rate,
-        confirm: row.confirm,
-        figures: row.figures.clone(),
-        passed: row.outcome.is_ok(),
-        why: row.outcome.clone().err(),
-    }
-}
-
-/// A build's curve as a table, in rate order.
-pub fn curve_lines(build: &str, rows: &[StepRow], slo_label: &str) -> Vec<String> {
-    let mut mine: Vec<&StepRow> = rows.iter().filter(|r| r.build == build).collect();
-    mine.sort_by_key(|r| (r.rate, r.confirm));
-    let ns = |v: Option<f64>| v.map_or("-".to_string(), duration_text);
-    let mut lines = vec![format!(
-        "  {:>12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>7}  held",
-        "offered/s",
-        "achieved/s",
-        "p50",
-        "p99",
-        "p99.9",
-        format!("worst {slo_label}"),
-        "errors"
-    )];
-    for r in mine {
-        let f = &r.figures;
-        lines.push(format!(
-            "  {:>12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>7}  {}",
-            format!("{}{}", thousands(r.rate), if r.confirm { "*" } else { "" }),
-            f.achieved
-                .map_or("-".into(), |a| thousands(a.round() as u64)),
-            ns(f.p50_ns),
-            ns(f.p99_ns),
-            ns(f.p999_ns),
-            ns(f.slo_ns),
-            f.errors,
-            match &r.outcome {
-                Ok(()) => format!("yes ({}/{})", f.held, f.trials),
-                Err(why) => format!("no: {why}"),
-            }
-        ));
-    }
-    lines
-}
-
 /// Runs the search and prints each build's curve and capacity, and B against A.
 pub fn run_capacity(req: CapacityRequest) -> anyhow::Result<ExitCode> {
     use crate::execute::FailurePolicy;
@@ -524,6 +310,10 @@ pub fn run_capacity(req: CapacityRequest) -> anyhow::Result<ExitCode> {
             return Ok(false);
         }
         judge_pending(run, &req, &mut searches, &pending, &mut rows);
+        if !run.host_failures.is_empty() {
+            // A host failed for a reason other than the rate: the search ends here, with it.
+            return Ok(false);
+        }
         let next = step_variants(&req, &searches, &mut pending);
         if !next.is_empty() {
             run.settings.variants.extend(next);
@@ -618,7 +408,7 @@ pub fn run_capacity(req: CapacityRequest) -> anyhow::Result<ExitCode> {
             settled: capacity.settled,
             sentence,
             knee,
-            steps: steps.into_iter().map(step_json).collect(),
+            steps: steps.into_iter().map(json::step_json).collect(),
         });
     }
     let comparison = match capacities.as_slice() {
@@ -661,92 +451,8 @@ pub fn run_capacity(req: CapacityRequest) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+mod json;
+mod load;
+
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::verdicts::capacity::Slo;
-
-    fn request() -> CapacityRequest {
-        CapacityRequest {
-            context: crate::context::CommandContext::default(),
-            builds: vec!["./server --port {port}".into()],
-            shell: false,
-            cwd: None,
-            aslr_off: false,
-            protocol: ServerProbe::Http,
-            params: BTreeMap::new(),
-            load_from: Vec::new(),
-            local: true,
-            agents: Vec::new(),
-            guards: Guards {
-                slo: Slo::parse("p99<20ms").unwrap(),
-                max_errors: 0.01,
-            },
-            search: SearchConfig {
-                start: 100,
-                min: 10,
-                max: 100_000,
-                resolution: 0.05,
-                max_steps: 30,
-            },
-            rounds: 1,
-            load_at: Some(50.0),
-            load_rounds: 10,
-            duration_ms: 3000,
-            seed: 7,
-            json: None,
-            html: None,
-            db: None,
-            no_store: true,
-        }
-    }
-
-    #[test]
-    fn parameters_the_search_owns_are_refused_with_the_reason() {
-        assert_eq!(refusal(&request()), None);
-        for (key, value, words) in [
-            ("rate", "500", "the search chooses each step's rate"),
-            ("server", "./x", "the servers are --a and --b"),
-            ("target", "1.2.3.4:80", "the load goes to the server"),
-            ("restart", "run", "restart=trial"),
-        ] {
-            let mut req = request();
-            req.params.insert(key.into(), value.into());
-            let why = refusal(&req).unwrap();
-            assert!(why.contains(words), "{key}: {why}");
-        }
-        let mut req = request();
-        req.guards.max_errors = 1.0;
-        assert!(refusal(&req).unwrap().contains("--max-errors"));
-        req = request();
-        req.builds.clear();
-        assert!(refusal(&req).unwrap().contains("give one server"));
-    }
-
-    #[test]
-    fn each_step_offers_every_searching_build_its_own_rate() {
-        let req = CapacityRequest {
-            builds: vec!["./a {port}".into(), "./b {port}".into()],
-            ..request()
-        };
-        let mut searches = vec![Search::new(req.search), Search::new(req.search)];
-        let mut pending = Vec::new();
-        let first = step_variants(&req, &searches, &mut pending);
-        let names: Vec<&str> = first.iter().map(|v| v.name.as_str()).collect();
-        assert_eq!(names, ["A@100", "B@100"]);
-        assert_eq!(first[1].params["server"], "./b {port}");
-        assert_eq!(first[1].params["rate"], "100");
-        assert_eq!(first[1].params["warmup"], "1");
-        // A holds, B does not: A doubles, B halves.
-        searches[0].record(100, false, Ok(()));
-        searches[1].record(100, false, Err("p99 over".into()));
-        let next = step_variants(&req, &searches, &mut pending);
-        let names: Vec<&str> = next.iter().map(|v| v.name.as_str()).collect();
-        assert_eq!(names, ["A@200", "B@50"]);
-        assert_eq!(pending, [(0, 200, false), (1, 50, false)]);
-        assert!(
-            failure_reason("x: the load generator fell behind its schedule by 12 ms")
-                .starts_with("the load generator could not keep this rate")
-        );
-    }
-}
+mod tests;
