@@ -286,3 +286,75 @@ fn http_runs_each_host_with_its_own_load_instance_and_terminates_both() {
     assert!(stderr.contains("terminating 4 instance(s)"), "{stderr}");
     assert_eq!(live(&moto).0, 0, "{}", live(&moto).1);
 }
+
+/// `capacity --ec2` on moto: one host and its load instance are launched once, every step of
+/// the search runs on them, and both are terminated at the end. The server serves one request
+/// at a time for 5 ms (capacity 200 requests/s); a 20% resolution ends the search in a few
+/// steps.
+#[test]
+fn capacity_searches_on_one_launched_host_and_its_load_instance_and_terminates_both() {
+    check_binary_has_ec2();
+    let dir = tempfile::tempdir().unwrap();
+    let moto = start_moto();
+    let ami = any_ami(&moto);
+    let ca = fleet_ca(dir.path());
+    let roots = two_model_roots(dir.path());
+    let server = own_server(dir.path(), "qb-ec2-capacity-server");
+    let host = tls_agent(dir.path(), &ca, &roots[0], "h0", true);
+    let load = tls_agent(dir.path(), &ca, &roots[1], "l0", false);
+    let json = dir.path().join("capacity.json");
+    let map = addrs(&[&host, &load]);
+    let a = format!(
+        "{} --port {{port}} --delay-us 5000 --slots 1",
+        server.display()
+    );
+    let (stdout, stderr) = ok(against(
+        &moto,
+        &[
+            "capacity",
+            "--ec2",
+            "--instance-type",
+            "c5.large",
+            "--ami",
+            &ami,
+            "--allow-from",
+            "127.0.0.1/32",
+            "--a",
+            &a,
+            "--slo",
+            "p99<50ms",
+            "--start",
+            "100",
+            "--resolution",
+            "20",
+            "--duration",
+            "1.5",
+            "--param",
+            "max_lag_ms=1000",
+            "--param",
+            "warmup=0.5",
+            "--param",
+            "connections=4",
+            "--no-store",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    )
+    .arg("--ca-dir")
+    .arg(&ca)
+    .env("QUIETBENCH_EC2_AGENT_MAP", map.join(",")));
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let build = &report["builds"][0];
+    let held = build["capacity"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!((100.0..200.0).contains(&held), "{stdout}");
+    assert!(build["steps"].as_array().unwrap().len() >= 3, "{report}");
+    // One launch for the whole search: one host, one load instance, both terminated.
+    assert!(stderr.contains("terminating 2 instance(s)"), "{stderr}");
+    assert_eq!(live(&moto).0, 0, "{}", live(&moto).1);
+    assert!(
+        processes_of(&server).is_empty(),
+        "a server outlived the search"
+    );
+}

@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use clap::{ArgGroup, Args};
 
-use super::{TlsArgs, parse_duration};
+use super::{Ec2Args, TlsArgs, parse_duration};
 use quietbench_controller::commands::capacity::{CapacityRequest, run_capacity};
 use quietbench_controller::commands::compare::ServerProbe;
 use quietbench_controller::schedule::fresh_seed;
 use quietbench_controller::verdicts::capacity::{Guards, SearchConfig, Slo};
 
 #[derive(Debug, Args)]
-#[command(group(ArgGroup::new("target").required(true).multiple(false).args(["local", "agents"])))]
+#[command(group(ArgGroup::new("target").required(true).multiple(false).args(["local", "agents", "ec2"])))]
 pub struct CapacityArgs {
     /// The command that starts server A, with {port} where its port goes (run without a shell
     /// unless --shell)
@@ -82,7 +82,8 @@ pub struct CapacityArgs {
     /// Measure on running agents; repeat for several hosts
     #[arg(long = "agent", value_name = "HOST:PORT")]
     agents: Vec<String>,
-    /// With --agent: the agent that sends the requests, one for all hosts or one per host
+    /// With --agent: the agent that sends the requests, one for all hosts or one per host (with
+    /// --ec2, a load instance is launched beside each host)
     #[arg(long = "load-from", value_name = "HOST:PORT")]
     load_from: Vec<String>,
     /// Run the server commands through /bin/sh -c
@@ -112,16 +113,25 @@ pub struct CapacityArgs {
     no_store: bool,
     #[command(flatten)]
     pub(super) tls: TlsArgs,
+    #[command(flatten)]
+    ec2: Ec2Args,
 }
 
 pub(super) fn capacity_command(
     args: CapacityArgs,
-    context: quietbench_controller::context::CommandContext,
+    mut context: quietbench_controller::context::CommandContext,
 ) -> anyhow::Result<ExitCode> {
+    args.ec2.apply_to(&mut context);
     if args.local && !args.load_from.is_empty() {
         anyhow::bail!(
             "--load-from names remote load agents; with --local a second agent on this machine \
              sends the requests"
+        );
+    }
+    if args.ec2.ec2 && !args.load_from.is_empty() {
+        anyhow::bail!(
+            "--load-from names running load agents; with --ec2 a load instance is launched \
+             beside each host"
         );
     }
     if !(args.resolution >= 0.1 && args.resolution <= 100.0) {
@@ -160,6 +170,7 @@ pub(super) fn capacity_command(
         load_from: args.load_from,
         local: args.local,
         agents: args.agents,
+        ec2: args.ec2.spec(),
         guards: Guards {
             slo: args.slo,
             max_errors: args.max_errors / 100.0,

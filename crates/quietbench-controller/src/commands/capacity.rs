@@ -68,6 +68,8 @@ pub struct CapacityRequest {
     pub local: bool,
     /// Or on these agents.
     pub agents: Vec<String>,
+    /// Or on EC2 instances launched for the search (each host with a load instance).
+    pub ec2: Option<crate::fleet::ec2::Ec2Spec>,
     /// What every step must keep.
     pub guards: Guards,
     /// How the search runs.
@@ -287,14 +289,25 @@ pub fn run_capacity(req: CapacityRequest) -> anyhow::Result<ExitCode> {
         exec_figure: None,
         capacity_slo: Some(req.guards.slo.to_string()),
     };
-    let session = Session::for_hosts(
-        &req.context,
-        req.local,
-        super::agent_entries(&req.agents)?,
-        &req.load_from,
-        true,
-        FailurePolicy::default(),
-    )?;
+    let session = match req.ec2.clone().map(|mut spec| {
+        spec.allow_exec = true; // the hosts start the user's servers
+        spec
+    }) {
+        Some(spec) if spec.dry_run => {
+            req.context.ec2()?.dry_run(&spec, true)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        // The fleet is launched once; every step runs on the same instances.
+        Some(spec) => Session::for_ec2(&req.context, spec, true, FailurePolicy::default())?,
+        None => Session::for_hosts(
+            &req.context,
+            req.local,
+            super::agent_entries(&req.agents)?,
+            &req.load_from,
+            true,
+            FailurePolicy::default(),
+        )?,
+    };
     let outputs = Outputs::new(
         None,
         req.html.clone(),

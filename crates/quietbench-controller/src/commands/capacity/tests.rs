@@ -13,6 +13,7 @@ fn request() -> CapacityRequest {
         load_from: Vec::new(),
         local: true,
         agents: Vec::new(),
+        ec2: None,
         guards: Guards {
             slo: Slo::parse("p99<20ms").unwrap(),
             max_errors: 0.01,
