@@ -166,64 +166,82 @@ pub fn judge_trial(t: &TrialRecord, guards: &Guards) -> Result<(), String> {
     Ok(())
 }
 
+/// The percentiles and rate of trials taken together: their latency histograms merged by
+/// adding counts (auto-resizing, so histograms of any range add), their unanswered requests
+/// ranked above all the answered ones, and their mean achieved rate. A capacity step's figures
+/// and a curve's point are both this.
+pub(crate) struct Merged {
+    /// p50, p99 and p99.9, ns (`None`: more unanswered than the percentile leaves above it).
+    pub(crate) p50: Option<f64>,
+    pub(crate) p99: Option<f64>,
+    pub(crate) p999: Option<f64>,
+    /// Answered requests per second after the warm-up, the trials' mean.
+    pub(crate) achieved: Option<f64>,
+    /// Requests due and never sent, all trials.
+    pub(crate) unanswered: u64,
+}
+
+pub(crate) fn merge<'a>(trials: impl IntoIterator<Item = &'a TrialRecord>) -> Merged {
+    let mut merged = hdrhistogram::Histogram::<u64>::new(3).expect("3 significant digits is valid");
+    let (mut missing, mut achieved) = (0, Vec::new());
+    for t in trials {
+        missing += unanswered(t);
+        if let Some(h) = latency(t) {
+            // Auto-resizing: an add cannot fail on range.
+            let _ = merged.add(h);
+        }
+        if let Some(rate) = value(t, metrics::REQUESTS_PER_SEC_AFTER_WARMUP)
+            .or_else(|| value(t, metrics::REQUESTS_PER_SEC))
+            .filter(|r| r.is_finite())
+        {
+            achieved.push(rate);
+        }
+    }
+    let at = |q: f64| quantile_with_missing(&merged, missing, q);
+    Merged {
+        p50: at(0.5),
+        p99: at(0.99),
+        p999: at(0.999),
+        achieved: (!achieved.is_empty())
+            .then(|| achieved.iter().sum::<f64>() / achieved.len() as f64),
+        unanswered: missing,
+    }
+}
+
 /// A step's figures and whether it held: every trial must; the error names the first that
 /// did not and how many did not.
 pub fn judge_step(trials: &[&TrialRecord], guards: &Guards) -> (StepFigures, Result<(), String>) {
-    let mut merged: Option<hdrhistogram::Histogram<u64>> = None;
     let mut failures = Vec::new();
     let mut slo_ns: Option<f64> = Some(0.0);
-    let mut achieved = Vec::new();
-    let (mut errors, mut sent, mut missing) = (0, 0, 0);
+    let (mut errors, mut sent) = (0, 0);
     for t in trials {
         if let Err(why) = judge_trial(t, guards) {
             failures.push(why);
         }
-        if let Some(h) = latency(t) {
-            match &mut merged {
-                None => merged = Some(h.clone()),
-                Some(m) => {
-                    // Histograms of one probe share their bounds; one that does not fit is
-                    // left out of the curve's point (its own trial was judged above).
-                    let _ = m.add(h);
-                }
-            }
-            let worst = quantile_with_missing(h, unanswered(t), guards.slo.quantile);
-            slo_ns = match (slo_ns, worst) {
-                (Some(a), Some(b)) => Some(a.max(b)),
-                _ => None,
-            };
-        } else {
-            slo_ns = None;
-        }
-        if let Some(rate) = value(t, metrics::REQUESTS_PER_SEC_AFTER_WARMUP)
-            .or_else(|| value(t, metrics::REQUESTS_PER_SEC))
-        {
-            achieved.push(rate);
-        }
+        let worst =
+            latency(t).and_then(|h| quantile_with_missing(h, unanswered(t), guards.slo.quantile));
+        slo_ns = match (slo_ns, worst) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            _ => None,
+        };
         errors += ERROR_COUNTERS
             .iter()
             .map(|name| count(t, name))
             .sum::<u64>();
         sent += count(t, metrics::REQUESTS_SENT);
-        missing += unanswered(t);
     }
-    let at = |q: f64| {
-        merged
-            .as_ref()
-            .and_then(|h| quantile_with_missing(h, missing, q))
-    };
+    let merged = merge(trials.iter().copied());
     let figures = StepFigures {
         trials: trials.len(),
         held: trials.len() - failures.len(),
-        achieved: (!achieved.is_empty())
-            .then(|| achieved.iter().sum::<f64>() / achieved.len() as f64),
-        p50_ns: at(0.5),
-        p99_ns: at(0.99),
-        p999_ns: at(0.999),
+        achieved: merged.achieved,
+        p50_ns: merged.p50,
+        p99_ns: merged.p99,
+        p999_ns: merged.p999,
         slo_ns: if trials.is_empty() { None } else { slo_ns },
         errors,
         sent,
-        unanswered: missing,
+        unanswered: merged.unanswered,
     };
     let outcome = match failures.first() {
         None if trials.is_empty() => Err("no trial was measured".to_string()),

@@ -4,10 +4,7 @@
 //! the tail departs from the median by [`KNEE_FACTOR`]. A capacity search's steps make one, and
 //! so does any run (a plan) that offers one server several rates.
 
-use hdrhistogram::Histogram;
-use quietbench_proto::metrics;
-
-use super::{quantile_with_missing, unanswered, value};
+use super::merge;
 use crate::record::{RunRecord, TrialRecord};
 
 /// The knee: the lowest rate whose p99 is at least this many times its p50 (or whose p99 went
@@ -126,36 +123,15 @@ pub fn load_curves(run: &RunRecord) -> Vec<ServerCurve> {
 }
 
 fn point<'a>(rate: f64, trials: impl Iterator<Item = &'a TrialRecord>) -> CurvePoint {
-    let mut merged = Histogram::<u64>::new(3).expect("3 significant digits is valid");
-    let (mut missing, mut count, mut achieved) = (0, 0, Vec::new());
-    for t in trials {
-        count += 1;
-        missing += unanswered(t);
-        if let Some(h) = t
-            .metrics
-            .iter()
-            .find(|m| m.name == metrics::REQUEST_LATENCY)
-            .and_then(|m| m.histogram.as_ref())
-        {
-            // Auto-resizing: histograms of any range add.
-            let _ = merged.add(&h.hist);
-        }
-        if let Some(a) = value(t, metrics::REQUESTS_PER_SEC_AFTER_WARMUP)
-            .or_else(|| value(t, metrics::REQUESTS_PER_SEC))
-            .filter(|a| a.is_finite())
-        {
-            achieved.push(a);
-        }
-    }
-    let at = |q| quantile_with_missing(&merged, missing, q);
+    let trials: Vec<&TrialRecord> = trials.collect();
+    let merged = merge(trials.iter().copied());
     CurvePoint {
         rate,
-        achieved: (!achieved.is_empty())
-            .then(|| achieved.iter().sum::<f64>() / achieved.len() as f64),
-        p50: at(0.5),
-        p99: at(0.99),
-        p999: at(0.999),
-        trials: count,
+        achieved: merged.achieved,
+        p50: merged.p50,
+        p99: merged.p99,
+        p999: merged.p999,
+        trials: trials.len(),
     }
 }
 
