@@ -50,6 +50,7 @@
 // `framing`, `request`, `requests` and `response` serve `tcp` too: the same loop with raw
 // framing (crate::tcp).
 pub(crate) mod framing;
+mod grpc;
 mod h2;
 pub(crate) mod request;
 pub(crate) mod requests;
@@ -235,6 +236,30 @@ const TEXT_PARAMS: &[TextParam] = &[
         Some("0"),
         "seconds at the start of each trial whose requests are sent but not recorded",
     ),
+    (
+        "grpc",
+        None,
+        "PACKAGE.SERVICE/METHOD: unary gRPC calls over HTTP/2 instead of HTTP requests, each \
+         sending grpc_request='s message; recorded when grpc-status is 0, any other code counted \
+         in errors_grpc_CODE",
+    ),
+    (
+        "grpc_request",
+        None,
+        "with grpc=: the request message's file on the controller's machine (read once per \
+         run), JSON (proto3's JSON mapping) or binary protobuf; at most 16379 bytes encoded",
+    ),
+    (
+        "grpc_descriptor",
+        None,
+        "with grpc=: the descriptor set the method is in (protoc --include_imports \
+         --descriptor_set_out, or buf build -o), on the controller's machine",
+    ),
+    (
+        "grpc_message",
+        None,
+        "the encoded request message in hex (set by the controller from grpc_request=)",
+    ),
 ];
 
 /// Headers are given as `header.NAME=VALUE`, any number.
@@ -361,7 +386,8 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
             _ => Err(bad(key, &value, format!("true or false ({what})"))),
         }
     };
-    let http2 = flag("http2", "HTTP/2, or HTTP/1.1")?;
+    let grpc = params.contains_key("grpc");
+    let http2 = grpc || flag("http2", "HTTP/2, or HTTP/1.1")?;
     let tls = flag("tls", "over TLS, or cleartext")?;
     if http2 && body.len() > h2::MAX_BODY_BYTES {
         return Err(bad(
@@ -400,14 +426,17 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
     let rate = values["rate"];
 
     let mut resolved = crate::spec::as_text(&values);
-    let (requests, order) = resolve_requests(
-        params,
-        http2,
-        &host,
-        &headers,
-        body.as_bytes(),
-        &mut resolved,
-    )?;
+    let (requests, order) = match grpc::resolve_call(params, &host, &headers, &mut resolved)? {
+        Some(call) => (call, Order::Sequence),
+        None => resolve_requests(
+            params,
+            http2,
+            &host,
+            &headers,
+            body.as_bytes(),
+            &mut resolved,
+        )?,
+    };
     // Only when asked, so that the records of HTTP/1.1 runs stay as they were.
     if http2 {
         resolved.insert("http2".into(), "true".into());
@@ -416,7 +445,9 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
         resolved.insert("tls".into(), "true".into());
     }
     resolved.insert("target".into(), target.to_string());
-    resolved.insert("body".into(), body);
+    if !grpc {
+        resolved.insert("body".into(), body);
+    }
     resolved.insert("host".into(), host);
     resolved.insert("warmup".into(), format!("{}", warmup.as_secs_f64()));
     for (name, value) in headers {
@@ -425,7 +456,11 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
 
     let config = HttpConfig {
         probe: PROBE,
-        framing: if http2 { Framing::Http2 } else { Framing::Http },
+        framing: match (grpc, http2) {
+            (true, _) => Framing::Grpc,
+            (false, true) => Framing::Http2,
+            (false, false) => Framing::Http,
+        },
         target,
         tls_host: tls.then(|| resolved["host"].clone()),
         requests: Arc::new(requests),

@@ -16,6 +16,8 @@
 //!   takes too.
 //! - [`raw_requests`]: the `tcp` probe's escapes (`request=`) and its request files of raw
 //!   requests, one per line in those escapes, checked and parsed the same way.
+//! - [`grpc`]: the `http` probe's gRPC parameters, which the controller fills in from the
+//!   user's files and the probe reads.
 //! - [`PROBE_FAILED`] and [`VOID`]: how a failed trial's message starts, and how a probe says
 //!   its trial is void (it measured itself, not the workload), so the controller runs it again.
 
@@ -27,6 +29,7 @@ pub const PROBE_FAILED: &str = "the probe failed: ";
 /// a trial again, a few times, rather than keep it or fail the run.
 pub const VOID: &str = "void: ";
 
+pub mod grpc;
 pub mod histogram;
 pub mod metrics;
 pub mod raw_requests;

@@ -259,6 +259,40 @@ registry! {
     /// `http` and `tcp`: requests lost to a reset, a malformed response (`tcp`: one past 1 MiB
     /// without its terminator, or bytes past its end) or a stream ended mid-response.
     ERRORS_IO = "errors_io", "errors", Count, Counter;
+    // http with grpc=: calls whose grpc-status was not OK, one counter per code (1 to 16,
+    // gRPC's status codes); a code past 16 is counted as UNKNOWN, as gRPC's clients do.
+    /// `http` with `grpc=`: calls answered with grpc-status 1 (CANCELLED).
+    ERRORS_GRPC_CANCELLED = "errors_grpc_cancelled", "errors", Count, Counter;
+    /// `http` with `grpc=`: calls answered with grpc-status 2 (UNKNOWN).
+    ERRORS_GRPC_UNKNOWN = "errors_grpc_unknown", "errors", Count, Counter;
+    /// `http` with `grpc=`: calls answered with grpc-status 3 (INVALID_ARGUMENT).
+    ERRORS_GRPC_INVALID_ARGUMENT = "errors_grpc_invalid_argument", "errors", Count, Counter;
+    /// `http` with `grpc=`: calls answered with grpc-status 4 (DEADLINE_EXCEEDED).
+    ERRORS_GRPC_DEADLINE_EXCEEDED = "errors_grpc_deadline_exceeded", "errors", Count, Counter;
+    /// `http` with `grpc=`: calls answered with grpc-status 5 (NOT_FOUND).
+    ERRORS_GRPC_NOT_FOUND = "errors_grpc_not_found", "errors", Count, Counter;
+    /// `http` with `grpc=`: calls answered with grpc-status 6 (ALREADY_EXISTS).
+    ERRORS_GRPC_ALREADY_EXISTS = "errors_grpc_already_exists", "errors", Count, Counter;
+    /// `http` with `grpc=`: calls answered with grpc-status 7 (PERMISSION_DENIED).
+    ERRORS_GRPC_PERMISSION_DENIED = "errors_grpc_permission_denied", "errors", Count, Counter;
+    /// `http` with `grpc=`: calls answered with grpc-status 8 (RESOURCE_EXHAUSTED).
+    ERRORS_GRPC_RESOURCE_EXHAUSTED = "errors_grpc_resource_exhausted", "errors", Count, Counter;
+    /// `http` with `grpc=`: calls answered with grpc-status 9 (FAILED_PRECONDITION).
+    ERRORS_GRPC_FAILED_PRECONDITION = "errors_grpc_failed_precondition", "errors", Count, Counter;
+    /// `http` with `grpc=`: calls answered with grpc-status 10 (ABORTED).
+    ERRORS_GRPC_ABORTED = "errors_grpc_aborted", "errors", Count, Counter;
+    /// `http` with `grpc=`: calls answered with grpc-status 11 (OUT_OF_RANGE).
+    ERRORS_GRPC_OUT_OF_RANGE = "errors_grpc_out_of_range", "errors", Count, Counter;
+    /// `http` with `grpc=`: calls answered with grpc-status 12 (UNIMPLEMENTED).
+    ERRORS_GRPC_UNIMPLEMENTED = "errors_grpc_unimplemented", "errors", Count, Counter;
+    /// `http` with `grpc=`: calls answered with grpc-status 13 (INTERNAL).
+    ERRORS_GRPC_INTERNAL = "errors_grpc_internal", "errors", Count, Counter;
+    /// `http` with `grpc=`: calls answered with grpc-status 14 (UNAVAILABLE).
+    ERRORS_GRPC_UNAVAILABLE = "errors_grpc_unavailable", "errors", Count, Counter;
+    /// `http` with `grpc=`: calls answered with grpc-status 15 (DATA_LOSS).
+    ERRORS_GRPC_DATA_LOSS = "errors_grpc_data_loss", "errors", Count, Counter;
+    /// `http` with `grpc=`: calls answered with grpc-status 16 (UNAUTHENTICATED).
+    ERRORS_GRPC_UNAUTHENTICATED = "errors_grpc_unauthenticated", "errors", Count, Counter;
     /// `http` and `tcp`: connections closed (by the server, an error or a timeout) and reopened.
     RECONNECTS = "reconnects", "connections", Count, Counter;
     /// `http` and `tcp`: requests sent after the warm-up.
@@ -345,6 +379,26 @@ registry! {
     /// resampled regions.
     SLOWDOWN = "slowdown", "ratio", Ratio, Counter;
 }
+
+/// The gRPC error counters, `GRPC_ERRORS[code - 1]` for status codes 1 to 16.
+pub const GRPC_ERRORS: [&str; 16] = [
+    ERRORS_GRPC_CANCELLED,
+    ERRORS_GRPC_UNKNOWN,
+    ERRORS_GRPC_INVALID_ARGUMENT,
+    ERRORS_GRPC_DEADLINE_EXCEEDED,
+    ERRORS_GRPC_NOT_FOUND,
+    ERRORS_GRPC_ALREADY_EXISTS,
+    ERRORS_GRPC_PERMISSION_DENIED,
+    ERRORS_GRPC_RESOURCE_EXHAUSTED,
+    ERRORS_GRPC_FAILED_PRECONDITION,
+    ERRORS_GRPC_ABORTED,
+    ERRORS_GRPC_OUT_OF_RANGE,
+    ERRORS_GRPC_UNIMPLEMENTED,
+    ERRORS_GRPC_INTERNAL,
+    ERRORS_GRPC_UNAVAILABLE,
+    ERRORS_GRPC_DATA_LOSS,
+    ERRORS_GRPC_UNAUTHENTICATED,
+];
 
 #[cfg(test)]
 mod tests {

@@ -18,6 +18,8 @@ pub enum Framing {
     Http,
     /// HTTP/2 over cleartext, with prior knowledge (`http2=true`).
     Http2,
+    /// gRPC's unary calls over HTTP/2 (`grpc=`): a call's outcome is its `grpc-status`.
+    Grpc,
     /// Raw bytes (`tcp`): up to a terminator, or a fixed length.
     Raw(RawFraming),
 }
@@ -26,7 +28,7 @@ impl Framing {
     /// The protocol offered by TLS's ALPN.
     pub(crate) fn alpn(self) -> &'static [u8] {
         match self {
-            Self::Http2 => b"h2",
+            Self::Http2 | Self::Grpc => b"h2",
             _ => b"http/1.1",
         }
     }
@@ -43,6 +45,9 @@ pub(crate) enum Verdict {
     ServerError,
     /// A status no request should get: counted as an I/O error.
     Unexpected,
+    /// A gRPC call whose `grpc-status` was this code, 1 to 16 (a larger one is read as 2,
+    /// UNKNOWN, as gRPC's clients do).
+    Grpc(u8),
 }
 
 /// One connection's response reader.
@@ -57,7 +62,8 @@ impl Reader {
         match framing {
             // Told at each send whether its request is a HEAD.
             Framing::Http => Self::Http(ResponseReader::new(false)),
-            Framing::Http2 => Self::Http2(Http2Reader::new()),
+            Framing::Http2 => Self::Http2(Http2Reader::new(false)),
+            Framing::Grpc => Self::Http2(Http2Reader::new(true)),
             Framing::Raw(raw) => Self::Raw(RawReader::new(raw, BUFFER_BYTES)),
         }
     }
@@ -113,7 +119,12 @@ impl Reader {
     pub(crate) fn verdict(&self) -> Verdict {
         let status = match self {
             Self::Http(r) => r.status(),
-            Self::Http2(r) => r.status(),
+            Self::Http2(r) => match r.grpc_status() {
+                Some(0) => return Verdict::Answered,
+                Some(code @ 1..=16) => return Verdict::Grpc(code as u8),
+                Some(_) => return Verdict::Grpc(2),
+                None => r.status(),
+            },
             Self::Raw(_) => return Verdict::Answered,
         };
         match status {

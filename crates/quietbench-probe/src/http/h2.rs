@@ -34,8 +34,8 @@ mod hpack;
 use super::request::Method;
 use super::response::{BUFFER_BYTES, Malformed};
 use hpack::{
-    AUTHORITY, CONTENT_LENGTH, METHOD_GET, METHOD_POST, PATH, PATH_ROOT, SCHEME_HTTP, block_status,
-    put_int, put_named, put_str,
+    AUTHORITY, CONTENT_LENGTH, METHOD_GET, METHOD_POST, PATH, PATH_ROOT, SCHEME_HTTP,
+    block_grpc_status, block_status, put_int, put_named, put_str,
 };
 
 /// The client connection preface (RFC 9113 §3.4).
@@ -74,9 +74,11 @@ const MAX_STREAM_ID: u32 = (1 << 31) - 1;
 /// window and frame size.
 pub(crate) const MAX_BODY_BYTES: usize = MAX_FRAME_BYTES;
 /// Bytes of a frame's payload kept for a look: a HEADERS frame's padding length, priority and
-/// first field (`:status`, at most about 20 bytes after a table size update), PING's 8 bytes,
+/// first field (`:status`, at most about 20 bytes after a table size update) or, with `grpc=`,
+/// the start of the block that ends a call, where `grpc-status` is (tonic sends it first, after
+/// `:status` and `content-type` in a Trailers-Only response: about 30 bytes); PING's 8 bytes,
 /// GOAWAY's last stream id.
-const KEEP_BYTES: usize = 64;
+const KEEP_BYTES: usize = 256;
 /// Acknowledgements waiting to be written. A server that sends more PINGs than this holds
 /// while we send nothing is misbehaving: the connection fails.
 const CONTROL_BYTES: usize = 512;
@@ -212,7 +214,7 @@ pub(crate) fn fuzz(data: &[u8]) {
     if append_request(&mut request, Method::Get, "/", "fuzz", &[], b"").is_err() {
         return;
     }
-    let mut reader = Http2Reader::new();
+    let mut reader = Http2Reader::new(piece & 1 == 1);
     let mut out = Vec::new();
     reader.prepare(&mut out, &request);
     for chunk in server.chunks(usize::from(piece) + 1) {
@@ -256,6 +258,10 @@ pub(crate) struct Http2Reader {
     expected: u32,
     status: u16,
     done: bool,
+    /// Calls are gRPC's (`grpc=`): a response with status 200 ends with a header block that
+    /// carries `grpc-status`, read into `grpc_status` (None: not yet).
+    grpc: bool,
+    grpc_status: Option<u32>,
     /// The preface has been sent on this connection.
     opened: bool,
     next_stream: u32,
@@ -268,15 +274,17 @@ pub(crate) struct Http2Reader {
 }
 
 impl Http2Reader {
-    pub(crate) fn new() -> Self {
+    /// A reader of HTTP/2 responses, or (`grpc`) of gRPC calls' responses.
+    pub(crate) fn new(grpc: bool) -> Self {
         Self::with(
             vec![0; BUFFER_BYTES].into_boxed_slice(),
             Vec::with_capacity(CONTROL_BYTES),
+            grpc,
         )
     }
 
     /// A connection's state at its start, in the given buffers.
-    fn with(buffer: Box<[u8]>, control: Vec<u8>) -> Self {
+    fn with(buffer: Box<[u8]>, control: Vec<u8>, grpc: bool) -> Self {
         Self {
             buffer,
             head: [0; 9],
@@ -294,6 +302,8 @@ impl Http2Reader {
             expected: 0,
             status: 0,
             done: false,
+            grpc,
+            grpc_status: None,
             opened: false,
             next_stream: 1,
             closing: false,
@@ -307,7 +317,7 @@ impl Http2Reader {
         let buffer = std::mem::take(&mut self.buffer);
         let mut control = std::mem::take(&mut self.control);
         control.clear();
-        *self = Self::with(buffer, control);
+        *self = Self::with(buffer, control, self.grpc);
     }
 
     /// Puts into `out` what the next send writes: the connection's opening if not yet sent,
@@ -326,6 +336,7 @@ impl Http2Reader {
         set_stream(&mut out[start..], self.next_stream);
         self.expected = self.next_stream;
         self.status = 0;
+        self.grpc_status = None;
         self.done = false;
         if self.next_stream > MAX_STREAM_ID - 2 {
             self.closing = true;
@@ -351,6 +362,12 @@ impl Http2Reader {
 
     pub(crate) fn status(&self) -> u16 {
         self.status
+    }
+
+    /// With `grpc=`, the call's `grpc-status`; None otherwise, or when the HTTP status was not
+    /// 200 (such a response is counted by that status).
+    pub(crate) fn grpc_status(&self) -> Option<u32> {
+        self.grpc_status.filter(|_| self.grpc && self.status == 200)
     }
 
     /// The connection is to be closed after this response.
@@ -419,6 +436,31 @@ impl Http2Reader {
         Ok(())
     }
 
+    /// Reads `grpc-status` from the kept start of a HEADERS frame that ends our call: its
+    /// header block, less the padding length and priority before it and the padding after.
+    fn read_grpc_status(&mut self) -> Result<(), Malformed> {
+        let mut from = 0;
+        let mut padding = 0;
+        if self.flags & PADDED != 0 {
+            padding = usize::from(*self.keep.first().unwrap_or(&0));
+            from += 1;
+        }
+        if self.flags & PRIORITY != 0 {
+            from += 5;
+        }
+        let end = self.length.saturating_sub(padding);
+        let kept = self.keep_len.min(end);
+        let block = self.keep[..kept].get(from..).unwrap_or_default();
+        let whole = self.flags & END_HEADERS != 0 && kept == end;
+        self.grpc_status = block_grpc_status(block, whole)?;
+        if self.grpc_status.is_none() {
+            return Err(Malformed::Http2(
+                "a gRPC call ended without a grpc-status in the first 256 bytes of its trailers",
+            ));
+        }
+        Ok(())
+    }
+
     fn queue(&mut self, frame: &[u8]) -> Result<(), Malformed> {
         if self.control.len() + frame.len() > CONTROL_BYTES {
             return Err(Malformed::Http2(
@@ -446,6 +488,11 @@ impl Http2Reader {
                     if self.status < 200 {
                         return Err(Malformed::Http2("a response's body before its headers"));
                     }
+                    if self.grpc && self.status == 200 {
+                        return Err(Malformed::Http2(
+                            "a gRPC call whose response ended without trailers (no grpc-status)",
+                        ));
+                    }
                     self.done = true;
                 }
             }
@@ -467,6 +514,9 @@ impl Http2Reader {
                     }
                 }
                 let ends = ours && self.flags & END_STREAM != 0;
+                if ends && self.grpc && self.status == 200 {
+                    self.read_grpc_status()?;
+                }
                 if self.flags & END_HEADERS == 0 {
                     self.continuing = self.stream;
                     self.ending = ends;

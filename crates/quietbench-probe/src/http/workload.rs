@@ -102,7 +102,7 @@ impl Conn {
             written: 0,
             tls: None,
             out: match framing {
-                Framing::Http2 => Vec::with_capacity(longest + h2::ROOM_BYTES),
+                Framing::Http2 | Framing::Grpc => Vec::with_capacity(longest + h2::ROOM_BYTES),
                 _ => Vec::new(),
             },
             watching_writes: false,
@@ -146,6 +146,8 @@ struct Tally {
     errors_4xx: u64,
     errors_5xx: u64,
     errors_io: u64,
+    /// `grpc=`: calls by their grpc-status, `errors_grpc[code - 1]`.
+    errors_grpc: [u64; 16],
     reconnects: u64,
     sent: u64,
     answered: u64,
@@ -545,6 +547,7 @@ impl HttpWorkload {
                 Verdict::ClientError => self.tally.errors_4xx += 1,
                 Verdict::ServerError => self.tally.errors_5xx += 1,
                 Verdict::Unexpected => self.tally.errors_io += 1,
+                Verdict::Grpc(code) => self.tally.errors_grpc[usize::from(code - 1)] += 1,
             }
         }
         c.failures = 0;
@@ -877,6 +880,11 @@ impl Workload for HttpWorkload {
         if !matches!(self.framing, Framing::Raw(_)) {
             counters.push(sum(metrics::ERRORS_4XX, "errors", t.errors_4xx));
             counters.push(sum(metrics::ERRORS_5XX, "errors", t.errors_5xx));
+        }
+        if self.framing == Framing::Grpc {
+            for (name, &count) in metrics::GRPC_ERRORS.iter().zip(&t.errors_grpc) {
+                counters.push(sum(name, "errors", count));
+            }
         }
         counters.extend([
             sum(metrics::ERRORS_IO, "errors", t.errors_io),

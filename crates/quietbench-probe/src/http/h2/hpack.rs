@@ -1,7 +1,8 @@
 //! The little of HPACK (RFC 7541) the `http2=true` load needs: integers and plain string
 //! literals to encode a request's fields once, never indexed, so that no encoder state exists;
 //! and a response's `:status`, the one field read (`super` explains why that is enough), from
-//! the static table or a literal, Huffman-coded or not.
+//! the static table or a literal, Huffman-coded or not; and with `grpc=`, the `grpc-status`
+//! of the block that ends a call.
 
 use crate::http::response::Malformed;
 
@@ -65,14 +66,18 @@ fn get_int(bytes: &[u8], at: &mut usize, n: u32) -> Option<usize> {
     }
 }
 
-/// A status's three digits, Huffman-coded (RFC 7541 Appendix B: '0'–'2' are the 5-bit codes
-/// 0–2, '3'–'9' the 6-bit codes 0b011001–0b011111), then at most 7 bits of padding, all ones.
-pub(super) fn huffman_status(bytes: &[u8]) -> Option<u16> {
+/// Decimal digits, Huffman-coded (RFC 7541 Appendix B: '0'–'2' are the 5-bit codes 0–2,
+/// '3'–'9' the 6-bit codes 0b011001–0b011111), then at most 7 bits of padding, all ones: the
+/// number and how many digits it had, or None for anything else (or more than 9 digits).
+fn huffman_digits(bytes: &[u8]) -> Option<(u32, usize)> {
     let bits = bytes.len() * 8;
     let bit = |i: usize| (bytes[i / 8] >> (7 - i % 8)) & 1;
-    let (mut at, mut status) = (0, 0u16);
-    for _ in 0..3 {
-        if at + 5 > bits {
+    let (mut at, mut value, mut digits) = (0, 0u32, 0);
+    while at < bits {
+        if bits - at < 8 && (at..bits).all(|i| bit(i) == 1) {
+            break;
+        }
+        if at + 5 > bits || digits == 9 {
             return None;
         }
         let five = (0..5).fold(0u8, |v, k| v << 1 | bit(at + k));
@@ -89,10 +94,29 @@ pub(super) fn huffman_status(bytes: &[u8]) -> Option<u16> {
         } else {
             return None;
         };
-        status = status * 10 + u16::from(digit);
+        value = value * 10 + u32::from(digit);
+        digits += 1;
     }
-    let padding = bits - at;
-    (padding < 8 && (at..bits).all(|i| bit(i) == 1)).then_some(status)
+    (digits > 0).then_some((value, digits))
+}
+
+/// A status's three digits, Huffman-coded.
+pub(super) fn huffman_status(bytes: &[u8]) -> Option<u16> {
+    match huffman_digits(bytes)? {
+        (status, 3) => u16::try_from(status).ok(),
+        _ => None,
+    }
+}
+
+/// A string literal's value as digits, Huffman-coded or not (`huffman`).
+fn digits(value: &[u8], huffman: bool) -> Option<u32> {
+    if huffman {
+        return huffman_digits(value).map(|(v, _)| v);
+    }
+    if value.is_empty() || value.len() > 9 || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(value.iter().fold(0, |v, d| v * 10 + u32::from(d - b'0')))
 }
 
 /// The statuses of the static table's `:status` entries, indices 8 to 14.
@@ -142,10 +166,97 @@ pub(super) fn block_status(block: &[u8]) -> Result<u16, Malformed> {
     let value = block.get(at..at + length).ok_or(HPACK)?;
     let status = if huffman {
         huffman_status(value)
-    } else if value.len() == 3 && value.iter().all(u8::is_ascii_digit) {
-        Some(value.iter().fold(0, |s, d| s * 10 + u16::from(d - b'0')))
+    } else if value.len() == 3 {
+        digits(value, false).and_then(|s| u16::try_from(s).ok())
     } else {
         None
     };
     status.filter(|s| (100..=999).contains(s)).ok_or(HPACK)
+}
+
+/// The field name gRPC's status goes under, as sent plain and as Huffman-coded (RFC 7541
+/// Appendix B; the code is canonical, so this is the only coding of the name). The coded form
+/// was computed with the Python `hpack` package's encoder and is the one tonic's server sends
+/// (the fixture `tonic-0.14-grpc-status.bin`, tested in `tests.rs`).
+const GRPC_STATUS: &[u8] = b"grpc-status";
+const GRPC_STATUS_HUFFMAN: &[u8] = &[0x9a, 0xca, 0xc8, 0xb2, 0x12, 0x34, 0xda, 0x8f];
+
+/// Reads one string literal at `at`: whether it is Huffman-coded, and its bytes; None when the
+/// block is cut short there.
+fn get_str<'a>(block: &'a [u8], at: &mut usize) -> Option<(bool, &'a [u8])> {
+    let huffman = block.get(*at)? & 0x80 != 0;
+    let length = get_int(block, at, 7)?;
+    let value = block.get(*at..at.checked_add(length)?)?;
+    *at += length;
+    Some((huffman, value))
+}
+
+/// The `grpc-status` of a header block that ends a gRPC call (its trailers, or a
+/// "Trailers-Only" response whose `:status` comes first), read field by field. Our SETTINGS
+/// leave the server no dynamic table, so every field is a static-table reference (none of which
+/// is `grpc-status`) or a literal; a reference into a dynamic table is an error.
+///
+/// `whole`: the block is all here. When it is not (a long block, of which the reader keeps the
+/// start), running out of bytes before `grpc-status` is Ok(None), not an error.
+pub(super) fn block_grpc_status(block: &[u8], whole: bool) -> Result<Option<u32>, Malformed> {
+    const HPACK: Malformed = Malformed::Http2("a gRPC trailer block we cannot read");
+    let mut at = 0;
+    let cut = || if whole { Err(HPACK) } else { Ok(None) };
+    while at < block.len() {
+        let first = block[at];
+        let name_index = if first & 0x80 != 0 {
+            let Some(index) = get_int(block, &mut at, 7) else {
+                return cut();
+            };
+            match index {
+                1..=61 => continue,
+                0 => return Err(HPACK),
+                _ => {
+                    return Err(Malformed::Http2(
+                        "the server referred to its HPACK dynamic table, which our SETTINGS set \
+                         to size 0",
+                    ));
+                }
+            }
+        } else if first & 0xe0 == 0x20 {
+            if get_int(block, &mut at, 5).is_none() {
+                return cut();
+            }
+            continue;
+        } else if first & 0xc0 == 0x40 {
+            get_int(block, &mut at, 6)
+        } else {
+            get_int(block, &mut at, 4)
+        };
+        let Some(name_index) = name_index else {
+            return cut();
+        };
+        if name_index > 61 {
+            return Err(Malformed::Http2(
+                "the server referred to its HPACK dynamic table, which our SETTINGS set to size 0",
+            ));
+        }
+        let name = if name_index == 0 {
+            match get_str(block, &mut at) {
+                Some(name) => Some(name),
+                None => return cut(),
+            }
+        } else {
+            None
+        };
+        let Some((huffman, value)) = get_str(block, &mut at) else {
+            return cut();
+        };
+        let is_status = match name {
+            Some((false, name)) => name == GRPC_STATUS,
+            Some((true, name)) => name == GRPC_STATUS_HUFFMAN,
+            None => false,
+        };
+        if is_status {
+            return digits(value, huffman)
+                .map(Some)
+                .ok_or(Malformed::Http2("a grpc-status that is not a number"));
+        }
+    }
+    Ok(None)
 }

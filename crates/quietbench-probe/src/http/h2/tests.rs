@@ -1,6 +1,6 @@
 use proptest::prelude::*;
 
-use super::hpack::{block_status, huffman_status};
+use super::hpack::{block_grpc_status, block_status, huffman_status};
 use super::*;
 
 /// nginx 1.22.1's answers to GET /index.html (200), /missing (404), /unavailable (503) on
@@ -27,7 +27,7 @@ fn feed(reader: &mut Http2Reader, bytes: &[u8], piece: usize) -> Vec<Result<bool
 
 /// A reader with a request in flight on its first stream (whose bytes are dropped).
 fn awaiting() -> Http2Reader {
-    let mut reader = Http2Reader::new();
+    let mut reader = Http2Reader::new(false);
     let mut request = Vec::new();
     append_request(&mut request, Method::Get, "/", "h", &[], b"").unwrap();
     reader.prepare(&mut Vec::new(), &request);
@@ -52,7 +52,7 @@ fn nginx_responses_are_read_one_stream_at_a_time() {
     let ends = frame_ends(NGINX);
     // SETTINGS, WINDOW_UPDATE, SETTINGS ACK, then HEADERS and DATA for each of three streams.
     assert_eq!(ends.len(), 9);
-    let mut reader = Http2Reader::new();
+    let mut reader = Http2Reader::new(false);
     let mut request = Vec::new();
     append_request(&mut request, Method::Get, "/", "h", &[], b"").unwrap();
     let mut from = 0;
@@ -83,7 +83,7 @@ fn the_h2_crates_huffman_coded_statuses_are_read() {
     let ends = frame_ends(H2_CRATE_503);
     // SETTINGS, SETTINGS ACK, then HEADERS and DATA for each of two streams.
     assert_eq!(ends.len(), 6);
-    let mut reader = Http2Reader::new();
+    let mut reader = Http2Reader::new(false);
     let mut request = Vec::new();
     append_request(&mut request, Method::Get, "/", "h", &[], b"").unwrap();
     let mut from = 0;
@@ -97,9 +97,129 @@ fn the_h2_crates_huffman_coded_statuses_are_read() {
     }
 }
 
+/// tonic 0.14's server (the tests' `grpcserver --fail-every 2 --fail-code 14`) answering two
+/// unary calls (fixtures/README.md): the first with HEADERS, DATA and trailers carrying
+/// `grpc-status: 0`; the second Trailers-Only, status 14 (UNAVAILABLE) before its message.
+const TONIC_GRPC: &[u8] = include_bytes!("fixtures/tonic-0.14-grpc-status.bin");
+
+/// A gRPC call, as `grpc=` formats it, for a reader of gRPC calls.
+fn grpc_call() -> Vec<u8> {
+    let mut request = Vec::new();
+    let headers = [
+        ("content-type".to_string(), "application/grpc".to_string()),
+        ("te".to_string(), "trailers".to_string()),
+    ];
+    let body = b"\x00\x00\x00\x00\x04\x0a\x02hi";
+    append_request(
+        &mut request,
+        Method::Post,
+        "/qbtest.v1.Bench/Echo",
+        "h",
+        &headers,
+        body,
+    )
+    .unwrap();
+    request
+}
+
+#[test]
+fn tonics_grpc_statuses_are_read_from_trailers_and_trailers_only() {
+    let ends = frame_ends(TONIC_GRPC);
+    // SETTINGS, SETTINGS ACK, WINDOW_UPDATE; HEADERS, DATA, HEADERS (trailers); HEADERS
+    // (Trailers-Only).
+    assert_eq!(ends.len(), 7);
+    let request = grpc_call();
+    for piece in [1, 4, 9, 300] {
+        let mut reader = Http2Reader::new(true);
+        let mut from = 0;
+        for (to, grpc_status) in [(ends[5], 0), (ends[6], 14)] {
+            reader.prepare(&mut Vec::new(), &request);
+            let results = feed(&mut reader, &TONIC_GRPC[from..to], piece);
+            assert_eq!(results.last(), Some(&Ok(true)), "piece {piece}");
+            assert!(results[..results.len() - 1].iter().all(|r| *r == Ok(false)));
+            assert_eq!(reader.status(), 200);
+            assert_eq!(reader.grpc_status(), Some(grpc_status), "piece {piece}");
+            from = to;
+        }
+    }
+    // Read as plain HTTP/2, the same bytes are two 200s with no gRPC status.
+    let mut reader = Http2Reader::new(false);
+    reader.prepare(&mut Vec::new(), &request);
+    let results = feed(&mut reader, &TONIC_GRPC[..ends[5]], 16);
+    assert_eq!(results.last(), Some(&Ok(true)));
+    assert_eq!((reader.status(), reader.grpc_status()), (200, None));
+}
+
+#[test]
+fn grpc_status_is_found_among_literals_plain_or_huffman_coded() {
+    // Plain name and value, after a static reference and a literal with an indexed name.
+    let mut block = vec![0x88, 0x0f, 0x10, 3, b'a', b'/', b'b'];
+    block.extend_from_slice(&[0x00, 11]);
+    block.extend_from_slice(b"grpc-status");
+    block.extend_from_slice(&[2, b'1', b'6']);
+    assert_eq!(block_grpc_status(&block, true), Ok(Some(16)));
+    // Huffman-coded name and value ("14"), as incremental indexing into a table of size 0,
+    // after a table size update.
+    let block = [
+        0x20, 0x40, 0x88, 0x9a, 0xca, 0xc8, 0xb2, 0x12, 0x34, 0xda, 0x8f, 0x82, 0x0b, 0x5f,
+    ];
+    assert_eq!(block_grpc_status(&block, true), Ok(Some(14)));
+    // Another literal name first: skipped.
+    let mut block = vec![0x00, 12];
+    block.extend_from_slice(b"grpc-message");
+    block.extend_from_slice(&[1, b'x', 0x00, 11]);
+    block.extend_from_slice(b"grpc-status");
+    block.extend_from_slice(&[1, b'0']);
+    assert_eq!(block_grpc_status(&block, true), Ok(Some(0)));
+    // None in a whole block; a cut block that ends before it.
+    assert_eq!(block_grpc_status(&[0x88], true), Ok(None));
+    assert_eq!(block_grpc_status(&block[..9], false), Ok(None));
+    assert!(block_grpc_status(&block[..9], true).is_err());
+    // A dynamic reference, a value that is not a number.
+    assert!(block_grpc_status(&[0xbe], true).is_err());
+    let mut block = vec![0x00, 11];
+    block.extend_from_slice(b"grpc-status");
+    block.extend_from_slice(&[2, b'o', b'k']);
+    assert!(block_grpc_status(&block, true).is_err());
+}
+
+#[test]
+fn a_grpc_call_without_a_status_fails() {
+    let request = grpc_call();
+    // 200, then DATA that ends the stream: no trailers.
+    let mut reader = Http2Reader::new(true);
+    reader.prepare(&mut Vec::new(), &request);
+    let mut bytes = frame(HEADERS, END_HEADERS, 1, &[0x88]);
+    bytes.extend(frame(DATA, END_STREAM, 1, b"\x00\x00\x00\x00\x00"));
+    let results = feed(&mut reader, &bytes, 100);
+    assert!(matches!(results.last(), Some(Err(Malformed::Http2(m))) if m.contains("trailers")));
+    // Trailers without grpc-status.
+    let mut reader = Http2Reader::new(true);
+    reader.prepare(&mut Vec::new(), &request);
+    let mut bytes = frame(HEADERS, END_HEADERS, 1, &[0x88]);
+    bytes.extend(frame(
+        HEADERS,
+        END_HEADERS | END_STREAM,
+        1,
+        &[0x0f, 0x10, 1, b'x'],
+    ));
+    let results = feed(&mut reader, &bytes, 100);
+    assert!(matches!(results.last(), Some(Err(Malformed::Http2(m))) if m.contains("grpc-status")));
+    // A 503 without gRPC's trailers is read as HTTP: a status, no gRPC code.
+    let mut reader = Http2Reader::new(true);
+    reader.prepare(&mut Vec::new(), &request);
+    let results = feed(
+        &mut reader,
+        &frame(HEADERS, END_HEADERS | END_STREAM, 1, &[0x8e]),
+        100,
+    );
+    assert_eq!(results.last(), Some(&Ok(true)));
+    assert_eq!((reader.status(), reader.grpc_status()), (500, None));
+}
+
 #[test]
 fn the_opening_and_the_request_frames() {
-    let mut reader = Http2Reader::new();
+    let mut reader = Http2Reader::new(false);
     let mut request = Vec::new();
     append_request(&mut request, Method::Get, "/", "10.0.0.5:80", &[], b"").unwrap();
     // HEADERS, END_HEADERS | END_STREAM, stream 0 until sent.
@@ -156,7 +276,7 @@ fn bodies_go_in_one_data_frame_and_headers_in_lower_case() {
     );
     assert_eq!(&request[ends[0] + 9..], b"body");
     let mut out = Vec::new();
-    let mut reader = Http2Reader::new();
+    let mut reader = Http2Reader::new(false);
     reader.prepare(&mut out, &request);
     reader.prepare(&mut out, &request);
     // Every frame of the request carries the stream id.
@@ -381,7 +501,7 @@ fn stream_ids_that_run_out_close_the_connection() {
 proptest! {
     #[test]
     fn any_split_reads_the_same(piece in 1usize..200) {
-        let mut reader = Http2Reader::new();
+        let mut reader = Http2Reader::new(false);
         let mut request = Vec::new();
         append_request(&mut request, Method::Get, "/", "h", &[], b"").unwrap();
         let ends = frame_ends(NGINX);
