@@ -264,6 +264,13 @@ pub fn render(run: &RunRecord) -> String {
     let mut rows: Vec<[String; 10]> = Vec::new();
     for (variant, probe, metric, unit) in metric_keys(&run.trials) {
         let values = metric_values(&run.trials, &variant, &metric);
+        // gRPC calls are counted by status code, sixteen counters: the codes no trial got
+        // would be a screen of zeros (the JSON keeps them).
+        if quietbench_proto::metrics::GRPC_ERRORS.contains(&metric.as_str())
+            && values.iter().all(|v| *v == 0.0)
+        {
+            continue;
+        }
         let Some(s) = summarize(&values) else {
             continue;
         };

@@ -8,6 +8,7 @@
 //! callback, so a crash loses no finished trial. A host that fails is reported by name and the
 //! others go on, unless `fail_fast`.
 
+mod grpc_call;
 mod host;
 mod peer;
 pub mod requests_file;
@@ -196,6 +197,7 @@ pub async fn execute(
     // the run before anything starts); the run's record keeps the variants as given.
     let mut for_trials = run.settings.clone();
     requests_file::read_for_run(&mut for_trials.variants, for_trials.seed)?;
+    grpc_call::read_for_run(&mut for_trials.variants)?;
     server::check_kept_servers(
         for_trials
             .variants

@@ -25,14 +25,18 @@ use serde::Serialize;
 
 use crate::record::TrialRecord;
 
-/// The error counters of `http` and `tcp` trials.
-const ERROR_COUNTERS: &[&str] = &[
-    metrics::ERRORS_CONNECT,
-    metrics::ERRORS_TIMEOUT,
-    metrics::ERRORS_4XX,
-    metrics::ERRORS_5XX,
-    metrics::ERRORS_IO,
-];
+/// The error counters of `http` and `tcp` trials, gRPC's codes last.
+fn error_counters() -> impl Iterator<Item = &'static str> {
+    [
+        metrics::ERRORS_CONNECT,
+        metrics::ERRORS_TIMEOUT,
+        metrics::ERRORS_4XX,
+        metrics::ERRORS_5XX,
+        metrics::ERRORS_IO,
+    ]
+    .into_iter()
+    .chain(metrics::GRPC_ERRORS)
+}
 
 /// What every step must keep.
 #[derive(Debug, Clone, PartialEq)]
@@ -120,7 +124,7 @@ fn quantile_with_missing(
 /// Whether one trial held every guard; the error says which it broke, with its figure.
 pub fn judge_trial(t: &TrialRecord, guards: &Guards) -> Result<(), String> {
     let sent = count(t, metrics::REQUESTS_SENT);
-    let errors: u64 = ERROR_COUNTERS.iter().map(|name| count(t, name)).sum();
+    let errors: u64 = error_counters().map(|name| count(t, name)).sum();
     let Some(hist) = latency(t) else {
         return Err("the trial recorded no request latency".into());
     };
@@ -224,10 +228,7 @@ pub fn judge_step(trials: &[&TrialRecord], guards: &Guards) -> (StepFigures, Res
             (Some(a), Some(b)) => Some(a.max(b)),
             _ => None,
         };
-        errors += ERROR_COUNTERS
-            .iter()
-            .map(|name| count(t, name))
-            .sum::<u64>();
+        errors += error_counters().map(|name| count(t, name)).sum::<u64>();
         sent += count(t, metrics::REQUESTS_SENT);
     }
     let merged = merge(trials.iter().copied());
@@ -428,6 +429,10 @@ mod tests {
         );
         set_value(&mut t, metrics::ERRORS_5XX, Some(10.0));
         assert_eq!(judge_trial(&t, &guards()), Ok(()));
+        // gRPC calls that failed count as errors whatever their code.
+        set_value(&mut t, metrics::ERRORS_GRPC_UNAVAILABLE, Some(1.0));
+        let err = judge_trial(&t, &guards()).unwrap_err();
+        assert!(err.contains("11 of 1000 requests failed"), "{err}");
     }
 
     #[test]

@@ -519,6 +519,18 @@ fn table(page: &Page<'_>, variants: &[HttpVariant<'_>], out: &mut String) {
     for (label, metric) in SUMMED {
         rows.push((label.into(), each(variants, |v| count(v.sum(metric)))));
     }
+    // gRPC calls: one row per status code that any variant got.
+    for (code, metric) in (1..).zip(metrics::GRPC_ERRORS) {
+        if variants
+            .iter()
+            .any(|v| v.sum(metric).is_some_and(|n| n > 0.0))
+        {
+            rows.push((
+                format!("errors: gRPC {code} ({})", &metric["errors_grpc_".len()..]),
+                each(variants, |v| count(v.sum(metric))),
+            ));
+        }
+    }
     rows.push((
         "worst send lag".into(),
         each(variants, |v| {
