@@ -1,5 +1,6 @@
 //! `http`: a load generator for a user's HTTP/1.1 server, or with `http2=true` an HTTP/2 one
-//! over cleartext (`http/h2.rs`). A *load agent* runs it; the server runs on another host,
+//! over cleartext (`http/h2.rs`), or with `grpc=` a gRPC server's unary calls over that HTTP/2
+//! (`http/grpc.rs`). A *load agent* runs it; the server runs on another host,
 //! started by someone else, and the controller fills in its address (`target`).
 //!
 //! Each probe thread owns a share of the connections (keep-alive, one request in flight on

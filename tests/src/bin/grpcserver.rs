@@ -1,5 +1,5 @@
 //! grpcserver: a tonic gRPC server with a known cost per call, the user's gRPC server of the
-//! end-to-end tests of the `http` probe's `grpc=` (tests/grpc_server.rs) and of benches/grpc.
+//! end-to-end tests of the `http` probe's `grpc=` (tests/grpc_server.rs) and of benches/peer/grpc_vs_h2load.sh.
 //!
 //! It serves `qbtest.v1.Bench` (proto/qbtest/v1/bench.proto) over HTTP/2 cleartext. `Echo`
 //! answers with the request's text and how many numbers it carried; each call runs `--work`
