@@ -127,6 +127,48 @@ pub const OPEN_LOOP_METRIC_SETS: &[MetricSet] = &[REQUEST_LATENCY, SERVICE_TIME,
 /// The metric sets of a closed loop: no schedule, so no lag.
 pub const CLOSED_LOOP_METRIC_SETS: &[MetricSet] = &[REQUEST_LATENCY, SERVICE_TIME];
 
+const B_REQUEST_LATENCY: MetricSet = MetricSet {
+    rate_metric: metrics::B_REQUESTS_PER_SEC,
+    latency_metric: metrics::B_REQUEST_LATENCY,
+    ..REQUEST_LATENCY
+};
+const B_SERVICE_TIME: MetricSet = MetricSet {
+    latency_metric: metrics::B_SERVICE_TIME,
+    ..SERVICE_TIME
+};
+const B_SEND_LAG: MetricSet = MetricSet {
+    latency_metric: metrics::B_SEND_LAG,
+    ..SEND_LAG
+};
+
+/// In a duet (`duet_target=`), server A's metric sets, then server B's: the threads that load
+/// B record at an offset of one lane's sets.
+pub const DUET_OPEN_LOOP_METRIC_SETS: &[MetricSet] = &[
+    REQUEST_LATENCY,
+    SERVICE_TIME,
+    SEND_LAG,
+    B_REQUEST_LATENCY,
+    B_SERVICE_TIME,
+    B_SEND_LAG,
+];
+/// A duet's closed loop.
+pub const DUET_CLOSED_LOOP_METRIC_SETS: &[MetricSet] = &[
+    REQUEST_LATENCY,
+    SERVICE_TIME,
+    B_REQUEST_LATENCY,
+    B_SERVICE_TIME,
+];
+
+/// The metric sets of a load: open or closed loop, one server or two in duet.
+pub(crate) fn metric_sets(open_loop: bool, duet: bool) -> &'static [MetricSet] {
+    match (open_loop, duet) {
+        (true, false) => OPEN_LOOP_METRIC_SETS,
+        (false, false) => CLOSED_LOOP_METRIC_SETS,
+        (true, true) => DUET_OPEN_LOOP_METRIC_SETS,
+        (false, true) => DUET_CLOSED_LOOP_METRIC_SETS,
+    }
+}
+
 /// The largest `rate`: 10 M requests/s is beyond any one load agent; a typo is more likely.
 pub const MAX_RATE: u64 = 10_000_000;
 /// The most connections of one trial.
@@ -261,6 +303,13 @@ const TEXT_PARAMS: &[TextParam] = &[
         None,
         "the encoded request message in hex (set by the controller from grpc_request=)",
     ),
+    (
+        "duet_target",
+        None,
+        "IP:PORT of server B, running at the same time as server A on other CPUs (set by the \
+         controller for compare --interleave duet): rate, connections and threads are then each \
+         server's, and the two servers' requests alternate",
+    ),
 ];
 
 /// Headers are given as `header.NAME=VALUE`, any number.
@@ -276,6 +325,9 @@ pub struct HttpConfig {
     pub framing: Framing,
     /// The server.
     pub target: SocketAddr,
+    /// Server B of a duet: odd threads load it, recording B's metrics. `rate`, `connections`
+    /// and `threads` are then both servers' together (twice each server's).
+    pub duet_target: Option<SocketAddr>,
     /// `tls=true`: TLS to the server, with this Host's name for SNI when it is one.
     pub tls_host: Option<String>,
     /// The requests, formatted once: the one of `path=`, or a file's.
@@ -425,6 +477,23 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
     let connections = values["connections"];
     check_connections(PROBE, threads, connections)?;
     let rate = values["rate"];
+    let duet_target = match params.get("duet_target") {
+        Some(text) if grpc => {
+            return Err(bad(
+                "duet_target",
+                text,
+                "servers in duet are not built for grpc= yet: compare gRPC servers in \
+                 alternating trials"
+                    .into(),
+            ));
+        }
+        Some(text) => {
+            Some(request::parse_target(text).map_err(|why| bad("duet_target", text, why))?)
+        }
+        None => None,
+    };
+    // In a duet every figure is each server's: the generator runs both servers' share.
+    let lanes = if duet_target.is_some() { 2 } else { 1 };
 
     let mut resolved = crate::spec::as_text(&values);
     let (requests, order) = match grpc::resolve_call(params, &host, &headers, &mut resolved)? {
@@ -446,6 +515,9 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
         resolved.insert("tls".into(), "true".into());
     }
     resolved.insert("target".into(), target.to_string());
+    if let Some(b) = duet_target {
+        resolved.insert("duet_target".into(), b.to_string());
+    }
     if !grpc {
         resolved.insert("body".into(), body);
     }
@@ -463,12 +535,13 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
             (false, false) => Framing::Http,
         },
         target,
+        duet_target,
         tls_host: tls.then(|| resolved["host"].clone()),
         requests: Arc::new(requests),
         order,
-        rate,
-        connections: connections as usize,
-        threads: threads as usize,
+        rate: rate * lanes,
+        connections: (connections * lanes) as usize,
+        threads: (threads * lanes) as usize,
         warmup,
         timeout: Duration::from_millis(values["timeout_ms"]),
         max_lag: Duration::from_millis(values["max_lag_ms"]),
@@ -504,11 +577,7 @@ pub(crate) fn load_spec(config: HttpConfig, resolved: BTreeMap<String, String>) 
         name: probe,
         threads,
         resolved_params: resolved,
-        metric_sets: if rate == 0 {
-            CLOSED_LOOP_METRIC_SETS
-        } else {
-            OPEN_LOOP_METRIC_SETS
-        },
+        metric_sets: metric_sets(rate > 0, config.duet_target.is_some()),
         // Every metric set's samples are taken at the same time: each over the elapsed time.
         basis: RateBasis::Elapsed,
         work: WorkKind::Network,

@@ -221,6 +221,7 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
         probe: PROBE,
         framing: Framing::Raw(framing),
         target,
+        duet_target: None,
         tls_host: None,
         requests: Arc::new(requests),
         order,

@@ -322,6 +322,45 @@ registry! {
     /// bytes.
     SERVER_PEAK_RSS = "server_peak_rss", "bytes", Count, Counter;
 
+    // http with two servers in duet (compare --probe http --interleave duet): server B's
+    // figures, beside server A's under the unprefixed names.
+    /// `http` in duet: server B's complete responses per second.
+    B_REQUESTS_PER_SEC = "b_requests_per_sec", "requests/s", Rate, Value;
+    /// `http` in duet: server B's request latencies from when each was due, a histogram in ns.
+    B_REQUEST_LATENCY = "b_request_latency", "ns", Time, Histogram;
+    /// `http` in duet: server B's service times, a histogram in ns.
+    B_SERVICE_TIME = "b_service_time", "ns", Time, Histogram;
+    /// `http` in duet: the generator's lag on server B's requests, a histogram in ns.
+    B_SEND_LAG = "b_send_lag", "ns", Time, Histogram;
+    /// `http` in duet: server B's failed connects.
+    B_ERRORS_CONNECT = "b_errors_connect", "errors", Count, Counter;
+    /// `http` in duet: server B's timeouts.
+    B_ERRORS_TIMEOUT = "b_errors_timeout", "errors", Count, Counter;
+    /// `http` in duet: server B's 4xx responses.
+    B_ERRORS_4XX = "b_errors_4xx", "errors", Count, Counter;
+    /// `http` in duet: server B's 5xx responses.
+    B_ERRORS_5XX = "b_errors_5xx", "errors", Count, Counter;
+    /// `http` in duet: server B's I/O errors.
+    B_ERRORS_IO = "b_errors_io", "errors", Count, Counter;
+    /// `http` in duet: server B's reopened connections.
+    B_RECONNECTS = "b_reconnects", "connections", Count, Counter;
+    /// `http` in duet: requests sent to server B after the warm-up.
+    B_REQUESTS_SENT = "b_requests_sent", "requests", Count, Counter;
+    /// `http` in duet: server B's requests due and never sent.
+    B_REQUESTS_UNSENT = "b_requests_unsent", "requests", Count, Counter;
+    /// `http` in duet: server B's requests in flight at the trial's end.
+    B_REQUESTS_ABANDONED = "b_requests_abandoned", "requests", Count, Counter;
+    /// `http` in duet: the largest send lag on server B's requests, in microseconds.
+    B_SEND_LAG_MAX_US = "b_send_lag_max_us", "us", Time, Counter;
+    /// `http` in duet: server B's complete responses per second from the warm-up's end.
+    B_REQUESTS_PER_SEC_AFTER_WARMUP = "b_requests_per_sec_after_warmup", "requests/s", Rate, Counter;
+    /// `http` in duet: server B's CPU time over its life, in ns.
+    B_SERVER_CPU_TIME = "b_server_cpu_time", "ns", Time, Counter;
+    /// `http` in duet: server B's CPU time per request sent to it after the warm-up.
+    B_SERVER_CPU_PER_REQUEST = "b_server_cpu_per_request", "ns", Time, Counter;
+    /// `http` in duet: server B's peak resident set, in bytes.
+    B_SERVER_PEAK_RSS = "b_server_peak_rss", "bytes", Count, Counter;
+
     // disk.seq and disk.rand.
     /// Disk probes: reads per second.
     READ_IOPS = "read_iops", "IOPS", Rate, Value;

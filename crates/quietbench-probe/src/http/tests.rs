@@ -676,6 +676,7 @@ fn connections_split_evenly_over_threads() {
         probe: PROBE,
         framing: Framing::Http,
         target: "127.0.0.1:1".parse().unwrap(),
+        duet_target: None,
         tls_host: None,
         requests: Arc::new(
             RequestSet::one(false, request::Method::Get, "/", "h", &[], b"").unwrap(),
@@ -843,4 +844,51 @@ fn the_record_keeps_the_files_name_never_its_text() {
     // Sequence needs no seed, so the record has none.
     assert_eq!(spec.resolved_params["requests_order"], "sequence");
     assert!(!spec.resolved_params.contains_key("requests_seed"));
+}
+
+#[test]
+fn a_duet_loads_both_servers_alike_and_keeps_their_figures_apart() {
+    let a = Server::start(Mode::Length);
+    let b = Server::start(Mode::Length);
+    let b_addr = b.addr.to_string();
+    let outcome = run(
+        &roomy(
+            a.addr,
+            &[
+                ("rate", "200"),
+                ("connections", "2"),
+                ("duet_target", &b_addr),
+            ],
+        ),
+        1000,
+    );
+    // A's three metric sets, then B's.
+    assert_eq!(outcome.total.metric_sets.len(), 6);
+    assert_accounted(&outcome);
+    let b_recorded = outcome.total.metric_sets[LATENCY + 3].latency_ns.len();
+    assert_eq!(b_recorded, outcome.total.metric_sets[SERVICE + 3].latency_ns.len());
+    let b_ended = b_recorded as f64
+        + counter(&outcome, metrics::B_ERRORS_5XX)
+        + counter(&outcome, metrics::B_ERRORS_IO)
+        + counter(&outcome, metrics::B_REQUESTS_ABANDONED);
+    assert_eq!(b_ended, counter(&outcome, metrics::B_REQUESTS_SENT));
+    // Each server is offered the rate: 200/s for 1 s each, whatever the machine's speed, and
+    // each got the requests its own figures count.
+    let (a_sent, b_sent) = (
+        counter(&outcome, metrics::REQUESTS_SENT),
+        counter(&outcome, metrics::B_REQUESTS_SENT),
+    );
+    assert!((20.0..=201.0).contains(&a_sent), "A sent {a_sent}");
+    assert!((a_sent - b_sent).abs() <= 1.0, "A sent {a_sent}, B {b_sent}");
+    // Each server saw its own requests and none of the other's (a server may not have read
+    // the last one sent when the trial ends).
+    let a_recorded = latency(&outcome).len() as f64;
+    assert!((a_recorded..=a_sent).contains(&(a.requests() as f64)), "{}", a.requests());
+    assert!((b_recorded as f64..=b_sent).contains(&(b.requests() as f64)), "{}", b.requests());
+    // The resolved parameters are each server's, as given.
+    let spec = resolve_probe(PROBE, &params(a.addr, &[("duet_target", &b_addr), ("threads", "1")]))
+        .unwrap();
+    assert_eq!(spec.threads, 2);
+    assert_eq!(spec.resolved_params["connections"], "16");
+    assert_eq!(spec.resolved_params["duet_target"], b_addr);
 }

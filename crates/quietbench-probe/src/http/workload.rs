@@ -29,7 +29,7 @@ mod secure;
 use super::requests::{Picker, RequestSet};
 use super::schedule::{Schedule, backoff};
 use super::sys::{self, BROKEN, Epoll, Event, READABLE, WRITABLE};
-use super::{CLOSED_LOOP_METRIC_SETS, HttpConfig, LAG, LATENCY, OPEN_LOOP_METRIC_SETS, SERVICE};
+use super::{HttpConfig, LAG, LATENCY, SERVICE, metric_sets};
 use crate::{Counter, Merge, MetricSet, Samples, Step, Workload};
 
 /// Waits longer than this sleep; the rest is spun.
@@ -153,6 +153,25 @@ struct Tally {
     answered: u64,
 }
 
+/// A counter's name for server B of a duet. gRPC's codes are not among them: a duet of gRPC
+/// servers is refused.
+fn lane_b_name(name: &'static str) -> &'static str {
+    match name {
+        metrics::ERRORS_CONNECT => metrics::B_ERRORS_CONNECT,
+        metrics::ERRORS_TIMEOUT => metrics::B_ERRORS_TIMEOUT,
+        metrics::ERRORS_4XX => metrics::B_ERRORS_4XX,
+        metrics::ERRORS_5XX => metrics::B_ERRORS_5XX,
+        metrics::ERRORS_IO => metrics::B_ERRORS_IO,
+        metrics::RECONNECTS => metrics::B_RECONNECTS,
+        metrics::REQUESTS_SENT => metrics::B_REQUESTS_SENT,
+        metrics::REQUESTS_UNSENT => metrics::B_REQUESTS_UNSENT,
+        metrics::REQUESTS_ABANDONED => metrics::B_REQUESTS_ABANDONED,
+        metrics::SEND_LAG_MAX_US => metrics::B_SEND_LAG_MAX_US,
+        metrics::REQUESTS_PER_SEC_AFTER_WARMUP => metrics::B_REQUESTS_PER_SEC_AFTER_WARMUP,
+        other => other,
+    }
+}
+
 fn ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
@@ -167,6 +186,12 @@ pub struct HttpWorkload {
     probe: &'static str,
     framing: Framing,
     target: SocketAddr,
+    /// In a duet, this thread loads server B (odd threads do): its samples go to B's metric
+    /// sets, this many sets on, and its counters carry B's names.
+    lane_b: bool,
+    lane_offset: usize,
+    /// The load is a duet's.
+    duet: bool,
     /// `tls=true`: the settings every connection's TLS is made from.
     tls: Option<TlsClient>,
     /// A TLS handshake's failure, kept to say why when no connection could be made.
@@ -212,10 +237,18 @@ impl HttpWorkload {
         let epoll = Epoll::new().map_err(|e| format!("{probe}: cannot create an epoll: {e}"))?;
         let now = Instant::now();
         let n = config.connections_of(thread);
+        let lane_b = config.duet_target.is_some() && thread % 2 == 1;
+        let sets_per_lane = metric_sets(config.rate > 0, false).len();
         let mut workload = Self {
             probe,
             framing: config.framing,
-            target: config.target,
+            target: match config.duet_target {
+                Some(b) if lane_b => b,
+                _ => config.target,
+            },
+            lane_b,
+            lane_offset: if lane_b { sets_per_lane } else { 0 },
+            duet: config.duet_target.is_some(),
             tls: match &config.tls_host {
                 Some(host) => Some(
                     TlsClient::new(
@@ -727,8 +760,8 @@ impl HttpWorkload {
             }
             let answer = self.on_event(i, event.flags(), Instant::now());
             if let (Some(answer), Some(samples)) = (answer, samples.as_deref_mut()) {
-                samples.record(LATENCY, answer.latency_ns, 0);
-                samples.record(SERVICE, answer.service_ns, 0);
+                samples.record(LATENCY + self.lane_offset, answer.latency_ns, 0);
+                samples.record(SERVICE + self.lane_offset, answer.service_ns, 0);
             }
         }
     }
@@ -780,7 +813,7 @@ impl HttpWorkload {
                 // It could have gone when it was due, or when this connection became idle if
                 // later; anything past that is the loop's own lateness.
                 let lag = now.saturating_duration_since(due.max(self.conns[i].idle_since));
-                samples.record(LAG, ns(lag), 0);
+                samples.record(LAG + self.lane_offset, ns(lag), 0);
                 self.lag_max = self.lag_max.max(lag);
                 if lag > self.max_lag {
                     return Err(format!(
@@ -823,11 +856,7 @@ impl HttpWorkload {
 
 impl Workload for HttpWorkload {
     fn metric_sets(&self) -> &'static [MetricSet] {
-        if self.schedule.is_some() {
-            OPEN_LOOP_METRIC_SETS
-        } else {
-            CLOSED_LOOP_METRIC_SETS
-        }
+        metric_sets(self.schedule.is_some(), self.duet)
     }
 
     fn step(&mut self, samples: &mut Samples<'_>) -> Step {
@@ -914,6 +943,11 @@ impl Workload for HttpWorkload {
                 t.answered as f64 / seconds,
                 Merge::Sum,
             ));
+        }
+        if self.lane_b {
+            for c in &mut counters {
+                c.name = lane_b_name(c.name);
+            }
         }
         self.counters = counters;
     }
