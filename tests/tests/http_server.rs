@@ -318,7 +318,15 @@ fn compare_tells_two_servers_apart_and_a_server_from_itself_not() {
 #[test]
 fn compare_refuses_what_two_servers_cannot_be_measured_by() {
     let cases: &[(&[&str], &str)] = &[
-        (&["--interleave", "duet"], "--interleave trials"),
+        (&["--interleave", "invocations"], "--interleave trials"),
+        (
+            &["--interleave", "duet", "--slo", "p99<20ms@100rps"],
+            "not built for --interleave duet",
+        ),
+        (
+            &["--interleave", "duet", "--param", "server_b=./x"],
+            "--param server_b=",
+        ),
         (&["--figure", "cpu"], "p50, p99 or server-cpu"),
         (&["--param", "target=10.0.0.9:80"], "--param target="),
         (&["--param", "server=./x"], "--param server="),

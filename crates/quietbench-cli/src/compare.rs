@@ -268,6 +268,12 @@ pub(super) fn compare_command(
         anyhow::bail!(why);
     }
     if interleave == Interleave::Duet {
+        if args.slo.is_some() {
+            anyhow::bail!(
+                "--slo judges each server's own trials: it is not built for --interleave duet \
+                 (use --interleave trials)"
+            );
+        }
         if figure == TrialFigure::Mean {
             anyhow::bail!(
                 "--figure mean needs A's and B's invocation rates, which a duet's two threads \

@@ -339,6 +339,16 @@ pub fn run_compare(req: CompareRequest) -> anyhow::Result<std::process::ExitCode
     }
     let probe = req.workload.probe();
     let mut variants = match (&req.workload, req.interleave) {
+        (Workload::Servers { params, .. }, Interleave::Duet) => {
+            let mut params = server_params(&req.options, &req.options.a, params);
+            params.insert("server_b".to_string(), req.options.b.clone());
+            params.insert("duet".to_string(), "true".to_string());
+            vec![VariantSpec {
+                name: PAIRED_VARIANT.into(),
+                probe: probe.into(),
+                params,
+            }]
+        }
         (Workload::Servers { params, .. }, _) => ["A", "B"]
             .into_iter()
             .zip([&req.options.a, &req.options.b])

@@ -17,6 +17,7 @@ use crate::record::{
 };
 use crate::schedule::PlannedTrial;
 
+mod duet;
 pub(super) mod servers;
 mod void;
 
@@ -359,6 +360,9 @@ impl HostTask {
             peer_on_this_machine = server.started.same_machine;
             probe_cpus = server.started.load_cpus.clone();
             params.insert("target".into(), server.started.target.to_string());
+            if let Some((b, _)) = &server.duet_b {
+                params.insert("duet_target".into(), b.target.to_string());
+            }
             peer_address = Some(server.started.load_address.clone());
             server_started = Some(server);
         }
@@ -409,17 +413,23 @@ impl HostTask {
         }
         // The server stops (or, kept, is sampled) whatever the trial's outcome; what it cost
         // is part of the trial.
-        let server_stopped = match &server_started {
-            Some(server) => Some(self.server_after_trial(server).await),
-            None => None,
+        let (server_stopped, b_stopped) = match &server_started {
+            Some(server) => (
+                Some(self.server_after_trial(server).await),
+                self.duet_b_after_trial(server).await,
+            ),
+            None => (None, None),
         };
         let mut completed = completed?;
-        let server_figures = match (server_stopped, &server_split) {
+        let mut server_figures = match (server_stopped, &server_split) {
             (Some(stopped), Some(split)) => {
                 super::server::account(stopped?, split, &mut completed)?
             }
             _ => Vec::new(),
         };
+        if let Some(stopped) = b_stopped {
+            server_figures.extend(super::server::account_b(stopped?, &completed)?);
+        }
         // This controller never cancels a trial it waits for (an interrupted run stops by
         // hanging up): a cancelled one was stopped by someone else, or by the agent shutting
         // down, and a run that quietly lost a trial would pass one trial short.

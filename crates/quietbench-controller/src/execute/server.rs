@@ -20,6 +20,8 @@ const SERVER_KEYS: &[&str] = &[
     "ready_path",
     "ready_timeout_ms",
     "restart",
+    "duet",
+    "server_b",
 ];
 /// Prefix of the server's environment variables (`env.NAME=VALUE`, as exec's command's: the
 /// service keeps their values out of its store for both).
@@ -55,6 +57,9 @@ pub struct Split {
     pub server: BTreeMap<String, String>,
     /// When the server is started.
     pub restart: Restart,
+    /// Server B of a duet (`duet=true` with `server_b=`): started with the same settings beside
+    /// server A for every trial, on CPUs of its own; `compare --interleave duet` sets both.
+    pub duet_b: Option<pb::StartServerRequest>,
 }
 
 /// Splits an `http` variant's parameters; an error says which one is wrong and why.
@@ -151,12 +156,46 @@ pub fn split(params: &HashMap<String, String>) -> Result<Split, String> {
         max_life_ms: 0,
         keep_as: String::new(),
     };
+    let duet_b = duet_server(&server, &start, restart)?;
     Ok(Split {
         start,
         load,
         server,
         restart,
+        duet_b,
     })
+}
+
+/// Server B of a duet: A's settings with B's command; refused for restart=run (two kept
+/// servers per host for the run would hold each other's CPUs between trials).
+fn duet_server(
+    server: &BTreeMap<String, String>,
+    start: &pb::StartServerRequest,
+    restart: Restart,
+) -> Result<Option<pb::StartServerRequest>, String> {
+    let command = server
+        .get("server_b")
+        .map(|c| c.trim().to_string())
+        .filter(|c| !c.is_empty());
+    match (server.get("duet").map(String::as_str), command) {
+        (None | Some("false"), None) => Ok(None),
+        (None | Some("false"), Some(_)) => Err(
+            "server_b= is server B of a duet: give duet=true too (compare --probe http \
+             --interleave duet sets both)"
+                .into(),
+        ),
+        (Some("true"), None) => {
+            Err("duet=true runs two servers at once: give server B's command as server_b=".into())
+        }
+        (Some("true"), Some(_)) if restart == Restart::Run => Err(
+            "duet=true starts both servers for every trial: restart=run is not for a duet".into(),
+        ),
+        (Some("true"), Some(command)) => Ok(Some(pb::StartServerRequest {
+            command,
+            ..start.clone()
+        })),
+        (Some(other), _) => Err(format!("duet='{other}': give true or false")),
+    }
 }
 
 /// Refuses a run whose restart=run variants are more than an agent keeps servers at once
@@ -363,6 +402,9 @@ pub(super) fn account(
     completed: &mut crate::connection::CompletedTrial,
 ) -> anyhow::Result<Vec<Figure>> {
     if let Some(why) = ended_early(&stopped) {
+        if split.duet_b.is_some() {
+            anyhow::bail!("server A: {why}");
+        }
         anyhow::bail!("{why}");
     }
     let requests = completed
@@ -376,6 +418,36 @@ pub(super) fn account(
         .resolved_params
         .extend(split.server.clone());
     Ok(server_metrics(&stopped, requests))
+}
+
+/// Server B's figures in a duet, under B's names: as [`account`]'s for A, over the requests
+/// sent to B.
+pub(super) fn account_b(
+    stopped: pb::StopServerResponse,
+    completed: &crate::connection::CompletedTrial,
+) -> anyhow::Result<Vec<Figure>> {
+    use quietbench_vocab::metrics;
+    if let Some(why) = ended_early(&stopped) {
+        anyhow::bail!("server B: {why}");
+    }
+    let requests = completed
+        .result
+        .metrics
+        .iter()
+        .find(|m| m.name == metrics::B_REQUESTS_SENT)
+        .and_then(|m| m.value);
+    Ok(server_metrics(&stopped, requests)
+        .into_iter()
+        .map(|f| Figure {
+            name: match f.name {
+                metrics::SERVER_CPU_TIME => metrics::B_SERVER_CPU_TIME,
+                metrics::SERVER_PEAK_RSS => metrics::B_SERVER_PEAK_RSS,
+                metrics::SERVER_CPU_PER_REQUEST => metrics::B_SERVER_CPU_PER_REQUEST,
+                other => other,
+            },
+            ..f
+        })
+        .collect())
 }
 
 #[cfg(test)]

@@ -866,7 +866,10 @@ fn a_duet_loads_both_servers_alike_and_keeps_their_figures_apart() {
     assert_eq!(outcome.total.metric_sets.len(), 6);
     assert_accounted(&outcome);
     let b_recorded = outcome.total.metric_sets[LATENCY + 3].latency_ns.len();
-    assert_eq!(b_recorded, outcome.total.metric_sets[SERVICE + 3].latency_ns.len());
+    assert_eq!(
+        b_recorded,
+        outcome.total.metric_sets[SERVICE + 3].latency_ns.len()
+    );
     let b_ended = b_recorded as f64
         + counter(&outcome, metrics::B_ERRORS_5XX)
         + counter(&outcome, metrics::B_ERRORS_IO)
@@ -879,15 +882,29 @@ fn a_duet_loads_both_servers_alike_and_keeps_their_figures_apart() {
         counter(&outcome, metrics::B_REQUESTS_SENT),
     );
     assert!((20.0..=201.0).contains(&a_sent), "A sent {a_sent}");
-    assert!((a_sent - b_sent).abs() <= 1.0, "A sent {a_sent}, B {b_sent}");
+    assert!(
+        (a_sent - b_sent).abs() <= 1.0,
+        "A sent {a_sent}, B {b_sent}"
+    );
     // Each server saw its own requests and none of the other's (a server may not have read
     // the last one sent when the trial ends).
     let a_recorded = latency(&outcome).len() as f64;
-    assert!((a_recorded..=a_sent).contains(&(a.requests() as f64)), "{}", a.requests());
-    assert!((b_recorded as f64..=b_sent).contains(&(b.requests() as f64)), "{}", b.requests());
+    assert!(
+        (a_recorded..=a_sent).contains(&(a.requests() as f64)),
+        "{}",
+        a.requests()
+    );
+    assert!(
+        (b_recorded as f64..=b_sent).contains(&(b.requests() as f64)),
+        "{}",
+        b.requests()
+    );
     // The resolved parameters are each server's, as given.
-    let spec = resolve_probe(PROBE, &params(a.addr, &[("duet_target", &b_addr), ("threads", "1")]))
-        .unwrap();
+    let spec = resolve_probe(
+        PROBE,
+        &params(a.addr, &[("duet_target", &b_addr), ("threads", "1")]),
+    )
+    .unwrap();
     assert_eq!(spec.threads, 2);
     assert_eq!(spec.resolved_params["connections"], "16");
     assert_eq!(spec.resolved_params["duet_target"], b_addr);

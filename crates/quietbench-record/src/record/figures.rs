@@ -186,6 +186,22 @@ impl TrialFigure {
             Self::Median | Self::Mean => ("wall time", "wall-time"),
             Self::Cpu => ("CPU time (user + system)", "CPU-time (user + system)"),
             Self::Instructions => ("retired user-mode instructions", "retired-instructions"),
+            Self::LatencyP50 | Self::LatencyP99 | Self::ServerCpu
+                if interleave == Interleave::Duet =>
+            {
+                return format!(
+                    "{} of A's and of B's requests in each trial, both servers running at once on \
+                     their own CPUs and loaded alternately (the CPUs swapped every round)",
+                    match self {
+                        Self::LatencyP50 =>
+                            "the median latency, each request from when it was due,",
+                        Self::LatencyP99 =>
+                            "the 99th-percentile latency, each request from when it \
+                                             was due,",
+                        _ => "the server's CPU time per request",
+                    }
+                );
+            }
             Self::LatencyP50 => {
                 return "the median latency of each trial's requests, each from when it was due"
                     .to_string();
@@ -259,6 +275,12 @@ pub fn trial_time_ns(t: &TrialRecord, figure: TrialFigure) -> Option<f64> {
 ///   pair in twenty does not move; B's figure is an estimate of B's at A's conditions.
 /// - Mean: the exact mean wall time per invocation of each.
 pub fn paired_times_ns(t: &TrialRecord, figure: TrialFigure) -> Option<(f64, f64)> {
+    if matches!(
+        figure,
+        TrialFigure::LatencyP50 | TrialFigure::LatencyP99 | TrialFigure::ServerCpu
+    ) {
+        return duet_server_times_ns(t, figure);
+    }
     match figure {
         TrialFigure::Mean => Some((
             mean_time_ns(t, metrics::INVOCATIONS_PER_SEC)?,
@@ -271,6 +293,44 @@ pub fn paired_times_ns(t: &TrialRecord, figure: TrialFigure) -> Option<(f64, f64
                 turn_balanced_ratio(t, figure).or_else(|| histogram_median(t, ratio))? / 1e6;
             Some((a, a * ratio))
         }
+    }
+}
+
+/// Servers A and B of an `http` duet trial (both loaded at once, alternately): each one's
+/// figure as [`trial_time_ns`] reads it, A's from the unprefixed metrics and B's from the
+/// `b_` ones.
+fn duet_server_times_ns(t: &TrialRecord, figure: TrialFigure) -> Option<(f64, f64)> {
+    let percentile = |metric: &str, q: f64| {
+        let hist = histogram(t, metric)?;
+        if hist.is_empty() {
+            return None;
+        }
+        if q == 0.5 {
+            return histogram_median_of(hist);
+        }
+        Some(hist.median_equivalent(hist.value_at_quantile(q)) as f64)
+    };
+    let value = |metric: &str| {
+        t.metrics
+            .iter()
+            .find(|m| m.name == metric)?
+            .value
+            .filter(|v| *v > 0.0)
+    };
+    match figure {
+        TrialFigure::LatencyP50 => Some((
+            percentile(metrics::REQUEST_LATENCY, 0.5)?,
+            percentile(metrics::B_REQUEST_LATENCY, 0.5)?,
+        )),
+        TrialFigure::LatencyP99 => Some((
+            percentile(metrics::REQUEST_LATENCY, 0.99)?,
+            percentile(metrics::B_REQUEST_LATENCY, 0.99)?,
+        )),
+        TrialFigure::ServerCpu => Some((
+            value(metrics::SERVER_CPU_PER_REQUEST)?,
+            value(metrics::B_SERVER_CPU_PER_REQUEST)?,
+        )),
+        _ => None,
     }
 }
 

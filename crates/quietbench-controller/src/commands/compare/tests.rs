@@ -75,11 +75,24 @@ fn what_cannot_be_measured_is_refused_with_the_way_that_can() {
     )
     .unwrap();
     assert!(why.contains("--probe http"), "{why}");
-    for interleave in [Interleave::Invocations, Interleave::Duet] {
-        let why = refusal(&ok, TrialFigure::LatencyP50, interleave).unwrap();
-        assert!(why.contains("--interleave trials"), "{why}");
-    }
-    for key in ["server", "target"] {
+    let why = refusal(&ok, TrialFigure::LatencyP50, Interleave::Invocations).unwrap();
+    assert!(why.contains("--interleave trials"), "{why}");
+    // Two http servers may run in duet; tcp servers and gRPC calls may not (yet).
+    assert_eq!(
+        refusal(&ok, TrialFigure::LatencyP50, Interleave::Duet),
+        None
+    );
+    let tcp = Workload::Servers {
+        protocol: ServerProbe::Tcp,
+        params: BTreeMap::new(),
+        load_from: Vec::new(),
+    };
+    let why = refusal(&tcp, TrialFigure::LatencyP50, Interleave::Duet).unwrap();
+    assert!(why.contains("built for --probe http"), "{why}");
+    let grpc = servers(&[("grpc", "a.B/C")]);
+    let why = refusal(&grpc, TrialFigure::LatencyP50, Interleave::Duet).unwrap();
+    assert!(why.contains("not built for grpc="), "{why}");
+    for key in ["server", "target", "server_b", "duet", "duet_target"] {
         let why = refusal(
             &servers(&[(key, "x")]),
             TrialFigure::LatencyP50,

@@ -90,14 +90,28 @@ pub fn refusal(workload: &Workload, figure: TrialFigure, interleave: Interleave)
     let Workload::Servers { params, .. } = workload else {
         return None;
     };
-    if interleave != Interleave::Trials {
+    if interleave == Interleave::Invocations {
+        return Some(
+            "--interleave invocations times two commands within one trial; two servers take \
+             turns in separate trials (--interleave trials, the default for servers) or run at \
+             once (--interleave duet)"
+                .into(),
+        );
+    }
+    if interleave == Interleave::Duet && probe != "http" {
         return Some(format!(
-            "--interleave {} times two commands within one trial; two servers take turns in \
-             separate trials (--interleave trials, the default for servers)",
-            interleave.as_str()
+            "--interleave duet is built for --probe http; {probe} servers take turns in \
+             separate trials (--interleave trials)"
         ));
     }
-    for key in ["server", "target"] {
+    if interleave == Interleave::Duet && params.contains_key("grpc") {
+        return Some(
+            "--interleave duet is not built for grpc= yet: gRPC servers take turns in separate \
+             trials (--interleave trials)"
+                .into(),
+        );
+    }
+    for key in ["server", "target", "server_b", "duet", "duet_target"] {
         if params.contains_key(key) {
             return Some(format!(
                 "--param {key}= is not for compare: the servers are --a and --b, and the load \

@@ -69,6 +69,8 @@ pub struct Kept {
 #[derive(Debug)]
 pub(super) struct TrialServer {
     pub started: Started,
+    /// Server B of a duet, started beside A for this trial under its name on the agent.
+    pub duet_b: Option<(Started, String)>,
     /// restart=run: which variant's kept server, what it had cost when the trial began, and
     /// what the trial's note says of it.
     kept: Option<KeptUse>,
@@ -82,13 +84,33 @@ struct KeptUse {
 }
 
 impl TrialServer {
+    /// A duet's servers for one trial: both started for it.
+    pub(super) fn duet(a: Started, b: Started, b_name: String) -> Self {
+        Self {
+            started: a,
+            duet_b: Some((b, b_name)),
+            kept: None,
+        }
+    }
+
     /// The trial's placement with the server's note.
     pub(super) fn note(&self, placement: pb::Placement) -> pb::Placement {
-        server::with_server_note(
+        let mut placement = server::with_server_note(
             placement,
             &self.started.response,
             self.kept.as_ref().map(|k| k.reuse),
-        )
+        );
+        if let Some((b, _)) = &self.duet_b {
+            let cpus: Vec<String> = b.response.cpus.iter().map(u32::to_string).collect();
+            placement.notes.push(format!(
+                "in duet: server B (pid {}) ran at the same time on CPU {}, ready {:.1} ms \
+                 after its start; the note above is server A's",
+                b.response.pid,
+                cpus.join(","),
+                b.response.ready_ns as f64 / 1e6
+            ));
+        }
+        placement
     }
 }
 
@@ -125,13 +147,13 @@ impl KeptServers {
     }
 
     /// Before its StartServer: a start cut short by Ctrl-C may still leave it on the agent.
-    fn register(&self, name: &str, host: usize, conn: &AgentConnection, local: bool) {
+    pub(super) fn register(&self, name: &str, host: usize, conn: &AgentConnection, local: bool) {
         let conn = conn.clone();
         self.lock()
             .insert(name.to_string(), Registered { host, conn, local });
     }
 
-    fn forget(&self, name: &str) {
+    pub(super) fn forget(&self, name: &str) {
         self.lock().remove(name);
     }
 
@@ -181,10 +203,14 @@ impl HostTask {
         planned: &PlannedTrial,
         split: &Split,
     ) -> anyhow::Result<TrialServer> {
+        if let Some(b) = &split.duet_b {
+            return self.start_duet(planned, split, b).await;
+        }
         if split.restart == Restart::Trial {
             let started = self.start_server(split, "").await?;
             return Ok(TrialServer {
                 started,
+                duet_b: None,
                 kept: None,
             });
         }
@@ -208,6 +234,7 @@ impl HostTask {
         if let Some(kept) = self.kept.get(&variant) {
             return Ok(TrialServer {
                 started: kept.started.clone(),
+                duet_b: None,
                 kept: Some(KeptUse {
                     variant,
                     before: kept.last.clone(),
@@ -259,6 +286,7 @@ impl HostTask {
         );
         Ok(TrialServer {
             started,
+            duet_b: None,
             kept: Some(KeptUse {
                 variant,
                 before: first,
@@ -390,6 +418,17 @@ impl HostTask {
     }
 
     async fn start_server(&mut self, split: &Split, keep_as: &str) -> anyhow::Result<Started> {
+        let cpus = self.settings.cpus.clone();
+        self.start_command(split.start.clone(), cpus, keep_as).await
+    }
+
+    /// Starts a server of `start`'s command on `cpus` (empty: the agent's placement).
+    pub(super) async fn start_command(
+        &mut self,
+        mut start: pb::StartServerRequest,
+        cpus: Vec<u32>,
+        keep_as: &str,
+    ) -> anyhow::Result<Started> {
         let load = self
             .peer
             .as_ref()
@@ -402,10 +441,9 @@ impl HostTask {
             .as_ref()
             .is_some_and(|h| !h.is_empty() && *h == self.hostname);
         let load_address = load.target.address.clone();
-        let mut start = split.start.clone();
         start.bind_address = ip.to_string();
         // --cpus pins the server, the thing measured; the load agent places its own threads.
-        start.cpus = self.settings.cpus.clone();
+        start.cpus = cpus;
         start.max_life_ms = server::max_life_ms(self.settings.duration_ms, start.ready_timeout_ms);
         start.keep_as = keep_as.to_string();
         self.progress

@@ -177,11 +177,56 @@ fn bad_server_parameters_say_which_and_why() {
             "restart='often': give trial",
         ),
         (&[("server", "s"), ("env.", "x")], "with a name"),
+        (&[("server", "s"), ("server_b", "b")], "give duet=true too"),
+        (
+            &[("server", "s"), ("duet", "true")],
+            "give server B's command",
+        ),
+        (
+            &[("server", "s"), ("duet", "yes")],
+            "duet='yes': give true or false",
+        ),
+        (
+            &[
+                ("server", "s"),
+                ("duet", "true"),
+                ("server_b", "b"),
+                ("restart", "run"),
+            ],
+            "restart=run is not for a duet",
+        ),
     ];
     for (given, expected) in cases {
         let err = split(&params(given)).unwrap_err();
         assert!(err.contains(expected), "{given:?}: {err}");
     }
+}
+
+#[test]
+fn a_duets_server_b_is_server_as_settings_with_bs_command() {
+    let s = split(&params(&[
+        ("server", "./a --port {port}"),
+        ("server_b", " ./b --port {port} "),
+        ("duet", "true"),
+        ("server_threads", "2"),
+        ("rate", "100"),
+    ]))
+    .unwrap();
+    let b = s.duet_b.expect("server B");
+    assert_eq!(b.command, "./b --port {port}");
+    assert_eq!(b.threads, 2);
+    assert_eq!(
+        pb::StartServerRequest {
+            command: s.start.command.clone(),
+            ..b
+        },
+        s.start
+    );
+    // Neither goes to the load.
+    assert!(!s.load.contains_key("server_b") && !s.load.contains_key("duet"));
+    assert_eq!(s.server["duet"], "true");
+    let alone = split(&params(&[("server", "s"), ("duet", "false")])).unwrap();
+    assert!(alone.duet_b.is_none());
 }
 
 #[test]
