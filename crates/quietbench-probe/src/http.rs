@@ -310,6 +310,12 @@ const TEXT_PARAMS: &[TextParam] = &[
          controller for compare --interleave duet): rate, connections and threads are then each \
          server's, and the two servers' requests alternate",
     ),
+    (
+        "duet_b_first",
+        Some("false"),
+        "true: in a duet, B's requests take the even threads and the first slot of each pair \
+         (the controller swaps the sides every round, so neither build always goes first)",
+    ),
 ];
 
 /// Headers are given as `header.NAME=VALUE`, any number.
@@ -325,9 +331,12 @@ pub struct HttpConfig {
     pub framing: Framing,
     /// The server.
     pub target: SocketAddr,
-    /// Server B of a duet: odd threads load it, recording B's metrics. `rate`, `connections`
-    /// and `threads` are then both servers' together (twice each server's).
+    /// Server B of a duet: odd threads load it (even ones with `duet_b_first`), recording
+    /// B's metrics. `rate`, `connections` and `threads` are then both servers' together (twice
+    /// each server's).
     pub duet_target: Option<SocketAddr>,
+    /// In a duet, B's lane takes the even threads, whose requests are due first in each pair.
+    pub duet_b_first: bool,
     /// `tls=true`: TLS to the server, with this Host's name for SNI when it is one.
     pub tls_host: Option<String>,
     /// The requests, formatted once: the one of `path=`, or a file's.
@@ -492,6 +501,7 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
         }
         None => None,
     };
+    let duet_b_first = flag("duet_b_first", "B's requests first in each pair")?;
     // In a duet every figure is each server's: the generator runs both servers' share.
     let lanes = if duet_target.is_some() { 2 } else { 1 };
 
@@ -517,6 +527,9 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
     resolved.insert("target".into(), target.to_string());
     if let Some(b) = duet_target {
         resolved.insert("duet_target".into(), b.to_string());
+        if duet_b_first {
+            resolved.insert("duet_b_first".into(), "true".into());
+        }
     }
     if !grpc {
         resolved.insert("body".into(), body);
@@ -536,6 +549,7 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
         },
         target,
         duet_target,
+        duet_b_first,
         tls_host: tls.then(|| resolved["host"].clone()),
         requests: Arc::new(requests),
         order,

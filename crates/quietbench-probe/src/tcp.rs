@@ -222,6 +222,7 @@ pub fn resolve(params: &BTreeMap<String, String>) -> Result<ProbeSpec, ParamErro
         framing: Framing::Raw(framing),
         target,
         duet_target: None,
+        duet_b_first: false,
         tls_host: None,
         requests: Arc::new(requests),
         order,

@@ -362,6 +362,12 @@ impl HostTask {
             params.insert("target".into(), server.started.target.to_string());
             if let Some((b, _)) = &server.duet_b {
                 params.insert("duet_target".into(), b.target.to_string());
+                // The side started first (odd rounds: A) also has the load's first slot of
+                // each pair and the first of its threads, so every asymmetry of the host swaps
+                // with the rounds (host/duet.rs).
+                if planned.round.is_multiple_of(2) {
+                    params.insert("duet_b_first".into(), "true".into());
+                }
             }
             peer_address = Some(server.started.load_address.clone());
             server_started = Some(server);

@@ -677,6 +677,7 @@ fn connections_split_evenly_over_threads() {
         framing: Framing::Http,
         target: "127.0.0.1:1".parse().unwrap(),
         duet_target: None,
+        duet_b_first: false,
         tls_host: None,
         requests: Arc::new(
             RequestSet::one(false, request::Method::Get, "/", "h", &[], b"").unwrap(),
@@ -908,4 +909,34 @@ fn a_duet_loads_both_servers_alike_and_keeps_their_figures_apart() {
     assert_eq!(spec.threads, 2);
     assert_eq!(spec.resolved_params["connections"], "16");
     assert_eq!(spec.resolved_params["duet_target"], b_addr);
+}
+
+#[test]
+fn b_first_swaps_the_threads_not_the_servers() {
+    let a = Server::start(Mode::Length);
+    let b = Server::start(Mode::Length);
+    let b_addr = b.addr.to_string();
+    let outcome = run(
+        &roomy(
+            a.addr,
+            &[
+                ("rate", "100"),
+                ("connections", "2"),
+                ("duet_target", &b_addr),
+                ("duet_b_first", "true"),
+            ],
+        ),
+        500,
+    );
+    // B's figures are still B's, and its requests went to B.
+    let b_recorded = outcome.total.metric_sets[LATENCY + 3].latency_ns.len() as f64;
+    let b_sent = counter(&outcome, metrics::B_REQUESTS_SENT);
+    assert!(b_sent > 0.0);
+    assert!(
+        (b_recorded..=b_sent).contains(&(b.requests() as f64)),
+        "{}",
+        b.requests()
+    );
+    let a_sent = counter(&outcome, metrics::REQUESTS_SENT);
+    assert!((latency(&outcome).len() as f64..=a_sent).contains(&(a.requests() as f64)));
 }

@@ -237,7 +237,7 @@ impl HttpWorkload {
         let epoll = Epoll::new().map_err(|e| format!("{probe}: cannot create an epoll: {e}"))?;
         let now = Instant::now();
         let n = config.connections_of(thread);
-        let lane_b = config.duet_target.is_some() && thread % 2 == 1;
+        let lane_b = config.duet_target.is_some() && (thread % 2 == 1) != config.duet_b_first;
         let sets_per_lane = metric_sets(config.rate > 0, false).len();
         let mut workload = Self {
             probe,

@@ -25,8 +25,9 @@ use quietbench_record::record::queries::counted;
 
 use super::charts::{PERCENTILE_MARKS, percentile_name, percentile_points, value_axis};
 use super::svg::{Plot, Scale, value_label};
-use super::{Page, WIDTH, esc, mean, truncate};
+use super::{Page, VARIANT_COLOURS, WIDTH, esc, mean, truncate};
 use crate::units::format_value;
+use quietbench_record::record::figures::PAIRED_VARIANT;
 
 /// The probes whose trials this section reads: `tcp` reports what `http` does, less the
 /// status counts (shown as missing).
@@ -47,9 +48,14 @@ const SHORTFALL: f64 = 0.01;
 /// The chart's id.
 pub(super) const CHART_ID: &str = "chart-http-latency";
 
-/// One variant's counted http trials and their merged histograms.
+/// One variant's counted http trials and their merged histograms; in a duet (both servers
+/// in every trial, `b_` metrics for B's), one for each server.
 pub(super) struct HttpVariant<'a> {
-    pub(super) name: &'a str,
+    pub(super) name: String,
+    /// Its colour: the variant's, and in a duet the next one for server B.
+    pub(super) colour: &'static str,
+    /// "" or, for server B of a duet, "b_": what its metrics' names start with.
+    prefix: &'static str,
     /// Not warm-up, not cancelled.
     trials: Vec<&'a TrialRecord>,
     /// `request_latency`, merged by adding counts; `None` when no trial has samples of it.
@@ -88,9 +94,14 @@ fn offered(t: &TrialRecord) -> Option<f64> {
 }
 
 /// The trial's achieved rate: from the warm-up's end where the probe reported it (the whole
-/// trial's rate counts the warm-up's time, with nothing recorded in it).
-fn achieved(t: &TrialRecord) -> Option<f64> {
-    value(t, metrics::REQUESTS_PER_SEC_AFTER_WARMUP).or_else(|| value(t, metrics::REQUESTS_PER_SEC))
+/// trial's rate counts the warm-up's time, with nothing recorded in it). `prefix`: "b_" for
+/// server B of a duet.
+fn achieved(t: &TrialRecord, prefix: &str) -> Option<f64> {
+    value(
+        t,
+        &format!("{prefix}{}", metrics::REQUESTS_PER_SEC_AFTER_WARMUP),
+    )
+    .or_else(|| value(t, &format!("{prefix}{}", metrics::REQUESTS_PER_SEC)))
 }
 
 /// The counted trials' histograms of `metric`, merged by adding counts (auto-resizing, so
@@ -107,20 +118,30 @@ fn merge(trials: &[&TrialRecord], metric: &str) -> Option<Histogram<u64>> {
 }
 
 impl<'a> HttpVariant<'a> {
-    fn new(trials: &'a [TrialRecord], name: &'a str) -> Self {
-        let trials: Vec<&TrialRecord> = counted(trials, name)
+    fn new(
+        trials: &'a [TrialRecord],
+        variant: &'a str,
+        name: String,
+        colour: &'static str,
+        prefix: &'static str,
+    ) -> Self {
+        let trials: Vec<&TrialRecord> = counted(trials, variant)
             .filter(|t| is_load_probe(&t.probe))
             .collect();
         Self {
             name,
-            latency: merge(&trials, metrics::REQUEST_LATENCY),
-            service: merge(&trials, metrics::SERVICE_TIME),
+            colour,
+            prefix,
+            latency: merge(&trials, &format!("{prefix}{}", metrics::REQUEST_LATENCY)),
+            service: merge(&trials, &format!("{prefix}{}", metrics::SERVICE_TIME)),
             trials,
         }
     }
 
+    /// The trials' values of metric `name` (B's of a duet for server B).
     fn values(&self, name: &str) -> Vec<f64> {
-        self.trials.iter().filter_map(|t| value(t, name)).collect()
+        let name = format!("{}{name}", self.prefix);
+        self.trials.iter().filter_map(|t| value(t, &name)).collect()
     }
 
     fn sum(&self, name: &str) -> Option<f64> {
@@ -147,7 +168,11 @@ impl<'a> HttpVariant<'a> {
 
     /// Mean achieved rate over the trials that report one.
     fn achieved(&self) -> Option<f64> {
-        let v: Vec<f64> = self.trials.iter().filter_map(|t| achieved(t)).collect();
+        let v: Vec<f64> = self
+            .trials
+            .iter()
+            .filter_map(|t| achieved(t, self.prefix))
+            .collect();
         (!v.is_empty()).then(|| mean(&v))
     }
 
@@ -158,7 +183,7 @@ impl<'a> HttpVariant<'a> {
         let open: Vec<(f64, f64)> = self
             .trials
             .iter()
-            .filter_map(|t| Some((offered(t).filter(|r| *r > 0.0)?, achieved(t)?)))
+            .filter_map(|t| Some((offered(t).filter(|r| *r > 0.0)?, achieved(t, self.prefix)?)))
             .collect();
         if open.is_empty() {
             return None;
@@ -197,8 +222,13 @@ impl<'a> HttpVariant<'a> {
     /// The distinct server commands, as given.
     fn servers(&self) -> Vec<&'a str> {
         let mut s: Vec<&str> = Vec::new();
+        let key = if self.prefix.is_empty() {
+            "server"
+        } else {
+            "server_b"
+        };
         for t in &self.trials {
-            if let Some(cmd) = t.params.get("server")
+            if let Some(cmd) = t.params.get(key)
                 && !s.contains(&cmd.as_str())
             {
                 s.push(cmd);
@@ -227,7 +257,34 @@ pub(super) fn http_variants<'a>(page: &Page<'a>) -> Vec<HttpVariant<'a>> {
             names
         })
         .into_iter()
-        .map(|n| HttpVariant::new(&run.trials, n))
+        .flat_map(|n| {
+            let colour = page.variant_colour(n);
+            let duet = run.trials.iter().any(|t| {
+                t.variant == n
+                    && t.metrics
+                        .iter()
+                        .any(|m| m.name == metrics::B_REQUEST_LATENCY)
+            });
+            if !duet {
+                return vec![HttpVariant::new(&run.trials, n, n.to_string(), colour, "")];
+            }
+            // Both servers of a duet ran in every trial: a column and a curve for each.
+            let next = VARIANT_COLOURS
+                .iter()
+                .position(|c| *c == colour)
+                .map_or(VARIANT_COLOURS[1], |i| {
+                    VARIANT_COLOURS[(i + 1) % VARIANT_COLOURS.len()]
+                });
+            let (a, b) = if n == PAIRED_VARIANT {
+                ("A".to_string(), "B".to_string())
+            } else {
+                (format!("{n}: server A"), format!("{n}: server B"))
+            };
+            vec![
+                HttpVariant::new(&run.trials, n, a, colour, ""),
+                HttpVariant::new(&run.trials, n, b, next, "b_"),
+            ]
+        })
         .collect()
 }
 
@@ -245,7 +302,7 @@ pub(super) fn http(page: &Page<'_>, out: &mut String) {
             let _ = write!(
                 out,
                 r#"<p class="shortfall"><b>{}: the load fell short.</b> It achieved {} requests/s of {} offered ({:.1}% short; {} of {} trials more than 1% short): the generator or the server did not keep up, so these latencies are of a smaller load than asked. Requests unsent (due with no idle connection: the server, or too few connections) and the worst send lag (the generator&#39;s own lateness) below tell which.</p>"#,
-                esc(v.name),
+                esc(&v.name),
                 format_value(s.achieved, "requests/s"),
                 rates_cell(&[s.offered]),
                 (1.0 - s.achieved / s.offered) * 100.0,
@@ -282,7 +339,7 @@ pub(super) fn http(page: &Page<'_>, out: &mut String) {
             ));
         }
     }
-    match chart(page, &variants) {
+    match chart(&variants) {
         Some(svg) => {
             let _ = write!(
                 out,
@@ -294,7 +351,7 @@ pub(super) fn http(page: &Page<'_>, out: &mut String) {
     for m in &missing {
         let _ = write!(out, r#"<p class="note">{}</p>"#, esc(m));
     }
-    table(page, &variants, out);
+    table(&variants, out);
     out.push_str("</section>");
 }
 
@@ -308,7 +365,7 @@ fn curve(h: &Histogram<u64>) -> Vec<(f64, f64)> {
 /// The percentile chart: per variant, request latency solid (dots at the marked
 /// percentiles) and service time dashed, in the variant's colour, on a log axis; `None` when
 /// no variant has samples of either.
-fn chart(page: &Page<'_>, variants: &[HttpVariant<'_>]) -> Option<String> {
+fn chart(variants: &[HttpVariant<'_>]) -> Option<String> {
     let all: Vec<f64> = variants
         .iter()
         .flat_map(|v| v.latency.iter().chain(v.service.iter()))
@@ -341,7 +398,7 @@ fn chart(page: &Page<'_>, variants: &[HttpVariant<'_>]) -> Option<String> {
     plot.x_axis(&x, &xticks, "percentile (each extra nine the same width)");
     let at = |(px, py): (f64, f64)| (x.at(px), y.at(py.max(lo)));
     for v in variants {
-        let colour = page.variant_colour(v.name);
+        let colour = v.colour;
         if let Some(h) = &v.service {
             let pts: Vec<(f64, f64)> = curve(h).into_iter().map(at).collect();
             let tip = format!(
@@ -376,7 +433,7 @@ fn chart(page: &Page<'_>, variants: &[HttpVariant<'_>]) -> Option<String> {
             }
         }
     }
-    legend(page, &mut plot, variants);
+    legend(&mut plot, variants);
     plot.frame();
     let desc = format!(
         "p0 to p99.99 of request latency (solid) and service time (dashed) for {} variants",
@@ -387,12 +444,12 @@ fn chart(page: &Page<'_>, variants: &[HttpVariant<'_>]) -> Option<String> {
 
 /// The key above the plot area: per variant, a solid and a dashed sample line with what each
 /// is. Lines, not polylines, so the curves can be counted apart from it.
-fn legend(page: &Page<'_>, plot: &mut Plot, variants: &[HttpVariant<'_>]) {
+fn legend(plot: &mut Plot, variants: &[HttpVariant<'_>]) {
     let mut key = String::new();
     for (i, v) in variants.iter().enumerate() {
-        let colour = page.variant_colour(v.name);
+        let colour = v.colour;
         let y = 14.0 + 16.0 * i as f64;
-        let name = esc(&truncate(v.name, 16));
+        let name = esc(&truncate(&v.name, 16));
         for (dx, dash, what) in [
             (0.0, "", "request latency (from intended send)"),
             (
@@ -472,7 +529,7 @@ const SUMMED: [(&str, &str); 8] = [
 ];
 
 /// The table: one row per figure, one column per variant. Cells are escaped here.
-fn table(page: &Page<'_>, variants: &[HttpVariant<'_>], out: &mut String) {
+fn table(variants: &[HttpVariant<'_>], out: &mut String) {
     let pct =
         |h: &Option<Histogram<u64>>, q: f64| ns(h.as_ref().map(|h| h.value_at_quantile(q) as f64));
     let mut rows: Vec<(String, Vec<String>)> = vec![
@@ -550,8 +607,8 @@ fn table(page: &Page<'_>, variants: &[HttpVariant<'_>], out: &mut String) {
         let _ = write!(
             out,
             r#"<th class="num">{}{}</th>"#,
-            Page::swatch(page.variant_colour(v.name)),
-            esc(v.name)
+            Page::swatch(v.colour),
+            esc(&v.name)
         );
     }
     out.push_str("</tr></thead><tbody><tr><th scope=\"row\">server</th>");

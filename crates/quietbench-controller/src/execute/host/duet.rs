@@ -9,6 +9,9 @@
 //! `--cpus`). The CPUs are not alike on a small host (on 2 vCPUs one of the two is the
 //! housekeeping CPU), so A goes first in odd rounds and B in even ones: each build has each
 //! CPU set in half the rounds, and the side a CPU favours cancels over an even number of rounds.
+//! The load's sides swap with them (`duet_b_first`): the build started first has the first
+//! request of each pair and the load's first thread (whose CPU placement picks first), so no
+//! asymmetry of the load generator stays with one build either.
 //! Server B runs under a name on the agent, registered with the run's kept servers until it is
 //! stopped, so a run that dies mid-trial still stops it.
 

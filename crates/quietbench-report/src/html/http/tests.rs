@@ -360,3 +360,53 @@ fn tcp_trials_are_in_the_section_with_no_status_counts_drawn_as_zero() {
         "{s}"
     );
 }
+
+#[test]
+fn a_duets_two_servers_each_get_a_column_and_a_curve() {
+    // compare --interleave duet: one variant, both servers' figures in each trial, B's under
+    // b_ names; A answers in 2 ms, B in 3 ms.
+    let mut run = run_of(&[PAIRED_VARIANT]);
+    for round in 1..=2 {
+        let mut t = flat(PAIRED_VARIANT, round, 2, 100);
+        let b = flat(PAIRED_VARIANT, round, 3, 100);
+        for m in &b.metrics {
+            if [
+                metrics::REQUEST_LATENCY,
+                metrics::SERVICE_TIME,
+                metrics::REQUESTS_SENT,
+            ]
+            .contains(&m.name.as_str())
+            {
+                let mut m = m.clone();
+                m.name = format!("b_{}", m.name);
+                t.metrics.push(m);
+            }
+        }
+        t.params
+            .insert("server_b".into(), "./srv-b --port {port}".into());
+        run.trials.push(t);
+    }
+    let page = Page::new(&run);
+    let vs = http_variants(&page);
+    let names: Vec<&str> = vs.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(names, ["A", "B"]);
+    assert_ne!(vs[0].colour, vs[1].colour);
+    let p50 = |v: &HttpVariant<'_>| v.latency.as_ref().unwrap().value_at_quantile(0.5);
+    assert_eq!(
+        p50(&vs[0]),
+        vs[0].latency.as_ref().unwrap().highest_equivalent(2 * MS)
+    );
+    assert_eq!(
+        p50(&vs[1]),
+        vs[1].latency.as_ref().unwrap().highest_equivalent(3 * MS)
+    );
+    let html = render_html(&run);
+    let s = section(&html);
+    assert_eq!(curves(s), (2, 2), "{s}");
+    let p50s = row(s, "request latency p50");
+    assert!(
+        p50s[0].starts_with("2.00") && p50s[1].starts_with("3.00"),
+        "{p50s:?}"
+    );
+    assert!(s.contains("./srv-b --port {port}"), "{s}");
+}
