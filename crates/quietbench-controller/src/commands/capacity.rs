@@ -366,6 +366,7 @@ pub fn run_capacity(req: CapacityRequest) -> anyhow::Result<ExitCode> {
             // The session ended before the search did (it cannot without an error above).
             Next::Measure { .. } => Capacity {
                 rate: None,
+                unconfirmed: None,
                 failed_at: None,
                 why_failed: Some("the search did not finish".into()),
                 settled: false,

@@ -56,8 +56,11 @@ pub enum Next {
 /// A build's capacity: the bracket the search ended with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Capacity {
-    /// The highest rate that held, confirmed; `None` when not even the lowest rate held.
+    /// The highest rate that held, confirmed; `None` when not even the lowest rate held, or
+    /// the steps ran out before its confirming step held.
     pub rate: Option<u64>,
+    /// The highest rate that held once, when the steps ran out before it was confirmed.
+    pub unconfirmed: Option<u64>,
     /// The lowest rate that broke a guard; `None` when none did up to the highest rate.
     pub failed_at: Option<u64>,
     /// Why it broke.
@@ -77,6 +80,16 @@ impl Capacity {
         } else {
             " (unsettled: the steps ran out before the bracket closed)"
         };
+        if let (None, Some(held)) = (self.rate, self.unconfirmed) {
+            let above = self
+                .failed_at
+                .map(|f| format!("; {} did not", thousands(f)))
+                .unwrap_or_default();
+            return format!(
+                "{} requests/s held once but was not confirmed{above}{settled}",
+                thousands(held)
+            );
+        }
         match (self.rate, self.failed_at) {
             (Some(rate), Some(failed)) => format!(
                 "{} requests/s (held; {} did not){settled}",
@@ -142,6 +155,7 @@ impl Search {
     fn done(&self, settled: bool) -> Next {
         Next::Done(Capacity {
             rate: self.lo.filter(|_| self.confirmed),
+            unconfirmed: self.lo.filter(|_| !self.confirmed),
             failed_at: self.hi,
             why_failed: self.why_failed.clone(),
             settled,
@@ -386,9 +400,30 @@ mod tests {
     }
 
     #[test]
+    fn a_rate_that_held_once_is_said_when_the_steps_ran_out_before_its_confirmation() {
+        // Capacity 900 from a start of 200: 200, 400, 800 hold, 1600 fails, and the bisection's
+        // steps run out before 800 is confirmed. The lowest rate did hold: say what did.
+        let config = SearchConfig {
+            start: 200,
+            max_steps: 6,
+            ..config()
+        };
+        let (cap, measured) = search_with(config, &mut |rate, _| rate <= 900);
+        assert_eq!(measured.len(), 6);
+        assert_eq!((cap.rate, cap.unconfirmed), (None, Some(800)));
+        let text = cap.describe();
+        assert!(
+            text.starts_with("800 requests/s held once but was not confirmed; 951 did not"),
+            "{text}"
+        );
+        assert!(!text.contains("lowest rate offered did not hold"), "{text}");
+    }
+
+    #[test]
     fn capacities_compare_only_when_their_brackets_part() {
         let cap = |rate, failed| Capacity {
             rate,
+            unconfirmed: None,
             failed_at: failed,
             why_failed: None,
             settled: true,
