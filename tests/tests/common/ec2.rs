@@ -33,7 +33,13 @@ pub fn any_ami(moto: &Moto) -> String {
         tries += 1;
         match describe_images(moto.port) {
             Ok(answer) => break answer,
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset && tries < 5 => {
+            // Refused too: seen once in CI, the server not yet listening again.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::ConnectionRefused
+                ) && tries < 5 =>
+            {
                 std::thread::sleep(std::time::Duration::from_millis(200));
             }
             Err(e) => panic!("DescribeImages on moto failed after {tries} tries: {e}"),
