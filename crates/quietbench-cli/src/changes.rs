@@ -22,8 +22,8 @@ pub struct ChangePointArgs {
     /// The p-value a change point must reach
     #[arg(long, value_name = "P", default_value_t = ChangePointConfig::default().significance, value_parser = parse_significance)]
     pub(crate) significance: f64,
-    /// Shuffles of the permutation test (p-values down to 1/(N+1); a change that no shuffle
-    /// reached is shuffled on to rank it)
+    /// Shuffles of the permutation test (p-values down to 1/(N+1); mean-shift shuffles on past
+    /// them while a p-value is too near the significance to decide, or too small to rank)
     #[arg(long, value_name = "N", default_value_t = ChangePointConfig::default().permutations, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub(crate) permutations: u32,
     /// The fewest points a segment between change points may have: one odd point is an outlier,

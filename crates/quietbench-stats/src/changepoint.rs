@@ -15,8 +15,11 @@
 //!    slow wander is not read as a step; white noise has ρ ≈ 0 and keeps the full power of a
 //!    t-like statistic;
 //! 3. z is tested against shuffles of the segment, each split and studentized the same way:
-//!    p = (1 + shuffles whose z reaches it) / (1 + shuffles), at most `permutations` of them,
-//!    stopping as soon as the count makes it insignificant. Studentizing inside every shuffle is
+//!    p = (1 + shuffles whose z reaches it) / (1 + shuffles). The test is sequential: it stops
+//!    early once ten shuffles reach z and a 99.9% Wilson interval for p lies above the
+//!    significance, runs `permutations` otherwise, then shuffles on while that interval still
+//!    holds the significance (within step 5's caps), so the seed does not decide a p near the
+//!    threshold. Studentizing inside every shuffle is
 //!    what lets a shuffle test hold for autocorrelated noise (a studentized permutation
 //!    statistic has the same limit under both; Janssen 1997, and for change points Hušková &
 //!    Kirch 2008);
@@ -24,8 +27,8 @@
 //!    without that side's most extreme run: its z without it must reach the median of the
 //!    shuffles' maxima. A single bad newest run beside one ordinary run is not a new level: the
 //!    change must be confirmed by a second run, not by one run's size;
-//! 5. a change found with no shuffle reaching it is shuffled on (up to 9,999 shuffles, and
-//!    n × shuffles ≤ 10⁷) until ten do, so that its p-value can rank changes (resolution
+//! 5. a change found with fewer than ten shuffles reaching it is shuffled on (up to 9,999
+//!    shuffles, and n × shuffles ≤ 10⁷) until ten do, so that its p-value can rank changes (resolution
 //!    1/(1 + shuffles)); the decision is made on that refined p;
 //! 6. each side of a change is searched again, until no segment has a significant split.
 //!
