@@ -367,7 +367,8 @@ impl Http2Reader {
     /// With `grpc=`, the call's `grpc-status`; None otherwise, or when the HTTP status was not
     /// 200 (such a response is counted by that status).
     pub(crate) fn grpc_status(&self) -> Option<u32> {
-        self.grpc_status.filter(|_| self.grpc && self.status == 200)
+        // Read only for such a call (`end_frame`), and cleared with each response.
+        self.grpc_status
     }
 
     /// The connection is to be closed after this response.
@@ -397,7 +398,12 @@ impl Http2Reader {
                 }
             } else {
                 let take = self.remaining.min(n - at);
-                let keep = (KEEP_BYTES - self.keep_len).min(take);
+                // A body's bytes are counted, never read: only control and header frames are kept.
+                let keep = if self.kind == DATA {
+                    0
+                } else {
+                    (KEEP_BYTES - self.keep_len).min(take)
+                };
                 self.keep[self.keep_len..self.keep_len + keep]
                     .copy_from_slice(&self.buffer[at..at + keep]);
                 self.keep_len += keep;
