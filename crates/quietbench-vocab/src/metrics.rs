@@ -59,6 +59,16 @@ pub fn lookup(name: &str) -> Option<&'static Metric> {
     REGISTRY.iter().find(|m| m.name == name)
 }
 
+/// The name server (or command) B's copy of metric `name` has in a duet, `b_` before it, when
+/// one is registered: one rule for the probe that writes B's figures and the controller that
+/// accounts B's server.
+pub fn duet_b(name: &str) -> Option<&'static str> {
+    REGISTRY
+        .iter()
+        .find(|m| m.name.strip_prefix("b_") == Some(name))
+        .map(|m| m.name)
+}
+
 /// Writes one `pub const NAME: &str` per entry and the [`REGISTRY`] of them all, from one list:
 /// a constant that is not in the registry, or an entry without a constant, cannot be written.
 macro_rules! registry {
@@ -452,6 +462,32 @@ mod tests {
             assert!(seen.insert(m.name), "{} is registered twice", m.name);
             assert!(!m.name.is_empty(), "an empty name is registered");
             assert!(!m.unit.is_empty(), "{} has no unit", m.name);
+        }
+    }
+
+    #[test]
+    fn a_duets_b_names_are_a_names_with_b_before_them_in_the_same_unit() {
+        assert_eq!(duet_b(ERRORS_CONNECT), Some(B_ERRORS_CONNECT));
+        assert_eq!(
+            duet_b(SERVER_CPU_PER_REQUEST),
+            Some(B_SERVER_CPU_PER_REQUEST)
+        );
+        assert_eq!(
+            duet_b(REQUESTS_PER_SEC_AFTER_WARMUP),
+            Some(B_REQUESTS_PER_SEC_AFTER_WARMUP)
+        );
+        assert_eq!(duet_b(EVENTS_PER_SEC), None);
+        assert_eq!(duet_b(B_ERRORS_CONNECT), None);
+        for m in REGISTRY {
+            if let Some(b) = duet_b(m.name) {
+                let b = lookup(b).unwrap();
+                assert_eq!(
+                    (m.unit, m.kind, m.form),
+                    (b.unit, b.kind, b.form),
+                    "{}",
+                    b.name
+                );
+            }
         }
     }
 

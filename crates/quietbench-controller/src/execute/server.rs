@@ -438,15 +438,7 @@ pub(super) fn account_b(
         .and_then(|m| m.value);
     Ok(server_metrics(&stopped, requests)
         .into_iter()
-        .map(|f| Figure {
-            name: match f.name {
-                metrics::SERVER_CPU_TIME => metrics::B_SERVER_CPU_TIME,
-                metrics::SERVER_PEAK_RSS => metrics::B_SERVER_PEAK_RSS,
-                metrics::SERVER_CPU_PER_REQUEST => metrics::B_SERVER_CPU_PER_REQUEST,
-                other => other,
-            },
-            ..f
-        })
+        .filter_map(|f| metrics::duet_b(f.name).map(|name| Figure { name, ..f }))
         .collect())
 }
 

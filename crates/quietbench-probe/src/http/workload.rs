@@ -155,23 +155,6 @@ struct Tally {
 
 /// A counter's name for server B of a duet. gRPC's codes are not among them: a duet of gRPC
 /// servers is refused.
-fn lane_b_name(name: &'static str) -> &'static str {
-    match name {
-        metrics::ERRORS_CONNECT => metrics::B_ERRORS_CONNECT,
-        metrics::ERRORS_TIMEOUT => metrics::B_ERRORS_TIMEOUT,
-        metrics::ERRORS_4XX => metrics::B_ERRORS_4XX,
-        metrics::ERRORS_5XX => metrics::B_ERRORS_5XX,
-        metrics::ERRORS_IO => metrics::B_ERRORS_IO,
-        metrics::RECONNECTS => metrics::B_RECONNECTS,
-        metrics::REQUESTS_SENT => metrics::B_REQUESTS_SENT,
-        metrics::REQUESTS_UNSENT => metrics::B_REQUESTS_UNSENT,
-        metrics::REQUESTS_ABANDONED => metrics::B_REQUESTS_ABANDONED,
-        metrics::SEND_LAG_MAX_US => metrics::B_SEND_LAG_MAX_US,
-        metrics::REQUESTS_PER_SEC_AFTER_WARMUP => metrics::B_REQUESTS_PER_SEC_AFTER_WARMUP,
-        other => other,
-    }
-}
-
 fn ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
@@ -186,9 +169,8 @@ pub struct HttpWorkload {
     probe: &'static str,
     framing: Framing,
     target: SocketAddr,
-    /// In a duet, this thread loads server B (odd threads do): its samples go to B's metric
-    /// sets, this many sets on, and its counters carry B's names.
-    lane_b: bool,
+    /// In a duet, a thread that loads server B (odd threads do) puts its samples this many
+    /// metric sets on, in B's, and gives its counters B's names; 0 for A's threads.
     lane_offset: usize,
     /// The load is a duet's.
     duet: bool,
@@ -246,7 +228,6 @@ impl HttpWorkload {
                 Some(b) if lane_b => b,
                 _ => config.target,
             },
-            lane_b,
             lane_offset: if lane_b { sets_per_lane } else { 0 },
             duet: config.duet_target.is_some(),
             tls: match &config.tls_host {
@@ -944,10 +925,9 @@ impl Workload for HttpWorkload {
                 Merge::Sum,
             ));
         }
-        if self.lane_b {
-            for c in &mut counters {
-                c.name = lane_b_name(c.name);
-            }
+        if self.lane_offset > 0 {
+            // Server B's counters under B's names; one without a B name would add into A's.
+            counters.retain_mut(|c| metrics::duet_b(c.name).map(|b| c.name = b).is_some());
         }
         self.counters = counters;
     }
