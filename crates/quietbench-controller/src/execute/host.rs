@@ -360,12 +360,9 @@ impl HostTask {
             peer_on_this_machine = server.started.same_machine;
             probe_cpus = server.started.load_cpus.clone();
             params.insert("target".into(), server.started.target.to_string());
-            if let Some((b, _)) = &server.duet_b {
-                params.insert("duet_target".into(), b.target.to_string());
-                // The side started first (odd rounds: A) also has the load's first slot of
-                // each pair and the first of its threads, so every asymmetry of the host swaps
-                // with the rounds (host/duet.rs).
-                if planned.round.is_multiple_of(2) {
+            if let Some(b) = &server.duet_b {
+                params.insert("duet_target".into(), b.started.target.to_string());
+                if b.b_first {
                     params.insert("duet_b_first".into(), "true".into());
                 }
             }

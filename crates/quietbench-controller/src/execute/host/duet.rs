@@ -18,7 +18,7 @@
 use quietbench_proto::v1 as pb;
 
 use super::HostTask;
-use super::servers::{TrialServer, keep_name};
+use super::servers::{DuetB, TrialServer, keep_name};
 use crate::execute::server::{self, Split};
 use crate::schedule::PlannedTrial;
 
@@ -118,7 +118,12 @@ impl HostTask {
             (second, first)
         };
         a.load_cpus = load_cpus;
-        Ok(TrialServer::duet(a, b, name))
+        let b = DuetB {
+            started: b,
+            name,
+            b_first: !a_first,
+        };
+        Ok(TrialServer::duet(a, b))
     }
 
     /// Stops server B of a trial's duet: what it cost. None for a trial without one.
@@ -126,7 +131,7 @@ impl HostTask {
         &mut self,
         trial_server: &TrialServer,
     ) -> Option<anyhow::Result<pb::StopServerResponse>> {
-        let (_, name) = trial_server.duet_b.as_ref()?;
+        let name = &trial_server.duet_b.as_ref()?.name;
         let stopped = self.conn.stop_server(name).await;
         if stopped.is_ok() {
             self.kept_servers.forget(name);

@@ -69,11 +69,23 @@ pub struct Kept {
 #[derive(Debug)]
 pub(super) struct TrialServer {
     pub started: Started,
-    /// Server B of a duet, started beside A for this trial under its name on the agent.
-    pub duet_b: Option<(Started, String)>,
+    /// Server B of a duet, started beside A for this trial.
+    pub duet_b: Option<DuetB>,
     /// restart=run: which variant's kept server, what it had cost when the trial began, and
     /// what the trial's note says of it.
     kept: Option<KeptUse>,
+}
+
+/// Server B of one trial's duet.
+#[derive(Debug)]
+pub(super) struct DuetB {
+    pub started: Started,
+    /// Its name on the agent.
+    pub name: String,
+    /// B was started first this trial (even rounds), so it also has the load's first slot of
+    /// each pair and the first of its threads: every asymmetry of the host swaps with the
+    /// rounds (host/duet.rs).
+    pub b_first: bool,
 }
 
 #[derive(Debug)]
@@ -85,10 +97,10 @@ struct KeptUse {
 
 impl TrialServer {
     /// A duet's servers for one trial: both started for it.
-    pub(super) fn duet(a: Started, b: Started, b_name: String) -> Self {
+    pub(super) fn duet(a: Started, b: DuetB) -> Self {
         Self {
             started: a,
-            duet_b: Some((b, b_name)),
+            duet_b: Some(b),
             kept: None,
         }
     }
@@ -100,7 +112,7 @@ impl TrialServer {
             &self.started.response,
             self.kept.as_ref().map(|k| k.reuse),
         );
-        if let Some((b, _)) = &self.duet_b {
+        if let Some(DuetB { started: b, .. }) = &self.duet_b {
             let cpus: Vec<String> = b.response.cpus.iter().map(u32::to_string).collect();
             placement.notes.push(format!(
                 "in duet: server B (pid {}) ran at the same time on CPU {}, ready {:.1} ms \
