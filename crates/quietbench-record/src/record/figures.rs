@@ -253,18 +253,35 @@ impl TrialFigure {
 pub fn trial_time_ns(t: &TrialRecord, figure: TrialFigure) -> Option<f64> {
     match figure {
         TrialFigure::Mean => mean_time_ns(t, metrics::INVOCATIONS_PER_SEC),
-        TrialFigure::LatencyP50 => histogram_median(t, metrics::REQUEST_LATENCY),
+        TrialFigure::LatencyP50 | TrialFigure::LatencyP99 | TrialFigure::ServerCpu => {
+            server_time_ns(t, figure, |name| Some(name))
+        }
+        _ => histogram_median(t, figure.histograms()?.0),
+    }
+}
+
+/// A server figure of a trial, read from the metrics `named` gives for the unprefixed names:
+/// server A's (the names themselves) or a duet's server B's (`metrics::duet_b`).
+fn server_time_ns(
+    t: &TrialRecord,
+    figure: TrialFigure,
+    named: fn(&'static str) -> Option<&'static str>,
+) -> Option<f64> {
+    match figure {
+        TrialFigure::LatencyP50 => histogram_median(t, named(metrics::REQUEST_LATENCY)?),
         TrialFigure::LatencyP99 => {
-            let hist = histogram(t, metrics::REQUEST_LATENCY)?;
+            let hist = histogram(t, named(metrics::REQUEST_LATENCY)?)?;
             (!hist.is_empty()).then(|| hist.median_equivalent(hist.value_at_quantile(0.99)) as f64)
         }
-        TrialFigure::ServerCpu => t
-            .metrics
-            .iter()
-            .find(|m| m.name == metrics::SERVER_CPU_PER_REQUEST)?
-            .value
-            .filter(|v| *v > 0.0),
-        _ => histogram_median(t, figure.histograms()?.0),
+        TrialFigure::ServerCpu => {
+            let name = named(metrics::SERVER_CPU_PER_REQUEST)?;
+            t.metrics
+                .iter()
+                .find(|m| m.name == name)?
+                .value
+                .filter(|v| *v > 0.0)
+        }
+        _ => None,
     }
 }
 
@@ -275,13 +292,12 @@ pub fn trial_time_ns(t: &TrialRecord, figure: TrialFigure) -> Option<f64> {
 ///   pair in twenty does not move; B's figure is an estimate of B's at A's conditions.
 /// - Mean: the exact mean wall time per invocation of each.
 pub fn paired_times_ns(t: &TrialRecord, figure: TrialFigure) -> Option<(f64, f64)> {
-    if matches!(
-        figure,
-        TrialFigure::LatencyP50 | TrialFigure::LatencyP99 | TrialFigure::ServerCpu
-    ) {
-        return duet_server_times_ns(t, figure);
-    }
     match figure {
+        // Servers A and B of an `http` duet trial (both loaded at once): each one's own figure.
+        TrialFigure::LatencyP50 | TrialFigure::LatencyP99 | TrialFigure::ServerCpu => Some((
+            server_time_ns(t, figure, |name| Some(name))?,
+            server_time_ns(t, figure, metrics::duet_b)?,
+        )),
         TrialFigure::Mean => Some((
             mean_time_ns(t, metrics::INVOCATIONS_PER_SEC)?,
             mean_time_ns(t, metrics::B_INVOCATIONS_PER_SEC)?,
@@ -293,44 +309,6 @@ pub fn paired_times_ns(t: &TrialRecord, figure: TrialFigure) -> Option<(f64, f64
                 turn_balanced_ratio(t, figure).or_else(|| histogram_median(t, ratio))? / 1e6;
             Some((a, a * ratio))
         }
-    }
-}
-
-/// Servers A and B of an `http` duet trial (both loaded at once, alternately): each one's
-/// figure as [`trial_time_ns`] reads it, A's from the unprefixed metrics and B's from the
-/// `b_` ones.
-fn duet_server_times_ns(t: &TrialRecord, figure: TrialFigure) -> Option<(f64, f64)> {
-    let percentile = |metric: &str, q: f64| {
-        let hist = histogram(t, metric)?;
-        if hist.is_empty() {
-            return None;
-        }
-        if q == 0.5 {
-            return histogram_median_of(hist);
-        }
-        Some(hist.median_equivalent(hist.value_at_quantile(q)) as f64)
-    };
-    let value = |metric: &str| {
-        t.metrics
-            .iter()
-            .find(|m| m.name == metric)?
-            .value
-            .filter(|v| *v > 0.0)
-    };
-    match figure {
-        TrialFigure::LatencyP50 => Some((
-            percentile(metrics::REQUEST_LATENCY, 0.5)?,
-            percentile(metrics::B_REQUEST_LATENCY, 0.5)?,
-        )),
-        TrialFigure::LatencyP99 => Some((
-            percentile(metrics::REQUEST_LATENCY, 0.99)?,
-            percentile(metrics::B_REQUEST_LATENCY, 0.99)?,
-        )),
-        TrialFigure::ServerCpu => Some((
-            value(metrics::SERVER_CPU_PER_REQUEST)?,
-            value(metrics::B_SERVER_CPU_PER_REQUEST)?,
-        )),
-        _ => None,
     }
 }
 

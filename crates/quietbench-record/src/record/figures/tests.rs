@@ -145,6 +145,40 @@ fn an_http_trial_is_judged_on_its_latency_percentiles_or_its_server_cpu() {
 }
 
 #[test]
+fn a_duet_trial_gives_each_server_its_own_figures_from_its_own_metrics() {
+    // Server A: p50 1 ms, p99 the 50-ms stall, 120 µs of CPU per request; server B (the `b_`
+    // metrics of the same trial): 1.2 ms, 30 ms, 90 µs.
+    let mut t = http_trial("A+B", 1, (1_000_000, 50_000_000), 120_000.0);
+    let mut latencies = vec![1_200_000; 197];
+    latencies.extend([30_000_000; 3]);
+    push_histogram(&mut t, metrics::B_REQUEST_LATENCY, &latencies);
+    t.metrics.push(crate::record::MetricRecord {
+        name: metrics::B_SERVER_CPU_PER_REQUEST.into(),
+        unit: "ns".into(),
+        value: Some(90_000.0),
+        interval_values: Vec::new(),
+        histogram: None,
+    });
+    let near = |got: f64, want: f64| assert!((got / want - 1.0).abs() < 0.001, "{got} vs {want}");
+    for (figure, a, b) in [
+        (TrialFigure::LatencyP50, 1e6, 1.2e6),
+        (TrialFigure::LatencyP99, 50e6, 30e6),
+        (TrialFigure::ServerCpu, 120e3, 90e3),
+    ] {
+        let (got_a, got_b) = paired_times_ns(&t, figure).unwrap();
+        near(got_a, a);
+        near(got_b, b);
+        // A's figure is what a trial of A alone would give.
+        near(trial_time_ns(&t, figure).unwrap(), a);
+    }
+    // Without B's metrics there is no pair.
+    t.metrics
+        .retain(|m| m.name != metrics::B_SERVER_CPU_PER_REQUEST);
+    assert_eq!(paired_times_ns(&t, TrialFigure::ServerCpu), None);
+    assert!(paired_times_ns(&t, TrialFigure::LatencyP50).is_some());
+}
+
+#[test]
 fn the_median_of_an_even_count_is_the_mean_of_the_two_middle_values() {
     let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 1 << 40, 3).unwrap();
     for v in [1_000_000, 2_000_000, 3_000_000, 40_000_000] {
