@@ -18,7 +18,6 @@
 //! group, which proto3 has no way to write).
 
 use std::collections::BTreeMap;
-use std::io::Read;
 
 use prost::Message;
 use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor};
@@ -26,6 +25,7 @@ use quietbench_vocab::grpc::{
     GRPC, GRPC_DESCRIPTOR, GRPC_MESSAGE, GRPC_REQUEST, MAX_GRPC_MESSAGE_BYTES, split_method, to_hex,
 };
 
+use super::requests_file::{Unread, read_bounded};
 use crate::schedule::VariantSpec;
 
 /// The largest descriptor set read: far above any service's (the whole of googleapis is
@@ -92,17 +92,10 @@ fn prepare(params: &mut BTreeMap<String, String>) -> Result<(), String> {
 
 /// A file on this machine, at most `max` bytes.
 fn read_file(path: &str, max: u64) -> Result<Vec<u8>, String> {
-    let file = std::fs::File::open(path).map_err(|e| {
-        format!("cannot read it: {e} (a file on this machine, relative to where quietbench runs)")
-    })?;
-    let mut bytes = Vec::new();
-    file.take(max + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read it: {e}"))?;
-    if bytes.len() as u64 > max {
-        return Err(format!("over {max} bytes"));
-    }
-    Ok(bytes)
+    read_bounded(path, max).map_err(|why| match why {
+        Unread::TooBig => format!("over {max} bytes"),
+        Unread::Io(why) => why,
+    })
 }
 
 /// The input type of `service`'s unary `method` in an encoded descriptor set.

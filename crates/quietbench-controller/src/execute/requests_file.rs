@@ -155,22 +155,42 @@ fn prepare(
     Ok(())
 }
 
+/// Why [`read_bounded`] gave no bytes.
+pub(super) enum Unread {
+    /// The file has more than the bound.
+    TooBig,
+    /// It could not be opened or read: the message says why.
+    Io(String),
+}
+
+/// A user's file (a request file, a gRPC message or descriptor set), read whole if it is at
+/// most `max` bytes, and never more than `max` + 1 bytes of it.
+pub(super) fn read_bounded(path: &str, max: u64) -> Result<Vec<u8>, Unread> {
+    let file = std::fs::File::open(path).map_err(|e| {
+        Unread::Io(format!(
+            "cannot read it: {e} (a file on this machine, relative to where quietbench runs)"
+        ))
+    })?;
+    let mut bytes = Vec::new();
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Unread::Io(format!("cannot read it: {e}")))?;
+    if bytes.len() as u64 > max {
+        return Err(Unread::TooBig);
+    }
+    Ok(bytes)
+}
+
 /// Reads a request file and checks it with the probe's parser; an error says what is wrong,
 /// with the line.
 fn read_requests(path: &str, check: fn(&str) -> Result<(), String>) -> Result<String, String> {
-    let file = std::fs::File::open(path).map_err(|e| {
-        format!("cannot read it: {e} (a file on this machine, relative to where quietbench runs)")
-    })?;
-    let mut bytes = Vec::new();
-    file.take(MAX_REQUESTS_TEXT_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read it: {e}"))?;
-    if bytes.len() > MAX_REQUESTS_TEXT_BYTES {
-        return Err(format!(
+    let bytes = read_bounded(path, MAX_REQUESTS_TEXT_BYTES as u64).map_err(|why| match why {
+        Unread::TooBig => format!(
             "over {MAX_REQUESTS_TEXT_BYTES} bytes (1 MiB): replay a sample of the requests, or \
              split them over variants"
-        ));
-    }
+        ),
+        Unread::Io(why) => why,
+    })?;
     let text = String::from_utf8(bytes).map_err(|e| {
         let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];
         let line = good.iter().filter(|&&b| b == b'\n').count() + 1;
