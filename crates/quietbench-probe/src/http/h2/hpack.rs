@@ -122,6 +122,11 @@ fn digits(value: &[u8], huffman: bool) -> Option<u32> {
 /// The statuses of the static table's `:status` entries, indices 8 to 14.
 const STATIC_STATUS: [u16; 7] = [200, 204, 206, 304, 400, 404, 500];
 
+/// A reference into a dynamic table we left the server without.
+const DYNAMIC_TABLE: Malformed = Malformed::Http2(
+    "the server referred to its HPACK dynamic table, which our SETTINGS set to size 0",
+);
+
 /// The `:status` at the start of a header block (after any table size updates).
 pub(super) fn block_status(block: &[u8]) -> Result<u16, Malformed> {
     const HPACK: Malformed =
@@ -136,9 +141,7 @@ pub(super) fn block_status(block: &[u8]) -> Result<u16, Malformed> {
         let index = get_int(block, &mut at, 7).ok_or(HPACK)?;
         return match index {
             8..=14 => Ok(STATIC_STATUS[index - 8]),
-            62.. => Err(Malformed::Http2(
-                "the server referred to its HPACK dynamic table, which our SETTINGS set to size 0",
-            )),
+            62.. => Err(DYNAMIC_TABLE),
             _ => Err(HPACK),
         };
     } else if first & 0xc0 == 0x40 {
@@ -211,12 +214,7 @@ pub(super) fn block_grpc_status(block: &[u8], whole: bool) -> Result<Option<u32>
             match index {
                 1..=61 => continue,
                 0 => return Err(HPACK),
-                _ => {
-                    return Err(Malformed::Http2(
-                        "the server referred to its HPACK dynamic table, which our SETTINGS set \
-                         to size 0",
-                    ));
-                }
+                _ => return Err(DYNAMIC_TABLE),
             }
         } else if first & 0xe0 == 0x20 {
             if get_int(block, &mut at, 5).is_none() {
@@ -232,9 +230,7 @@ pub(super) fn block_grpc_status(block: &[u8], whole: bool) -> Result<Option<u32>
             return cut();
         };
         if name_index > 61 {
-            return Err(Malformed::Http2(
-                "the server referred to its HPACK dynamic table, which our SETTINGS set to size 0",
-            ));
+            return Err(DYNAMIC_TABLE);
         }
         let name = if name_index == 0 {
             match get_str(block, &mut at) {
