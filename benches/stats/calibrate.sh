@@ -15,9 +15,12 @@
 # Every figure the report prints is counted: the verdict's (FIGURE: median, the default, or
 # mean; a duet refuses mean and is skipped for it) and the one printed beside it (cpu). NOISES
 # may also name memory: the injector's memory hog (256 MiB streamed, unpinned) in spells 30% of
-# the time.
+# the time; and throttle: compare (with its agent and the commands) runs in a cgroup of its own
+# whose CPU cap (v2 cpu.max, or v1 cpu.cfs_quota_us) the injector sets to 25% of all CPUs in
+# spells 30% of the time, as a cloud instance out of CPU credits or a container at its quota
+# is (needs root; the cgroup is made and removed here).
 #
-# Usage: [RUNS=5] [BUDGET=20] [MODES="invocations trials duet"] [NOISES="quiet cpu"]
+# Usage: [RUNS=5] [BUDGET=20] [MODES="invocations trials duet"] [NOISES="quiet cpu" (or memory, throttle)]
 #        [FIGURE=median|mean] [DIFF=0|1] benches/stats/calibrate.sh
 # KEEP=DIR keeps every run's JSON verdict there.
 # Environment: QB, NOISE_BIN = built quietbench and noise binaries (default: target/release/
@@ -39,8 +42,24 @@ if [ "$figure" = mean ]; then
 fi
 secs=${TRIAL_SECS:-1}
 for noise in $noises; do
-  case $noise in quiet | cpu | memory) ;; *) echo "calibrate: unknown noise '$noise' (quiet, cpu or memory)" >&2; exit 2 ;; esac
+  case $noise in quiet | cpu | memory | throttle) ;; *) echo "calibrate: unknown noise '$noise' (quiet, cpu, memory or throttle)" >&2; exit 2 ;; esac
 done
+
+# throttle's cgroup: v2 where the unified hierarchy is mounted at /sys/fs/cgroup, else v1's cpu
+# controller.
+cgroup=
+if [[ " $noises " == *" throttle "* ]]; then
+  if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+    cgroup=/sys/fs/cgroup/qb-calibrate-$$
+    grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control || echo +cpu >/sys/fs/cgroup/cgroup.subtree_control
+  elif [ -f /sys/fs/cgroup/cpu/cpu.cfs_period_us ]; then
+    cgroup=/sys/fs/cgroup/cpu/qb-calibrate-$$
+  else
+    echo "calibrate: throttle needs a cgroup with a CPU cap (v2, or v1's cpu controller); none is mounted" >&2
+    exit 2
+  fi
+  mkdir "$cgroup"
+fi
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 if [ -z "${QB:-}" ]; then
@@ -64,6 +83,8 @@ cleanup() {
     kill -TERM "$injector" 2>/dev/null || true
     wait "$injector" 2>/dev/null || true
   fi
+  # Empty once compare has ended: its processes were the only ones put there.
+  if [ -n "$cgroup" ]; then rmdir "$cgroup" 2>/dev/null || echo "calibrate: could not remove $cgroup" >&2; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -94,11 +115,11 @@ for mode in $modes; do
       log="$work/noise-$mode-$i.log"
       : >"$log"
       if [ "$noise" != quiet ]; then
-        if [ "$noise" = cpu ]; then
-          cmd=("$NOISE_BIN" --cpu-hog "$cpus" --duty 0.3 --seed "$i")
-        else
-          cmd=("$NOISE_BIN" --memory-hog 256 --duty 0.3 --seed "$i")
-        fi
+        case $noise in
+          cpu) cmd=("$NOISE_BIN" --cpu-hog "$cpus" --duty 0.3 --seed "$i") ;;
+          memory) cmd=("$NOISE_BIN" --memory-hog 256 --duty 0.3 --seed "$i") ;;
+          throttle) cmd=("$NOISE_BIN" --cpu-max 25 --cgroup "$cgroup" --duty 0.3 --seed "$i") ;;
+        esac
         echo "$(line "${cmd[@]}") &" >>"$work/commands"
         "${cmd[@]}" 2>"$log" &
         injector=$!
@@ -106,6 +127,10 @@ for mode in $modes; do
       cmd=("$QB" compare --local --shell --no-store --rounds 100000 --budget "$budget"
         --duration "$secs" --interleave "$mode" --figure "$figure" --seed "$i" --a "$a" --b "$b"
         --json "$json")
+      if [ "$noise" = throttle ]; then
+        # compare, its agent and the commands, all in the throttled cgroup (children inherit it).
+        cmd=(sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cgroup" "${cmd[@]}")
+      fi
       line "${cmd[@]}" >>"$work/commands"
       echo >>"$work/commands"
       if ! (cd "$work" && "${cmd[@]}" >/dev/null 2>"$work/err"); then
@@ -133,7 +158,7 @@ on = open(sys.argv[5]).read().strip().splitlines()[-1:]
 on = "; " + on[0].split("; ", 1)[-1] if on else ""
 others = "".join(f'; {o["figure"]} {o["ratio"]:.4f} [{o["ci_low"]:.4f}, {o["ci_high"]:.4f}]'
                  for o in v.get("other_figures", []))
-print(f'  {sys.argv[2]:<11} {sys.argv[3]:<6} run {sys.argv[4]}: {v["figure"]} B/A {v["ratio"]:.4f} '
+print(f'  {sys.argv[2]:<11} {sys.argv[3]:<8} run {sys.argv[4]}: {v["figure"]} B/A {v["ratio"]:.4f} '
       f'[{v["ci_low"]:.4f}, {v["ci_high"]:.4f}], MDE {v["mde"]*100:.2f}%{others}, {v["rounds"]} rounds{on}')
 PY
     done
@@ -153,7 +178,7 @@ work, runs, diff = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
 # an interval wholly above 1. One row per printed figure: the verdict's, then each one printed
 # beside it (other_figures), each with its own interval.
 head = "detected (CI > 1)" if diff else "false positives (CI excludes 1)"
-print(f'{"mode":<12} {"noise":<6} {"figure":<7} {"runs":>4}  {head:<31} {"median MDE":>10}  {"median B/A":>10}  {"rounds":>6}')
+print(f'{"mode":<12} {"noise":<8} {"figure":<7} {"runs":>4}  {head:<31} {"median MDE":>10}  {"median B/A":>10}  {"rounds":>6}')
 for mode in sys.argv[4].split():
     for noise in sys.argv[5].split():
         v = [json.load(open(f"{work}/{mode}-{noise}-{i}.json")) for i in range(1, runs + 1)]
@@ -168,7 +193,7 @@ for mode in sys.argv[4].split():
             mde = statistics.median(r["mde"] for r in rows) * 100
             ratio = statistics.median(r["ratio"] for r in rows)
             rounds = statistics.median(r["rounds"] for r in v)
-            print(f'{mode:<12} {noise:<6} {name:<7} {runs:>4}  {f"{hits} of {runs}":<31} {mde:>9.2f}%  {ratio:>10.4f}  {rounds:>6g}')
+            print(f'{mode:<12} {noise:<8} {name:<7} {runs:>4}  {f"{hits} of {runs}":<31} {mde:>9.2f}%  {ratio:>10.4f}  {rounds:>6g}')
 PY
 
 echo

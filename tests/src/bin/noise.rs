@@ -3,10 +3,10 @@
 //! between invocations (issue 28): neighbours and the hypervisor come and go, which a steady hog,
 //! slowing every invocation alike, does not reproduce.
 //!
-//! Each hog (a busy thread per CPU, a memory streamer, a cgroup's cpu.max) follows a schedule of
+//! Each hog (a busy thread per CPU, a memory streamer, a cgroup's cpu.max or v1 CFS quota) follows a schedule of
 //! spells of lengths drawn uniformly from --spell-ms, each on with probability --duty; SplitMix64
 //! from --seed draws it, so a seed means the same spells on every run (--print-schedule shows
-//! them). At the end it puts back the cpu.max it found.
+//! them). At the end it puts back the cap it found.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -43,7 +43,8 @@ struct Args {
     #[arg(long, value_name = "PERCENT", requires = "cgroup",
           value_parser = |s: &str| parse_number(s, 0.001, 100.0, "a percentage in (0, 100]"))]
     cpu_max: Option<f64>,
-    /// The cgroup v2 directory whose cpu.max --cpu-max writes (made by the caller)
+    /// The cgroup whose cap --cpu-max writes (made by the caller): a v2 directory (cpu.max) or
+    /// one of v1's cpu controller (cpu.cfs_quota_us)
     #[arg(long, value_name = "PATH", requires = "cpu_max")]
     cgroup: Option<PathBuf>,
     /// Each spell's length in milliseconds, drawn uniformly from MIN-MAX
@@ -138,42 +139,63 @@ fn sleep_until(end: Option<Instant>) {
     }
 }
 
-/// A cgroup's cpu.max and the value found there, which `Drop` puts back (short of a SIGKILL).
+/// A cgroup's CPU cap and the value found there, which `Drop` puts back (short of a SIGKILL):
+/// cgroup v2's cpu.max ("QUOTA PERIOD" or "max PERIOD"), or v1's cpu.cfs_quota_us (-1 for no
+/// cap) beside its cpu.cfs_period_us, whichever the directory has.
 struct CpuMax {
     file: PathBuf,
     was: String,
-    quota: u64,
+    /// What the file holds during an on-spell, and during an off one.
+    on: String,
+    off: String,
 }
 
 impl CpuMax {
     fn open(dir: &Path, percent: f64) -> anyhow::Result<Self> {
-        if !dir.join("cgroup.controllers").exists() {
+        let v2 = dir.join("cgroup.controllers").exists();
+        let v1_period = dir.join("cpu.cfs_period_us");
+        if !v2 && !v1_period.exists() {
             bail!(
-                "{}: not a cgroup v2 directory (no cgroup.controllers)",
+                "{}: neither a cgroup v2 directory (no cgroup.controllers) nor one of v1's cpu                  controller (no cpu.cfs_period_us)",
                 dir.display()
             );
         }
-        let file = dir.join("cpu.max");
-        let why = "(is the cpu controller in the parent's cgroup.subtree_control?)";
+        let file = dir.join(if v2 { "cpu.max" } else { "cpu.cfs_quota_us" });
+        let why = if v2 {
+            "(is the cpu controller in the parent's cgroup.subtree_control?)"
+        } else {
+            "(is the v1 cpu controller mounted?)"
+        };
         let was = fs::read_to_string(&file).map(|s| s.trim().to_string());
         let was = was.with_context(|| format!("cannot read {} {why}", file.display()))?;
         // Writing back what is there proves the file writable before any spell depends on it.
         let writable = fs::write(&file, &was);
         writable.with_context(|| format!("{} is not writable", file.display()))?;
-        // PERCENT of all the cgroup's CPUs: the quota per 100 ms period is summed over CPUs.
+        // PERCENT of all the cgroup's CPUs: the quota per period is summed over CPUs.
         let cpus = fs::read_to_string(dir.join("cpuset.cpus.effective"))
             .or_else(|_| fs::read_to_string("/sys/devices/system/cpu/online"))
             .ok()
             .and_then(|s| parse_cpu_list(s.trim()).ok())
             .map_or(1, |l| l.len().max(1));
+        let period: u64 = if v2 {
+            100_000
+        } else {
+            let text = fs::read_to_string(&v1_period);
+            let text = text.with_context(|| format!("cannot read {}", v1_period.display()))?;
+            let period = text.trim().parse();
+            period.with_context(|| format!("{}: not a number", v1_period.display()))?
+        };
         // The kernel refuses a quota below 1 ms.
-        let quota = ((percent / 100.0 * 100_000.0 * cpus as f64).round() as u64).max(1000);
-        Ok(Self { file, was, quota })
+        let quota = ((percent / 100.0 * period as f64 * cpus as f64).round() as u64).max(1000);
+        let (on, off) = if v2 {
+            (format!("{quota} {period}"), format!("max {period}"))
+        } else {
+            (quota.to_string(), "-1".to_string())
+        };
+        Ok(Self { file, was, on, off })
     }
     fn set(&self, on: bool) -> anyhow::Result<()> {
-        let quota = on.then(|| self.quota.to_string());
-        let value = format!("{} 100000", quota.as_deref().unwrap_or("max"));
-        let written = fs::write(&self.file, value);
+        let written = fs::write(&self.file, if on { &self.on } else { &self.off });
         written.with_context(|| format!("cannot write {}", self.file.display()))
     }
 }
@@ -277,9 +299,9 @@ fn main() -> anyhow::Result<()> {
     let ending = ending.unwrap_or("until SIGINT or SIGTERM".into());
     let sharing = ["independent schedules", "one schedule for all"][usize::from(args.together)];
     eprintln!("noise: seed {seed} ({sharing}), spells {min}-{max} ms, duty {duty}, {ending}");
-    if let Some(CpuMax { file, was, quota }) = &cg {
+    if let Some(CpuMax { file, was, on, off }) = &cg {
         let f = file.display();
-        eprintln!("noise:   {f}: \"{quota} 100000\" when on, \"max 100000\" off (was {was:?})");
+        eprintln!("noise:   {f}: {on:?} when on, {off:?} off (was {was:?})");
     }
     for Hog(name, seed, kind) in &hogs {
         eprintln!("noise:   {name}: {kind:?}; schedule seed {seed}");
