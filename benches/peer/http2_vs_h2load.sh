@@ -105,19 +105,7 @@ h2load_run() {
   rm -f "$work/h2load.log"
   taskset -c "$load_cpu" h2load -c "$connections" -m 1 -t 1 -D "$seconds" "${extra[@]}" "$url" \
     > "$work/h2load.out" 2>&1 || { cat "$work/h2load.out" >&2; return 1; }
-  python3 - "$work/h2load.out" "$work/h2load.log" <<'PY'
-import os, re, statistics, sys
-out = open(sys.argv[1]).read()
-rate = float(re.search(r"finished in \S+, ([0-9.]+) req/s", out).group(1))
-failed = int(re.search(r"requests: .* (\d+) failed", out).group(1))
-p50 = p99 = "-"
-if os.path.exists(sys.argv[2]):
-    # start time (us since the epoch), status, microseconds to the end of the response
-    us = sorted(int(line.split("\t")[2]) for line in open(sys.argv[2]) if line.strip())
-    q = statistics.quantiles(us, n=100, method="inclusive")
-    p50, p99 = f"{q[49]:.1f}", f"{q[98]:.1f}"
-print(f"{rate:.0f} {p50} {p99} {failed}")
-PY
+  python3 "$repo/benches/peer/h2load_summary.py" "$work/h2load.out" "$work/h2load.log"
 }
 
 median() { python3 -c 'import sys, statistics; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
