@@ -305,8 +305,9 @@ pub fn paired_times_ns(t: &TrialRecord, figure: TrialFigure) -> Option<(f64, f64
         _ => {
             let (own, ratio) = figure.histograms()?;
             let a = histogram_median(t, own)?;
-            let ratio =
-                turn_balanced_ratio(t, figure).or_else(|| histogram_median(t, ratio))? / 1e6;
+            let ratio = turn_balanced_ratio(t, figure)
+                .or_else(|| ratio_median_of(histogram(t, ratio)?))?
+                / 1e6;
             Some((a, a * ratio))
         }
     }
@@ -321,8 +322,8 @@ pub fn paired_times_ns(t: &TrialRecord, figure: TrialFigure) -> Option<(f64, f64
 /// trial without both turns (recorded before the split, or too short to hold one of each).
 fn turn_balanced_ratio(t: &TrialRecord, figure: TrialFigure) -> Option<f64> {
     let (a_first, b_first) = figure.turn_histograms()?;
-    let a_first = histogram_median(t, a_first)?;
-    let b_first = histogram_median(t, b_first)?;
+    let a_first = ratio_median_of(histogram(t, a_first)?)?;
+    let b_first = ratio_median_of(histogram(t, b_first)?)?;
     Some((a_first * b_first).sqrt())
 }
 
@@ -354,6 +355,22 @@ fn histogram_median(t: &TrialRecord, metric: &str) -> Option<f64> {
 /// returns the lower of the two; a trial holds 5 to 20 pairs, and always taking the lower
 /// middle value biased B/A ratios low by about 0.2%, enough to fail A/A runs.)
 pub fn histogram_median_of(hist: &hdrhistogram::Histogram<u64>) -> Option<f64> {
+    middle_values(hist).map(|(low, high)| (low + high) / 2.0)
+}
+
+/// The median of a histogram of B/A ratios: with an even count, the geometric mean of the two
+/// middle values, so that the median of the A/B ratios is exactly its reciprocal. The
+/// arithmetic mean is not: it leans towards the larger ratio, and a turn's few pairs (often 2
+/// or 4 in a short trial) with widely spread ratios read B slower in both turns. Under cgroup
+/// CPU-quota spells, where a throttled pair's ratio can be 3 or 1/3, that read an A/A's pairs
+/// +3.0% (standard error 0.9%, 30 of 40 runs above 1; docs/statistics.md §1c).
+fn ratio_median_of(hist: &hdrhistogram::Histogram<u64>) -> Option<f64> {
+    middle_values(hist).map(|(low, high)| (low * high).sqrt())
+}
+
+/// A histogram's two middle values (the same one twice for an odd count), each read at the
+/// middle of its bucket.
+fn middle_values(hist: &hdrhistogram::Histogram<u64>) -> Option<(f64, f64)> {
     let n = hist.len();
     if n == 0 {
         return None;
@@ -369,10 +386,10 @@ pub fn histogram_median_of(hist: &hdrhistogram::Histogram<u64>) -> Option<f64> {
             low = Some(mid);
         }
         if seen >= high_rank {
-            return low.map(|l| (l + mid) / 2.0);
+            return low.map(|l| (l, mid));
         }
     }
-    low
+    low.map(|l| (l, l))
 }
 
 /// One counted trial's figure.

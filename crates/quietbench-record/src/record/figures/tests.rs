@@ -271,3 +271,35 @@ fn a_turns_advantage_cancels_in_the_pair_ratio_however_many_pairs_each_turn_has(
     let (a, b) = paired_times_ns(&t, TrialFigure::Cpu).unwrap();
     assert!((b / a / 1.01 - 1.0).abs() < 0.001, "{}", b / a);
 }
+
+/// Throttled pairs: in each turn one pair ran clear (B/A 1) and one met a quota stall that
+/// tripled the second command (A first: B/A 3; B first: 1/3). Swapping A and B gives the same
+/// pairs, so the ratio must be 1; the arithmetic middle of each turn's two ratios read
+/// √(2 × 2/3) = 1.15.
+#[test]
+fn a_ratio_median_of_an_even_count_is_the_same_read_from_either_side() {
+    let mut t = trial_with_invocations(&[100; 4]);
+    push_histogram(&mut t, metrics::B_OVER_A_WALL_PPM, &[1]);
+    push_histogram(
+        &mut t,
+        metrics::B_OVER_A_WALL_PPM_A_FIRST,
+        &[1_000_000, 3_000_000],
+    );
+    push_histogram(
+        &mut t,
+        metrics::B_OVER_A_WALL_PPM_B_FIRST,
+        &[1_000_000, 333_333],
+    );
+    let (a, b) = paired_times_ns(&t, TrialFigure::Median).unwrap();
+    assert!((b / a - 1.0).abs() < 0.001, "{}", b / a);
+
+    // Without turns, all four pairs: the middle two are 1 and 1.
+    let mut t = trial_with_invocations(&[100; 4]);
+    push_histogram(
+        &mut t,
+        metrics::B_OVER_A_WALL_PPM,
+        &[333_333, 1_000_000, 1_100_000, 3_000_000],
+    );
+    let (a, b) = paired_times_ns(&t, TrialFigure::Median).unwrap();
+    assert!((b / a / 1.1f64.sqrt() - 1.0).abs() < 0.001, "{}", b / a);
+}
