@@ -254,7 +254,7 @@ pub fn trial_time_ns(t: &TrialRecord, figure: TrialFigure) -> Option<f64> {
     match figure {
         TrialFigure::Mean => mean_time_ns(t, metrics::INVOCATIONS_PER_SEC),
         TrialFigure::LatencyP50 | TrialFigure::LatencyP99 | TrialFigure::ServerCpu => {
-            server_time_ns(t, figure, |name| Some(name))
+            server_time_ns(t, figure, Some)
         }
         _ => histogram_median(t, figure.histograms()?.0),
     }
@@ -295,7 +295,7 @@ pub fn paired_times_ns(t: &TrialRecord, figure: TrialFigure) -> Option<(f64, f64
     match figure {
         // Servers A and B of an `http` duet trial (both loaded at once): each one's own figure.
         TrialFigure::LatencyP50 | TrialFigure::LatencyP99 | TrialFigure::ServerCpu => Some((
-            server_time_ns(t, figure, |name| Some(name))?,
+            server_time_ns(t, figure, Some)?,
             server_time_ns(t, figure, metrics::duet_b)?,
         )),
         TrialFigure::Mean => Some((
