@@ -153,8 +153,6 @@ struct Tally {
     answered: u64,
 }
 
-/// A counter's name for server B of a duet. gRPC's codes are not among them: a duet of gRPC
-/// servers is refused.
 fn ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
