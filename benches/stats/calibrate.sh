@@ -21,8 +21,9 @@
 # is (needs root; the cgroup is made and removed here).
 #
 # Usage: [RUNS=5] [BUDGET=20] [MODES="invocations trials duet"] [NOISES="quiet cpu" (or memory, throttle)]
-#        [FIGURE=median|mean] [DIFF=0|1] benches/stats/calibrate.sh
-# KEEP=DIR keeps every run's JSON verdict there.
+#        [FIGURE=median|mean] [DIFF=0|1] [FIRST=1] benches/stats/calibrate.sh
+# KEEP=DIR keeps every run's JSON verdict there. FIRST=K numbers the runs (and seeds the injector
+# and compare) from K instead of 1, so that a cell of 20 runs can be grown to 40 with FIRST=21.
 # Environment: QB, NOISE_BIN = built quietbench and noise binaries (default: target/release/
 # quietbench and target/debug/noise, built if missing); TRIAL_SECS = compare's --duration (1).
 # Needs: python3.
@@ -33,6 +34,8 @@ modes=${MODES:-invocations trials duet}
 noises=${NOISES:-quiet cpu}
 figure=${FIGURE:-median}
 diff=${DIFF:-0}
+first=${FIRST:-1}
+case $first in '' | *[!0-9]* | 0) echo "calibrate: FIRST must be a run number from 1 (got '$first')" >&2; exit 2 ;; esac
 case $figure in median | mean) ;; *) echo "calibrate: unknown FIGURE '$figure' (median or mean)" >&2; exit 2 ;; esac
 if [ "$figure" = mean ]; then
   # A duet's two sides share one invocation rate: compare refuses --figure mean there.
@@ -106,11 +109,11 @@ spin() { echo "i=0; while [ \$i -lt $1 ]; do i=\$((i+1)); done"; }
 a=$(spin "$loops")
 if [ "$diff" = 1 ]; then b=$(spin $((loops * 102 / 100))); else b=$a; fi
 
-echo "calibrate: RUNS=$runs BUDGET=${budget}s TRIAL_SECS=$secs MODES=\"$modes\" NOISES=\"$noises\" FIGURE=$figure DIFF=$diff" \
+echo "calibrate: RUNS=$runs FIRST=$first BUDGET=${budget}s TRIAL_SECS=$secs MODES=\"$modes\" NOISES=\"$noises\" FIGURE=$figure DIFF=$diff" \
   "(A: $loops loops, B: $( [ "$diff" = 1 ] && echo "$((loops * 102 / 100)) loops" || echo "the same"))"
 for mode in $modes; do
   for noise in $noises; do
-    for i in $(seq 1 "$runs"); do
+    for i in $(seq "$first" $((first + runs - 1))); do
       json="$mode-$noise-$i.json"
       log="$work/noise-$mode-$i.log"
       : >"$log"
@@ -171,9 +174,9 @@ if [ -n "${KEEP:-}" ]; then
   mkdir -p "$KEEP" && cp "$work"/*.json "$KEEP"/
   echo "calibrate: the verdicts (JSON) are in $KEEP"
 fi
-python3 - "$work" "$runs" "$diff" "$modes" "$noises" <<'PY'
+python3 - "$work" "$runs" "$diff" "$modes" "$noises" "$first" <<'PY'
 import json, statistics, sys
-work, runs, diff = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+work, runs, diff, first = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", int(sys.argv[6])
 # A/A: any interval that excludes 1 is a false positive. DIFF: B is slower, so a detection is
 # an interval wholly above 1. One row per printed figure: the verdict's, then each one printed
 # beside it (other_figures), each with its own interval.
@@ -181,7 +184,7 @@ head = "detected (CI > 1)" if diff else "false positives (CI excludes 1)"
 print(f'{"mode":<12} {"noise":<8} {"figure":<7} {"runs":>4}  {head:<31} {"median MDE":>10}  {"median B/A":>10}  {"rounds":>6}')
 for mode in sys.argv[4].split():
     for noise in sys.argv[5].split():
-        v = [json.load(open(f"{work}/{mode}-{noise}-{i}.json")) for i in range(1, runs + 1)]
+        v = [json.load(open(f"{work}/{mode}-{noise}-{i}.json")) for i in range(first, first + runs)]
         figures = [[r] + [o for o in r.get("other_figures", [])] for r in v]
         for k in range(min(len(f) for f in figures)):
             rows = [f[k] for f in figures]
