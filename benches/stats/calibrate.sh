@@ -35,7 +35,7 @@ noises=${NOISES:-quiet cpu}
 figure=${FIGURE:-median}
 diff=${DIFF:-0}
 first=${FIRST:-1}
-case $first in '' | *[!0-9]* | 0) echo "calibrate: FIRST must be a run number from 1 (got '$first')" >&2; exit 2 ;; esac
+case $first in '' | *[!0-9]* | 0*) echo "calibrate: FIRST must be a run number from 1 (got '$first')" >&2; exit 2 ;; esac
 case $figure in median | mean) ;; *) echo "calibrate: unknown FIGURE '$figure' (median or mean)" >&2; exit 2 ;; esac
 if [ "$figure" = mean ]; then
   # A duet's two sides share one invocation rate: compare refuses --figure mean there.
@@ -159,8 +159,8 @@ v = json.load(open(sys.argv[1]))
 # The injector's last line: the time each hog was actually on.
 on = open(sys.argv[5]).read().strip().splitlines()[-1:]
 on = "; " + on[0].split("; ", 1)[-1] if on else ""
-others = "".join(f'; {o["figure"]} {o["ratio"]:.4f} [{o["ci_low"]:.4f}, {o["ci_high"]:.4f}]'
-                 for o in v.get("other_figures", []))
+others = "".join(f'; {o["figure"]} {o["ratio"]:.4f} [{o["ci_low"]:.4f}, {o["ci_high"]:.4f}], '
+                 f'MDE {o["mde"]*100:.2f}%' for o in v.get("other_figures", []))
 print(f'  {sys.argv[2]:<11} {sys.argv[3]:<8} run {sys.argv[4]}: {v["figure"]} B/A {v["ratio"]:.4f} '
       f'[{v["ci_low"]:.4f}, {v["ci_high"]:.4f}], MDE {v["mde"]*100:.2f}%{others}, {v["rounds"]} rounds{on}')
 PY
