@@ -65,6 +65,7 @@ def main():
             row += f'  {sum(p) / n * 100:>5.0f}%'
         print(row)
 
+
 if __name__ == '__main__':
     try:
         main()

@@ -37,6 +37,8 @@ if [ -z "${QB:-}" ]; then
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# Killed (SIGTERM, ^C): exit through the EXIT trap, so the temporary directory goes too.
+trap 'exit 130' INT TERM
 
 spin() { echo "i=0; while [ \$i -lt $1 ]; do i=\$((i+1)); done"; }
 echo "duet_tail: RUNS=$runs BUDGET=${budget}s TRIAL_SECS=$secs VARIANTS=\"$variants\""
